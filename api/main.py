@@ -1,0 +1,41 @@
+"""Assembles the FastAPI application. Run with ``uvicorn api.main:create_app --factory``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api.errors import install_error_handlers
+from api.routes import health, jobs, voices
+from api.state import AppState
+from ttsq.settings import Settings, get_settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; clients to Redis, S3 and the queue are made once, at start-up."""
+    resolved = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = AppState.build(resolved)
+        if resolved.s3.create_bucket:
+            state.objects.ensure_bucket()
+        app.state.ttsq = state
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = FastAPI(
+        title="ttsq",
+        summary="Job-based text-to-speech: submit text, get audio in S3-compatible storage.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(jobs.router)
+    app.include_router(voices.router)
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,43 @@
+"""Sample-level helpers: float to int16, silence and joining sentences with pauses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+FloatAudio = npt.NDArray[np.float32]
+PCM16 = npt.NDArray[np.int16]
+
+
+def to_int16(audio: FloatAudio) -> PCM16:
+    """Convert model output in [-1, 1] to 16-bit PCM, clipping what overshoots."""
+    clipped: PCM16 = np.clip(audio * 32767.0, -32768, 32767).astype(np.int16)
+    return clipped
+
+
+def silence(seconds: float, sample_rate: int) -> PCM16:
+    """A run of digital silence."""
+    return np.zeros(round(seconds * sample_rate), dtype=np.int16)
+
+
+def join_with_pauses(parts: Sequence[PCM16], pause_s: float, sample_rate: int) -> PCM16:
+    """Concatenate utterances with ``pause_s`` of silence between consecutive ones."""
+    if not parts:
+        return np.zeros(0, dtype=np.int16)
+    gap = silence(pause_s, sample_rate)
+    pieces: list[PCM16] = []
+    for index, part in enumerate(parts):
+        if index:
+            pieces.append(gap)
+        pieces.append(part)
+    return np.concatenate(pieces)
+
+
+def rms_dbfs(pcm: PCM16) -> float:
+    """Loudness as RMS in dB relative to full scale; -inf for silence."""
+    if pcm.size == 0:
+        return float("-inf")
+    rms = float(np.sqrt(np.mean((pcm.astype(np.float64) / 32768.0) ** 2)))
+    return 20.0 * float(np.log10(rms)) if rms > 0 else float("-inf")

@@ -1,0 +1,83 @@
+"""ONNX Runtime session creation with a quiet, honest choice between CUDA and CPU.
+
+A bare ``providers=["CUDAExecutionProvider", ...]`` on a host without a usable GPU prints a wall of
+library-loading errors before falling back. We first check that the NVIDIA driver answers with at
+least one device, and only then try CUDA, with ORT's logger silenced for that attempt.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from enum import StrEnum
+
+import onnxruntime as ort
+
+from tts_core.errors import DeviceUnavailable
+
+log = logging.getLogger(__name__)
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+_ORT_ERROR_ONLY = 3
+
+
+class Device(StrEnum):
+    """Where inference should run."""
+
+    AUTO = "auto"
+    """CUDA when it is really usable, otherwise CPU."""
+    CPU = "cpu"
+    CUDA = "cuda"
+    """CUDA or fail: refuses to fall back silently."""
+
+
+def cuda_device_count() -> int:
+    """Number of GPUs the NVIDIA driver reports; 0 when there is no driver."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def cuda_available() -> bool:
+    """Whether this onnxruntime build has the CUDA provider and the driver sees a GPU."""
+    return CUDA in ort.get_available_providers() and cuda_device_count() > 0
+
+
+def session_options(intra_op_threads: int) -> ort.SessionOptions:
+    """Options shared by every session: fixed thread count (0 lets ORT pick), full graph optimisation."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return options
+
+
+def create_session(model: bytes, device: Device, intra_op_threads: int) -> ort.InferenceSession:
+    """Create the one inference session a process uses, on the device the policy allows."""
+    if device is not Device.CPU and cuda_available():
+        session = _try_cuda(model, intra_op_threads)
+        if session is not None:
+            return session
+    if device is Device.CUDA:
+        raise DeviceUnavailable("CUDA was required (device=cuda) but no usable CUDA GPU was found")
+    return ort.InferenceSession(model, session_options(intra_op_threads), providers=[CPU])
+
+
+def _try_cuda(model: bytes, intra_op_threads: int) -> ort.InferenceSession | None:
+    options = session_options(intra_op_threads)
+    options.log_severity_level = _ORT_ERROR_ONLY
+    try:
+        session = ort.InferenceSession(model, options, providers=[CUDA, CPU])
+    except Exception as e:  # ORT raises plain RuntimeError/Fail types for provider problems
+        log.warning("CUDA session failed, using CPU: %s", e)
+        return None
+    if session.get_providers()[0] != CUDA:
+        log.warning("CUDA provider did not initialise, using CPU")
+        return None
+    return session

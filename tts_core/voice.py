@@ -1,0 +1,120 @@
+"""A loaded Piper voice: text in, 16-bit PCM out, with exact-length batched inference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from tts_core.alignment import add_alignment_output
+from tts_core.audio import PCM16, FloatAudio, join_with_pauses, to_int16
+from tts_core.config import HOP_LENGTH, SynthesisConfig, VoiceConfig
+from tts_core.errors import EmptyText, SynthesisError, VoiceLoadError
+from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.runtime import Device, create_session
+from tts_core.text import has_speech, normalize_text, split_sentences
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One piece of text the model speaks in one go, with its phoneme ids."""
+
+    text: str
+    phoneme_ids: list[int]
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """The audio of one utterance."""
+
+    utterance: Utterance
+    pcm: PCM16
+    sample_rate: int
+
+
+class Voice:
+    """A Piper VITS voice with its own inference session. Create one per process, after fork."""
+
+    def __init__(self, config: VoiceConfig, session: ort.InferenceSession, alignment_output: str) -> None:
+        self.config = config
+        self._session = session
+        self._alignment_output = alignment_output
+        self._input_names = {i.name for i in session.get_inputs()}
+
+    @classmethod
+    def load(
+        cls,
+        model_path: Path,
+        config_path: Path | None = None,
+        device: Device = Device.AUTO,
+        intra_op_threads: int = 0,
+    ) -> Voice:
+        """Load ``NAME.onnx`` (and ``NAME.onnx.json`` beside it unless given) into a session."""
+        config = VoiceConfig.from_file(config_path or model_path.with_name(model_path.name + ".json"))
+        try:
+            model = onnx.load(str(model_path))
+        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:
+            raise VoiceLoadError(f"cannot read voice model {model_path}: {e}") from e
+        alignment_output = add_alignment_output(model)
+        session = create_session(model.SerializeToString(), device, intra_op_threads)
+        return cls(config, session, alignment_output)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.sample_rate
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self._session.get_providers())
+
+    def utterances(self, text: str) -> list[Utterance]:
+        """Normalise, split into sentences and phonemise; raises :class:`EmptyText` if nothing is left."""
+        normalized = normalize_text(text)
+        utterances: list[Utterance] = []
+        for sentence in split_sentences(normalized):
+            for phonemes in phonemize(sentence, self.config.espeak_voice):
+                utterances.append(Utterance(sentence, phoneme_ids(phonemes, self.config.phoneme_id_map)))
+        if not utterances or not has_speech(normalized):
+            raise EmptyText("text has nothing to speak")
+        return utterances
+
+    def synthesize_ids(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
+        """Run one padded ``session.run`` over several id sequences and trim each to its exact length."""
+        if not batch:
+            return []
+        lengths = np.array([len(ids) for ids in batch], dtype=np.int64)
+        padded = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
+        for row, ids in enumerate(batch):
+            padded[row, : len(ids)] = ids
+        feeds: dict[str, np.typing.NDArray[np.generic]] = {
+            "input": padded,
+            "input_lengths": lengths,
+            "scales": np.array(config.scales(self.config), dtype=np.float32),
+        }
+        if "sid" in self._input_names:
+            feeds["sid"] = np.full(len(batch), config.speaker_id or 0, dtype=np.int64)
+        try:
+            audio, frames = self._session.run(None, feeds)[:2]
+        except Exception as e:  # ORT raises its own non-Exception-hierarchy-documented errors
+            raise SynthesisError(f"inference failed: {e}") from e
+        sample_counts = frames.reshape(len(batch), -1).sum(axis=1).astype(np.int64) * HOP_LENGTH
+        flat = audio.reshape(len(batch), -1)
+        return [flat[row, : int(n)].astype(np.float32) for row, n in enumerate(sample_counts)]
+
+    def synthesize(self, text: str, config: SynthesisConfig, max_batch: int = 1) -> Iterator[AudioChunk]:
+        """Speak ``text`` utterance by utterance, ``max_batch`` utterances per inference call."""
+        utterances = self.utterances(text)
+        for start in range(0, len(utterances), max_batch):
+            group = utterances[start : start + max_batch]
+            outputs = self.synthesize_ids([u.phoneme_ids for u in group], config)
+            for utterance, audio in zip(group, outputs, strict=True):
+                yield AudioChunk(utterance, to_int16(audio), self.sample_rate)
+
+    def speak(self, text: str, config: SynthesisConfig) -> PCM16:
+        """The whole text as one PCM array, sentences separated by the configured pause."""
+        pcm = [chunk.pcm for chunk in self.synthesize(text, config)]
+        return join_with_pauses(pcm, config.sentence_pause_s, self.sample_rate)

@@ -1,0 +1,87 @@
+"""The ``ttsq`` command: run the stack or its parts, and speak text through a running API."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ttsq.client import ClientError, TTSQClient
+from ttsq.dev import DevError, DevPorts, run_dev
+from ttsq.services import worker_argv
+from ttsq.settings import get_settings
+
+FORMATS = ("wav", "flac", "ogg", "mp3")
+
+
+@click.group()
+def main() -> None:
+    """ttsq: a job-based text-to-speech service."""
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".ttsq"), show_default=True)
+@click.option("--api-port", type=int, default=8000, show_default=True)
+@click.option("--flower-port", type=int, default=5555, show_default=True)
+@click.option("--redis-port", type=int, default=6379, show_default=True, help="Ignored if TTSQ_REDIS_URL is set.")
+@click.option("--s3-port", type=int, default=8333, show_default=True, help="Ignored if TTSQ_S3__ENDPOINT_URL is set.")
+def dev(data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_port: int) -> None:
+    """Start Redis, SeaweedFS S3, a worker, the API and Flower in the foreground (Ctrl-C stops all)."""
+    try:
+        code = run_dev(data_dir.resolve(), DevPorts(api_port, flower_port, redis_port, s3_port))
+    except (DevError, TimeoutError, RuntimeError) as e:
+        raise click.ClickException(str(e)) from e
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+def api(host: str, port: int) -> None:
+    """Run the HTTP API (uvicorn)."""
+    import uvicorn
+
+    uvicorn.run("api.main:create_app", factory=True, host=host, port=port)
+
+
+@main.command()
+@click.option("--concurrency", type=int, default=None, help="Task threads (default: TTSQ_WORKER__CONCURRENCY).")
+@click.option("--name", default="worker@%h", show_default=True, help="Celery node name.")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(concurrency: int | None, name: str, loglevel: str) -> None:
+    """Run one Celery worker process on the threads pool; the model is loaded once, before it takes jobs."""
+    settings = get_settings()
+    argv = worker_argv(concurrency or settings.worker.concurrency, settings.queue, name, loglevel)
+    os.execv(argv[0], argv)
+
+
+@main.command()
+@click.argument("text")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the audio.")
+@click.option("--voice", default=None, help="Voice id (see GET /v1/voices).")
+@click.option("--format", "audio_format", type=click.Choice(FORMATS), default=None, help="Default: from -o's suffix.")
+@click.option("--speed", type=float, default=None)
+@click.option("--api-url", default=lambda: os.environ.get("TTSQ_API_URL", "http://127.0.0.1:8000"), show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=600, show_default=True)
+def say(
+    text: str,
+    output: Path,
+    voice: str | None,
+    audio_format: str | None,
+    speed: float | None,
+    api_url: str,
+    timeout_s: float,
+) -> None:
+    """Synthesise TEXT through a running API, wait for it, and download the audio."""
+    suffix = output.suffix.lstrip(".").lower()
+    chosen = audio_format or (suffix if suffix in FORMATS else "wav")
+    try:
+        with TTSQClient(api_url) as client:
+            job = client.submit(text, voice=voice, format=chosen, speed=speed)
+            done = client.wait(job["id"], timeout_s)
+            size = client.download(job["id"], output)
+    except (ClientError, OSError) as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"{output}: {size} bytes, {done['result']['duration_s']:.2f}s of {chosen} (job {job['id']})")

@@ -1,0 +1,74 @@
+"""A small HTTP client of the ttsq API: submit, wait, download. Used by ``ttsq say``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+FINISHED = {"succeeded", "failed", "canceled"}
+
+
+class ClientError(Exception):
+    """The API refused the request or the job did not succeed; the message says why."""
+
+
+def _raise_for_error(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        error = response.json()["error"]
+        detail = f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        detail = response.text[:500]
+    raise ClientError(f"HTTP {response.status_code} from {response.request.url}: {detail}")
+
+
+class TTSQClient:
+    """Talks to one ttsq API base URL."""
+
+    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
+        self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
+
+    def __enter__(self) -> TTSQClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._http.close()
+
+    def submit(self, text: str, **options: Any) -> dict[str, Any]:
+        body = {"text": text, **{k: v for k, v in options.items() if v is not None}}
+        response = self._http.post("/v1/jobs", json=body)
+        _raise_for_error(response)
+        job: dict[str, Any] = response.json()
+        return job
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        response = self._http.get(f"/v1/jobs/{job_id}")
+        _raise_for_error(response)
+        job: dict[str, Any] = response.json()
+        return job
+
+    def wait(self, job_id: str, timeout_s: float, poll_s: float = 0.2) -> dict[str, Any]:
+        """Poll until the job finishes; raise :class:`ClientError` unless it succeeded."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get(job_id)
+            if job["status"] in FINISHED:
+                break
+            if time.monotonic() > deadline:
+                raise ClientError(f"job {job_id} still {job['status']} after {timeout_s:.0f}s")
+            time.sleep(poll_s)
+        if job["status"] != "succeeded":
+            error = job.get("error") or {}
+            raise ClientError(f"job {job_id} {job['status']}: {error.get('code')}: {error.get('message')}")
+        return job
+
+    def download(self, job_id: str, destination: Path) -> int:
+        """Follow the audio redirect to the presigned URL and write the bytes; returns their count."""
+        response = self._http.get(f"/v1/jobs/{job_id}/audio", follow_redirects=True)
+        _raise_for_error(response)
+        destination.write_bytes(response.content)
+        return len(response.content)

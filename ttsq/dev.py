@@ -1,0 +1,147 @@
+"""``ttsq dev``: the whole stack in one foreground command, for development.
+
+Starts Redis and SeaweedFS (unless ``TTSQ_REDIS_URL`` / ``TTSQ_S3__ENDPOINT_URL`` point at running
+ones), one worker, the API and Flower; prints the URLs; stops every child on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import httpx
+import redis
+
+from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
+from ttsq.processes import ManagedProcess, port_in_use, wait_until
+from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, flower_argv, worker_argv
+from ttsq.settings import Settings
+
+READY_TIMEOUT_S = 180.0
+
+
+class DevError(Exception):
+    """The dev stack cannot start; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class DevPorts:
+    api: int = 8000
+    flower: int = 5555
+    redis: int = 6379
+    s3: int = 8333
+
+
+def _require_free(port: int, what: str, option: str) -> None:
+    if port_in_use(port, LOOPBACK):
+        raise DevError(f"port {port} ({what}) is already in use on {LOOPBACK}; stop whatever holds it or pass {option}")
+
+
+class DevStack:
+    """Owns every process it started and stops them all, in reverse order."""
+
+    def __init__(self, data_dir: Path, ports: DevPorts, settings: Settings) -> None:
+        self.data_dir = data_dir
+        self.ports = ports
+        self.settings = settings
+        self.env = dict(os.environ)
+        self.processes: list[ManagedProcess] = []
+        self._stopping = threading.Event()
+
+    def _own_redis(self) -> None:
+        if "TTSQ_REDIS_URL" in os.environ:
+            client = redis.Redis.from_url(self.settings.redis_url, socket_connect_timeout=2)
+            try:
+                client.ping()
+            except redis.RedisError as e:
+                raise DevError(f"TTSQ_REDIS_URL={self.settings.redis_url} does not answer: {e}") from e
+            finally:
+                client.close()
+            return
+        _require_free(self.ports.redis, "Redis", "--redis-port")
+        service = RedisService(self.data_dir / "redis", self.ports.redis, appendonly=True)
+        self.processes.append(service.process)
+        service.start()
+        self.env["TTSQ_REDIS_URL"] = service.url
+
+    def _own_s3(self) -> None:
+        if "TTSQ_S3__ENDPOINT_URL" in os.environ:
+            return
+        _require_free(self.ports.s3, "S3 / SeaweedFS", "--s3-port")
+        service = SeaweedService(self.data_dir / "seaweedfs", self.settings.s3.bucket, self.ports.s3)
+        self.processes.append(service.process)
+        service.start()
+        self.env.update(
+            TTSQ_S3__ENDPOINT_URL=service.endpoint_url,
+            TTSQ_S3__ACCESS_KEY_ID=DEV_S3_ACCESS_KEY,
+            TTSQ_S3__SECRET_ACCESS_KEY=DEV_S3_SECRET_KEY,
+            TTSQ_S3__CREATE_BUCKET="true",
+        )
+
+    def _spawn(self, name: str, argv: list[str], log_name: str | None) -> ManagedProcess:
+        log_path = self.data_dir / "logs" / log_name if log_name else None
+        process = ManagedProcess(name, argv, log_path, self.env).start()
+        self.processes.append(process)
+        return process
+
+    def start(self) -> None:
+        _require_free(self.ports.api, "API", "--api-port")
+        _require_free(self.ports.flower, "Flower", "--flower-port")
+        self._own_redis()
+        self._own_s3()
+        worker = self.settings.worker
+        self._spawn("worker", worker_argv(worker.concurrency, self.settings.queue, "worker1@%h"), None)
+        api = self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
+        self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
+        ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
+        wait_until(lambda: httpx.get(ready_url, timeout=5).status_code == 200, READY_TIMEOUT_S, "API /readyz", api)
+
+    def supervise(self) -> int:
+        """Block until a signal arrives or a child dies; returns the exit code."""
+        while not self._stopping.wait(0.5):
+            for process in self.processes:
+                if not process.alive:
+                    print(f"ttsq dev: {process.name} exited with code {process.returncode}; stopping", flush=True)
+                    return 1
+        return 0
+
+    def request_stop(self, signum: int, _frame: FrameType | None) -> None:
+        self._stopping.set()
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+
+
+def banner(ports: DevPorts, env: dict[str, str]) -> str:
+    api = f"http://{LOOPBACK}:{ports.api}"
+    return f"""
+ttsq is ready.
+  API        {api}   (OpenAPI docs: {api}/docs)
+  Flower     http://{LOOPBACK}:{ports.flower}
+  Redis      {env.get("TTSQ_REDIS_URL")}
+  S3         {env.get("TTSQ_S3__ENDPOINT_URL")}
+Try:
+  curl -s -X POST {api}/v1/jobs -H 'content-type: application/json' -d '{{"text":"Hello from the queue."}}'
+  curl -s {api}/v1/jobs/<id>
+  curl -sL {api}/v1/jobs/<id>/audio -o hello.wav
+Ctrl-C stops everything.
+"""
+
+
+def run_dev(data_dir: Path, ports: DevPorts) -> int:
+    """Start, print the URLs, supervise, stop; the exit code for the command."""
+    stack = DevStack(data_dir, ports, Settings())
+    signal.signal(signal.SIGINT, stack.request_stop)
+    signal.signal(signal.SIGTERM, stack.request_stop)
+    try:
+        stack.start()
+        print(banner(ports, stack.env), flush=True)
+        return stack.supervise()
+    finally:
+        print("ttsq dev: stopping…", flush=True)
+        stack.stop()

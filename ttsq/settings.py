@@ -1,0 +1,84 @@
+"""One settings object for every ttsq process, read from ``TTSQ_*`` environment variables and ``.env``.
+
+Nested groups use ``__``: ``TTSQ_S3__ENDPOINT_URL``, ``TTSQ_WORKER__INTRA_OP_THREADS``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tts_core import DEFAULT_VOICE_ID, Device
+from ttsq.constants import DEFAULT_QUEUE, PLACEHOLDER_SECRETS
+
+
+class S3Settings(BaseModel):
+    """Where finished audio goes: any S3-compatible endpoint (AWS S3, MinIO, SeaweedFS)."""
+
+    endpoint_url: str | None = None
+    """None means AWS S3 itself."""
+    public_endpoint_url: str | None = None
+    """Endpoint written into presigned URLs when clients reach the store by another address."""
+    bucket: str = "ttsq"
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    """None lets boto3 find credentials itself (AWS_* variables, instance roles)."""
+    secret_access_key: SecretStr | None = None
+    addressing_style: Literal["auto", "path", "virtual"] = "path"
+    presign_ttl_s: int = Field(3600, ge=1, le=7 * 24 * 3600)
+    create_bucket: bool = False
+    """Create the bucket at start-up if missing (development)."""
+
+
+class WorkerSettings(BaseModel):
+    """How a worker process runs inference."""
+
+    device: Device = Device.AUTO
+    intra_op_threads: int = Field(0, ge=0)
+    """ONNX Runtime intra-op threads; 0 lets it use every core."""
+    concurrency: int = Field(1, ge=1)
+    preload_voices: list[str] = Field(default_factory=list)
+    """Voices loaded at start besides the default one; others load on first use."""
+
+
+class Settings(BaseSettings):
+    """Every knob of a ttsq deployment."""
+
+    model_config = SettingsConfigDict(env_prefix="TTSQ_", env_file=".env", env_nested_delimiter="__", extra="ignore")
+
+    environment: Literal["development", "production"] = "development"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    s3: S3Settings = Field(default_factory=S3Settings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    voices_dir: Path | None = None
+    default_voice: str = DEFAULT_VOICE_ID
+    queue: str = DEFAULT_QUEUE
+    max_text_chars: int = Field(100_000, ge=1)
+    job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    sentence_pause_s: float = Field(0.25, ge=0, le=5)
+    task_time_limit_s: int = Field(3600, ge=10)
+    """Hard limit of one synthesis task."""
+    visibility_timeout_s: int = Field(7200, ge=10)
+    """How long Redis keeps an unacknowledged task before redelivering it; must exceed the task limit."""
+    ready_timeout_s: float = Field(2.0, gt=0)
+    """How long /readyz waits for Redis, S3 and a worker ping."""
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Self:
+        if self.visibility_timeout_s <= self.task_time_limit_s:
+            raise ValueError("visibility_timeout_s must be larger than task_time_limit_s")
+        if self.environment == "production":
+            secret = self.s3.secret_access_key
+            if secret is not None and secret.get_secret_value() in PLACEHOLDER_SECRETS:
+                raise ValueError("TTSQ_S3__SECRET_ACCESS_KEY is a placeholder; set a real secret in production")
+        return self
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()
