@@ -16,7 +16,7 @@ so that one unpunctuated wall of text cannot blow up inference memory."""
 _ABBREVIATIONS: Final = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "approx"}
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+")
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?…。！？])|(?<=[.!?…。！？][\"'”’)\]]))\s+")
 _CLAUSE_END = re.compile(r"(?<=[,;:—–])\s+")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _WHITESPACE = re.compile(r"\s+")
@@ -54,10 +54,11 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _merge_abbreviations(parts: list[str]) -> list[str]:
-    """Re-join pieces that were split after a known abbreviation such as "Dr." or "e.g."."""
+    """Re-join false splits: after an abbreviation ("Dr.", "e.g.") or before a lowercase word
+    ('"Fine!" she said')."""
     merged: list[str] = []
     for part in parts:
-        if merged and _ends_with_abbreviation(merged[-1]):
+        if merged and (_ends_with_abbreviation(merged[-1]) or part[:1].islower()):
             merged[-1] = f"{merged[-1]} {part}"
         else:
             merged.append(part)

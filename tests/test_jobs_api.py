@@ -1,0 +1,174 @@
+"""The API, worker, Redis and S3 together: what a user submits, sees and downloads."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import redis
+import soundfile
+from mypy_boto3_s3 import S3Client
+
+from tests.conftest import TEST_BUCKET, wait_for_job
+from tts_core import DEFAULT_VOICE_ID
+
+HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
+
+
+def job_keys(redis_client: redis.Redis) -> set[bytes]:
+    return set(redis_client.scan_iter("ttsq:job:*"))
+
+
+def queued_messages(redis_client: redis.Redis) -> int:
+    return int(redis_client.llen("tts"))
+
+
+@pytest.mark.parametrize(
+    ("audio_format", "content_type"),
+    [("wav", "audio/wav"), ("flac", "audio/flac"), ("ogg", "audio/ogg"), ("mp3", "audio/mpeg")],
+)
+def test_job_succeeds_in_every_format(
+    client: httpx.Client, s3_client: S3Client, audio_format: str, content_type: str
+) -> None:
+    response = client.post("/v1/jobs", json={"text": HELLO, "format": audio_format, "metadata": {"ref": 7}})
+    assert response.status_code == 202
+    job = response.json()
+    assert job["status"] == "queued"
+    assert uuid.UUID(job["id"]).version == 4
+    assert response.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert (job["voice"], job["format"], job["characters"]) == (DEFAULT_VOICE_ID, audio_format, len(HELLO))
+
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded", done["error"]
+    assert done["metadata"] == {"ref": 7}
+    assert done["started_at"] >= done["created_at"]
+    assert done["finished_at"] >= done["started_at"]
+    result = done["result"]
+    assert result["key"] == f"jobs/{job['id']}/audio.{audio_format}"
+    assert result["content_type"] == content_type
+    assert result["sample_rate"] == 22050
+
+    head = s3_client.head_object(Bucket=TEST_BUCKET, Key=result["key"])
+    assert head["ContentType"] == content_type
+    assert head["ContentLength"] == result["bytes"]
+
+    download = httpx.get(result["url"])
+    assert download.status_code == 200
+    audio, rate = soundfile.read(io.BytesIO(download.content))
+    assert rate == 22050
+    duration = len(audio) / rate
+    assert 0.03 * len(HELLO) < duration < 0.15 * len(HELLO)
+    assert abs(duration - result["duration_s"]) < 0.1
+    assert float(np.sqrt(np.mean(audio**2))) > 0.02, "audio is (nearly) silent"
+
+
+def test_audio_endpoint_redirects_to_the_presigned_object(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json={"text": "Short and sweet."}).json()
+    done = wait_for_job(client, job["id"])
+    redirect = client.get(f"/v1/jobs/{job['id']}/audio")
+    assert redirect.status_code == 302
+    assert redirect.headers["location"].startswith(done["result"]["url"].split("?")[0])
+    audio = httpx.get(redirect.headers["location"])
+    assert audio.content[:4] == b"RIFF"
+
+
+def test_presigned_urls_are_required_to_read_objects(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json={"text": "Private audio."}).json()
+    url = wait_for_job(client, job["id"])["result"]["url"]
+    assert httpx.get(url.split("?")[0]).status_code == 403
+
+
+def test_speed_option_shortens_the_audio(client: httpx.Client) -> None:
+    text = "The same sentence, spoken at two different speeds."
+    normal, fast = (
+        wait_for_job(client, client.post("/v1/jobs", json={"text": text, "speed": speed}).json()["id"])
+        for speed in (1.0, 2.0)
+    )
+    assert fast["options"]["speed"] == 2.0
+    assert fast["result"]["duration_s"] < 0.75 * normal["result"]["duration_s"]
+
+
+def test_audio_of_an_unfinished_job_is_a_conflict(client: httpx.Client) -> None:
+    long_text = "This job is long enough to still be queued or running when we ask. " * 20
+    job = client.post("/v1/jobs", json={"text": long_text}).json()
+    response = client.get(f"/v1/jobs/{job['id']}/audio")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "job_not_succeeded"
+    wait_for_job(client, job["id"])
+
+
+def test_voices_lists_the_default_voice(client: httpx.Client) -> None:
+    voices = client.get("/v1/voices").json()["voices"]
+    assert voices == [
+        {
+            "id": DEFAULT_VOICE_ID,
+            "language": "en_US",
+            "sample_rate": 22050,
+            "quality": "medium",
+            "num_speakers": 1,
+            "speakers": [],
+            "default": True,
+        }
+    ]
+
+
+@pytest.mark.parametrize("job_id", [str(uuid.uuid4()), "not-a-uuid"])
+def test_unknown_job_is_404(client: httpx.Client, job_id: str) -> None:
+    for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/audio"):
+        response = client.get(path)
+        assert response.status_code == 404
+        assert response.json()["error"] == {"code": "job_not_found", "message": f"no job with id {job_id!r}"}
+
+
+BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
+    ("empty text", {"json": {"text": ""}}, 422, "text is empty"),
+    ("whitespace text", {"json": {"text": "  \n\t "}}, 422, "text is empty"),
+    ("punctuation only", {"json": {"text": "... !?"}}, 422, "nothing to speak"),
+    ("missing text", {"json": {"voice": DEFAULT_VOICE_ID}}, 422, "text: Field required"),
+    ("text too long", {"json": {"text": "a" * 100_001}}, 413, "text has 100001 characters; the limit is 100000"),
+    ("unknown voice", {"json": {"text": "hi", "voice": "nope"}}, 422, f"available voices: {DEFAULT_VOICE_ID}"),
+    ("unknown format", {"json": {"text": "hi", "format": "aiff"}}, 422, "format: Input should be 'wav', 'flac'"),
+    ("speed too high", {"json": {"text": "hi", "speed": 10}}, 422, "speed: Input should be less than or equal to 4"),
+    ("speed zero", {"json": {"text": "hi", "speed": 0}}, 422, "speed: Input should be greater than or equal to 0.25"),
+    ("noise too high", {"json": {"text": "hi", "noise_scale": 3}}, 422, "noise_scale: Input should be less than"),
+    ("unknown field", {"json": {"text": "hi", "sped": 1}}, 422, "sped: Extra inputs are not permitted"),
+    ("metadata not object", {"json": {"text": "hi", "metadata": [1]}}, 422, "metadata: Input should be a valid dict"),
+    (
+        "malformed JSON",
+        {"content": b'{"text": "hi"', "headers": {"content-type": "application/json"}},
+        400,
+        "request body is not valid JSON",
+    ),
+    (
+        "wrong content type",
+        {"content": b"text=hi", "headers": {"content-type": "application/x-www-form-urlencoded"}},
+        415,
+        "Content-Type must be application/json",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_kwargs", "status", "message"), [b[1:] for b in BAD_REQUESTS], ids=[b[0] for b in BAD_REQUESTS]
+)
+def test_bad_input_is_refused_and_creates_no_job(
+    client: httpx.Client, redis_client: redis.Redis, request_kwargs: dict[str, Any], status: int, message: str
+) -> None:
+    keys_before, queued_before = job_keys(redis_client), queued_messages(redis_client)
+    response = client.post("/v1/jobs", **request_kwargs)
+    assert response.status_code == status
+    assert message in response.json()["error"]["message"]
+    assert job_keys(redis_client) == keys_before
+    assert queued_messages(redis_client) == queued_before
+
+
+def test_openapi_documents_the_job_routes(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/audio", "/v1/voices", "/healthz", "/readyz"} <= set(
+        paths
+    )
+    assert client.get("/docs").status_code == 200

@@ -1,0 +1,77 @@
+"""tts_core with the real joe voice: phoneme ids, exact-length batching, speed and pauses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+import piper_phonemize
+import pytest
+
+from tts_core import DEFAULT_VOICE_ID, EmptyText, SynthesisConfig, Voice, VoiceCatalog, VoiceLoadError
+from tts_core.alignment import add_alignment_output
+from tts_core.audio import rms_dbfs
+from tts_core.phonemes import phoneme_ids, phonemize
+
+DETERMINISTIC = SynthesisConfig(noise_scale=0.0, noise_w=0.0)
+SENTENCES = [
+    "Hi.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Queues turn one GPU into speech for many people at once, without falling over.",
+]
+
+
+@pytest.fixture(scope="module")
+def voice() -> Iterator[Voice]:
+    info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
+    yield Voice.load(info.model_path, info.config_path, intra_op_threads=2)
+
+
+def test_phoneme_ids_match_piper(voice: Voice) -> None:
+    for sentence in SENTENCES:
+        for phonemes in phonemize(sentence, voice.config.espeak_voice):
+            assert phoneme_ids(phonemes, voice.config.phoneme_id_map) == piper_phonemize.phoneme_ids_espeak(phonemes)
+
+
+def test_batched_items_match_single_synthesis(voice: Voice) -> None:
+    ids = [u.phoneme_ids for s in SENTENCES for u in voice.utterances(s)]
+    singles = [voice.synthesize_ids([one], DETERMINISTIC)[0] for one in ids]
+    batched = voice.synthesize_ids(ids, DETERMINISTIC)
+    assert [len(b) for b in batched] == [len(s) for s in singles]
+    for single, item in zip(singles, batched, strict=True):
+        assert np.max(np.abs(single - item)) < 2e-4
+
+
+def test_speak_joins_sentences_with_the_configured_pause(voice: Voice) -> None:
+    text = " ".join(SENTENCES)
+    parts = [voice.speak(s, DETERMINISTIC) for s in SENTENCES]
+    for pause_s in (0.0, 0.5):
+        config = SynthesisConfig(noise_scale=0.0, noise_w=0.0, sentence_pause_s=pause_s)
+        joined = voice.speak(text, config)
+        expected = sum(len(p) for p in parts) + 2 * round(pause_s * voice.sample_rate)
+        assert len(joined) == expected
+
+
+def test_speed_changes_duration(voice: Voice) -> None:
+    normal = voice.speak(SENTENCES[1], DETERMINISTIC)
+    fast = voice.speak(SENTENCES[1], SynthesisConfig(speed=2.0, noise_scale=0.0, noise_w=0.0))
+    # Frame counts are ceiled per phoneme, so twice the speed is a little over half the length.
+    assert 0.45 < len(fast) / len(normal) < 0.7
+
+
+def test_speech_is_audible(voice: Voice) -> None:
+    pcm = voice.speak(SENTENCES[2], SynthesisConfig())
+    assert rms_dbfs(pcm) > -35
+    assert 2.0 < len(pcm) / voice.sample_rate < 12.0
+
+
+def test_text_without_speech_is_rejected(voice: Voice) -> None:
+    with pytest.raises(EmptyText):
+        voice.utterances(" ... ")
+
+
+def test_alignment_patch_requires_one_ceil_node() -> None:
+    graph = onnx.helper.make_graph([], "empty", [], [])
+    with pytest.raises(VoiceLoadError, match="exactly one Ceil node"):
+        add_alignment_output(onnx.helper.make_model(graph))
