@@ -67,7 +67,9 @@ def stack_settings(redis_url: str, s3: SeaweedService, **overrides: Any) -> Sett
 def settings_env(settings: Settings) -> dict[str, str]:
     """The same settings as the TTSQ_* variables a child process reads."""
     s3 = settings.s3
-    assert s3.endpoint_url and s3.access_key_id and s3.secret_access_key
+    assert s3.endpoint_url
+    assert s3.access_key_id
+    assert s3.secret_access_key
     return {
         "TTSQ_REDIS_URL": settings.redis_url,
         "TTSQ_S3__ENDPOINT_URL": s3.endpoint_url,

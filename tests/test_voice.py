@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import onnx
 import piper_phonemize
@@ -23,9 +21,9 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def voice() -> Iterator[Voice]:
+def voice() -> Voice:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    yield Voice.load(info.model_path, info.config_path, intra_op_threads=2)
+    return Voice.load(info.model_path, info.config_path, intra_op_threads=2)
 
 
 def test_phoneme_ids_match_piper(voice: Voice) -> None:
