@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import httpx
 import pytest
 import redis
 import uvicorn
+from fastapi import FastAPI
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
@@ -59,7 +61,7 @@ def stack_settings(redis_url: str, s3: SeaweedService, **overrides: Any) -> Sett
         endpoint_url=s3.endpoint_url,
         bucket=s3.bucket,
         access_key_id=s3.access_key,
-        secret_access_key=s3.secret_key,  # type: ignore[arg-type]
+        secret_access_key=s3.secret_key,
     )
     return Settings(_env_file=None, redis_url=redis_url, s3=s3_settings, **overrides)
 
@@ -96,7 +98,7 @@ def start_worker(
     producer = make_producer(settings)
     try:
         wait_until(
-            lambda: any(name in reply for r in producer.control.ping(timeout=0.5) for reply in r),
+            lambda: any(name in reply for r in producer.control.ping(timeout=0.5) or [] for reply in r),
             120,
             f"worker {name}",
             worker,
@@ -123,16 +125,25 @@ class ThreadedServer(uvicorn.Server):
         pass
 
 
-@pytest.fixture(scope="session")
-def api_url(settings: Settings, worker: ManagedProcess) -> Iterator[str]:
+@contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """Run ``app`` on a real uvicorn server in a thread; yields its base URL."""
     port = free_port()
-    server = ThreadedServer(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    server = ThreadedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    wait_until(lambda: server.started, 30, "API server")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        wait_until(lambda: server.started, 30, "API server")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def api_url(settings: Settings, worker: ManagedProcess) -> Iterator[str]:
+    with serve(create_app(settings)) as url:
+        yield url
 
 
 @pytest.fixture

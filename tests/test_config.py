@@ -21,7 +21,7 @@ from ttsq.settings import S3Settings, Settings
 )
 def test_synthesis_options_are_bounded(field: str, value: float) -> None:
     with pytest.raises(InvalidOption, match=field):
-        SynthesisConfig(**{field: value})
+        SynthesisConfig(**{field: value})  # type: ignore[arg-type]
 
 
 def test_speed_maps_to_length_scale() -> None:
@@ -56,7 +56,7 @@ def test_missing_voices_folder_is_an_error(tmp_path: Path) -> None:
 
 
 def test_production_refuses_placeholder_secret() -> None:
-    s3 = S3Settings(secret_access_key=DEV_S3_SECRET_KEY)  # type: ignore[arg-type]
+    s3 = S3Settings(secret_access_key=DEV_S3_SECRET_KEY)
     with pytest.raises(ValidationError, match="placeholder"):
         Settings(_env_file=None, environment="production", s3=s3)
     assert Settings(_env_file=None, environment="development", s3=s3).s3.secret_access_key is not None

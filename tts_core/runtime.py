@@ -72,6 +72,9 @@ def create_session(model: bytes, device: Device, intra_op_threads: int) -> ort.I
 def _try_cuda(model: bytes, intra_op_threads: int) -> ort.InferenceSession | None:
     options = session_options(intra_op_threads)
     options.log_severity_level = _ORT_ERROR_ONLY
+    if hasattr(ort, "preload_dlls"):
+        # Loads CUDA/cuDNN from the nvidia-* wheels of the `cuda` extra when they are installed.
+        ort.preload_dlls()
     try:
         session = ort.InferenceSession(model, options, providers=[CUDA, CPU])
     except Exception as e:  # ORT raises plain RuntimeError/Fail types for provider problems

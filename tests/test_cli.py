@@ -1,0 +1,168 @@
+"""The ``ttsq`` command: ``say`` against the running API, ``dev`` starting and stopping the stack."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import soundfile
+
+from tests.conftest import settings_env, wait_for_job
+from ttsq.processes import free_port, port_in_use
+from ttsq.services import RedisService
+from ttsq.settings import Settings
+
+TTSQ = str(Path(sys.executable).parent / "ttsq")
+READY_LINE = "ttsq is ready."
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSQ_", "AWS_"))}
+    return {**env, **extra}
+
+
+def test_say_downloads_playable_audio(api_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "hello.mp3"
+    run = subprocess.run(
+        [TTSQ, "say", "Hello from the command line.", "-o", str(output), "--api-url", api_url],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert f"{output}: " in run.stdout
+    assert "of mp3" in run.stdout
+    info = soundfile.info(str(output))
+    assert info.samplerate == 22050
+    assert 0.8 < info.duration < 5
+
+
+def test_say_reports_the_api_error(api_url: str, tmp_path: Path) -> None:
+    run = subprocess.run(
+        [TTSQ, "say", "hi", "-o", str(tmp_path / "x.wav"), "--voice", "nope", "--api-url", api_url],
+        capture_output=True, text=True, timeout=60, env=clean_env(),
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "HTTP 422" in run.stderr
+    assert "voice_not_found: unknown voice 'nope'" in run.stderr
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_dev_refuses_a_taken_port_with_a_clear_message(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        run = subprocess.run(
+            [TTSQ, "dev", "--data-dir", str(tmp_path), "--api-port", str(taken)],
+            capture_output=True, text=True, timeout=60, env=clean_env(),
+        )  # fmt: skip
+    assert run.returncode == 1
+    assert f"port {taken} (API) is already in use on 127.0.0.1" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+class DevProcess:
+    """``ttsq dev`` as a user runs it, with its output collected line by line."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [TTSQ, "dev", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    def _collect(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def wait_ready(self, timeout_s: float = 180) -> None:
+        deadline = time.monotonic() + timeout_s
+        while READY_LINE not in "".join(self.lines):
+            assert self.process.poll() is None, "".join(self.lines[-50:])
+            assert time.monotonic() < deadline, "".join(self.lines[-50:])
+            time.sleep(0.2)
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def terminate(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(60)
+        self._reader.join(10)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return code
+
+
+@pytest.fixture
+def dev_ports() -> dict[str, int]:
+    return {name: free_port() for name in ("api", "flower", "redis", "s3")}
+
+
+def dev_args(data_dir: Path, ports: dict[str, int]) -> list[str]:
+    return [
+        "--data-dir",
+        str(data_dir),
+        *(arg for name, port in ports.items() for arg in (f"--{name}-port", str(port))),
+    ]
+
+
+def all_gone(processes: list[psutil.Process]) -> bool:
+    return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
+
+
+def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports: dict[str, int]) -> None:
+    dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), clean_env())
+    try:
+        dev.wait_ready()
+        output = "".join(dev.lines)
+        api = f"http://127.0.0.1:{dev_ports['api']}"
+        assert f"API        {api}" in output
+        assert f"Flower     http://127.0.0.1:{dev_ports['flower']}" in output
+        assert f"curl -s -X POST {api}/v1/jobs" in output
+        names = {p.name() for p in dev.descendants()}
+        assert {"redis-server", "weed"} <= names
+
+        with httpx.Client(base_url=api, timeout=30) as client:
+            job = client.post("/v1/jobs", json={"text": "Hello from the dev stack."}).json()
+            assert wait_for_job(client, job["id"])["status"] == "succeeded"
+            assert client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True).content[:4] == b"RIFF"
+        assert httpx.get(f"http://127.0.0.1:{dev_ports['flower']}/").status_code == 200
+        assert (tmp_path / ".ttsq" / "redis").is_dir()
+    finally:
+        children = dev.descendants()
+        code = dev.terminate()
+    assert code == 0
+    assert children
+    assert all_gone(children), [p.name() for p in children if p.is_running()]
+    assert not any(port_in_use(port) for port in dev_ports.values())
+
+
+def test_dev_uses_services_that_are_already_running(
+    tmp_path: Path, dev_ports: dict[str, int], s3_service: object, settings: Settings
+) -> None:
+    own_redis = RedisService(tmp_path / "redis").start()  # its own Redis: its worker must not take suite jobs
+    try:
+        env = clean_env(**{**settings_env(settings), "TTSQ_REDIS_URL": own_redis.url})
+        env.pop("TTSQ_VOICES_DIR")
+        dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), env)
+        try:
+            dev.wait_ready()
+            names = {p.name() for p in dev.descendants()}
+            assert "redis-server" not in names
+            assert "weed" not in names
+            assert f"Redis      {own_redis.url}" in "".join(dev.lines)
+        finally:
+            assert dev.terminate() == 0
+    finally:
+        own_redis.stop()

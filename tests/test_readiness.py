@@ -1,0 +1,63 @@
+"""/healthz and /readyz: ready only while Redis, the object store and a worker all answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.main import create_app
+from tests.conftest import serve, stack_settings, start_worker
+from ttsq.processes import free_port
+from ttsq.services import RedisService, SeaweedService
+from ttsq.settings import S3Settings, Settings
+
+
+def test_healthz(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_ready_with_the_whole_stack(client: httpx.Client) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["checks"]["redis"] == "ok"
+    assert body["checks"]["storage"] == "ok"
+    assert body["checks"]["workers"] == "ok"
+
+
+def test_not_ready_when_the_worker_or_redis_goes(tmp_path: Path, s3_service: SeaweedService) -> None:
+    """A private Redis and worker, so killing them does not disturb the rest of the suite."""
+    own_redis = RedisService(tmp_path / "redis").start()
+    try:
+        settings = stack_settings(own_redis.url, s3_service, ready_timeout_s=1.0)
+        worker = start_worker(settings, tmp_path / "worker.log", "doomed-worker")
+        with serve(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as api:
+            assert api.get("/readyz").status_code == 200
+
+            worker.stop()
+            gone = api.get("/readyz")
+            assert gone.status_code == 503
+            assert gone.json()["checks"]["workers"] == "no worker answered a ping"
+            assert gone.json()["checks"]["redis"] == "ok"
+
+            own_redis.stop()
+            down = api.get("/readyz")
+            assert down.status_code == 503
+            assert down.json()["checks"]["redis"].startswith("unreachable")
+            assert down.json()["checks"]["workers"] == "skipped: redis unreachable"
+    finally:
+        own_redis.stop()
+
+
+@pytest.mark.usefixtures("worker")
+def test_not_ready_when_the_object_store_is_unreachable(settings: Settings) -> None:
+    dead_s3 = S3Settings(endpoint_url=f"http://127.0.0.1:{free_port()}", access_key_id="x", secret_access_key="y")
+    broken = settings.model_copy(update={"s3": dead_s3})
+    with serve(create_app(broken)) as url:
+        response = httpx.get(f"{url}/readyz", timeout=60)
+    assert response.status_code == 503
+    assert "not reachable" in response.json()["checks"]["storage"]
+    assert response.json()["checks"]["workers"] == "ok"
