@@ -130,10 +130,13 @@ def test_task_message_carries_the_job_id_not_the_text(
     assert "Nightingale" not in json.dumps(message["headers"])
 
 
-def test_worker_log_has_no_user_text(worker: ManagedProcess, client: httpx.Client) -> None:
+def test_worker_loads_the_model_once_and_logs_no_user_text(worker: ManagedProcess, client: httpx.Client) -> None:
     text = "Unmistakable marker phrase Zanzibar quokka."
-    wait_for_job(client, client.post("/v1/jobs", json={"text": text}).json()["id"])
+    for _ in range(2):
+        wait_for_job(client, client.post("/v1/jobs", json={"text": text}).json()["id"])
     assert worker.log_path is not None
     log = worker.log_path.read_text()
     assert "succeeded" in log
     assert "Zanzibar" not in log
+    assert log.count(f"loaded voice {DEFAULT_VOICE_ID}") == 1
+    assert log.index(f"loaded voice {DEFAULT_VOICE_ID}") < log.index(" ready.")

@@ -20,6 +20,7 @@ from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.processes import ManagedProcess, port_in_use, wait_until
 from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, flower_argv, worker_argv
 from ttsq.settings import Settings
+from ttsq.storage import ObjectStore, StorageError
 
 READY_TIMEOUT_S = 180.0
 
@@ -70,6 +71,10 @@ class DevStack:
 
     def _own_s3(self) -> None:
         if "TTSQ_S3__ENDPOINT_URL" in os.environ:
+            try:
+                ObjectStore(self.settings.s3).check()
+            except StorageError as e:
+                raise DevError(f"TTSQ_S3__ENDPOINT_URL={self.settings.s3.endpoint_url}: {e}") from e
             return
         _require_free(self.ports.s3, "S3 / SeaweedFS", "--s3-port")
         service = SeaweedService(self.data_dir / "seaweedfs", self.settings.s3.bucket, self.ports.s3)

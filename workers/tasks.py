@@ -33,7 +33,8 @@ MAX_RETRIES = 5
 def job_context() -> JobContext:
     """Clients and engine of this process, built once."""
     settings = get_settings()
-    jobs = JobStore(redis.Redis.from_url(settings.redis_url), settings.job_ttl_s)
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=30, socket_connect_timeout=5)
+    jobs = JobStore(client, settings.job_ttl_s)
     return JobContext(settings, jobs, ObjectStore(settings.s3), get_engine())
 
 
