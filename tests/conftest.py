@@ -6,6 +6,7 @@ Every fixture stops what it started. Ports are free ones, so the suite runs besi
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -23,11 +24,14 @@ from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
 from api.state import make_producer
+from tts_core import DEFAULT_VOICE_ID
+from tts_core.catalog import bundled_voices
 from ttsq.processes import ManagedProcess, free_port, wait_until
 from ttsq.services import RedisService, SeaweedService, worker_argv
 from ttsq.settings import S3Settings, Settings
 
 TEST_BUCKET = "ttsq-test"
+FOLDER_VOICE_ID = "en_US-folder-medium"
 JOB_TIMEOUT_S = 90.0
 
 
@@ -72,19 +76,31 @@ def settings_env(settings: Settings) -> dict[str, str]:
     assert s3.endpoint_url
     assert s3.access_key_id
     assert s3.secret_access_key
-    return {
+    env = {
         "TTSQ_REDIS_URL": settings.redis_url,
         "TTSQ_S3__ENDPOINT_URL": s3.endpoint_url,
         "TTSQ_S3__BUCKET": s3.bucket,
         "TTSQ_S3__ACCESS_KEY_ID": s3.access_key_id,
         "TTSQ_S3__SECRET_ACCESS_KEY": s3.secret_access_key.get_secret_value(),
-        "TTSQ_VOICES_DIR": str(settings.voices_dir or ""),
     }
+    if settings.voices_dir is not None:
+        env["TTSQ_VOICES_DIR"] = str(settings.voices_dir)
+    return env
 
 
 @pytest.fixture(scope="session")
-def settings(redis_service: RedisService, s3_service: SeaweedService) -> Settings:
-    return stack_settings(redis_service.url, s3_service)
+def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A voices folder with the bundled model under a second id, as an operator would add a voice."""
+    folder = tmp_path_factory.mktemp("voices")
+    model, config = bundled_voices()[DEFAULT_VOICE_ID]
+    (folder / f"{FOLDER_VOICE_ID}.onnx").symlink_to(model)
+    shutil.copy(config, folder / f"{FOLDER_VOICE_ID}.onnx.json")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir: Path) -> Settings:
+    return stack_settings(redis_service.url, s3_service, voices_dir=voices_dir)
 
 
 def start_worker(
@@ -92,8 +108,6 @@ def start_worker(
 ) -> ManagedProcess:
     """A real Celery worker process; returns once it answers a ping (model loaded)."""
     env = {**os.environ, **settings_env(settings), **(extra_env or {})}
-    if not settings.voices_dir:
-        env.pop("TTSQ_VOICES_DIR")
     worker = ManagedProcess(name, worker_argv(1, settings.queue, f"{name}@%h"), log_path, env).start()
     producer = make_producer(settings)
     try:

@@ -154,7 +154,6 @@ def test_dev_uses_services_that_are_already_running(
     own_redis = RedisService(tmp_path / "redis").start()  # its own Redis: its worker must not take suite jobs
     try:
         env = clean_env(**{**settings_env(settings), "TTSQ_REDIS_URL": own_redis.url})
-        env.pop("TTSQ_VOICES_DIR")
         dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), env)
         try:
             dev.wait_ready()

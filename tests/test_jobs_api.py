@@ -6,14 +6,16 @@ import io
 import uuid
 from typing import Any
 
+import boto3
 import httpx
 import numpy as np
 import pytest
 import redis
 import soundfile
+from botocore.exceptions import ClientError
 from mypy_boto3_s3 import S3Client
 
-from tests.conftest import TEST_BUCKET, wait_for_job
+from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, wait_for_job
 from tts_core import DEFAULT_VOICE_ID
 
 HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
@@ -80,6 +82,12 @@ def test_presigned_urls_are_required_to_read_objects(client: httpx.Client) -> No
     job = client.post("/v1/jobs", json={"text": "Private audio."}).json()
     url = wait_for_job(client, job["id"])["result"]["url"]
     assert httpx.get(url.split("?")[0]).status_code == 403
+    forged = boto3.client(
+        "s3", endpoint_url=url.split("/ttsq-test/")[0], aws_access_key_id="ttsq-dev", aws_secret_access_key="wrong",
+        region_name="us-east-1",
+    )  # fmt: skip
+    with pytest.raises(ClientError, match="403"):
+        forged.head_object(Bucket=TEST_BUCKET, Key=f"jobs/{job['id']}/audio.wav")
 
 
 def test_speed_option_shortens_the_audio(client: httpx.Client) -> None:
@@ -101,19 +109,21 @@ def test_audio_of_an_unfinished_job_is_a_conflict(client: httpx.Client) -> None:
     wait_for_job(client, job["id"])
 
 
-def test_voices_lists_the_default_voice(client: httpx.Client) -> None:
+def test_voices_lists_bundled_and_folder_voices(client: httpx.Client) -> None:
     voices = client.get("/v1/voices").json()["voices"]
+    joe = {"language": "en_US", "sample_rate": 22050, "quality": "medium", "num_speakers": 1, "speakers": []}
     assert voices == [
-        {
-            "id": DEFAULT_VOICE_ID,
-            "language": "en_US",
-            "sample_rate": 22050,
-            "quality": "medium",
-            "num_speakers": 1,
-            "speakers": [],
-            "default": True,
-        }
+        {"id": FOLDER_VOICE_ID, **joe, "default": False},
+        {"id": DEFAULT_VOICE_ID, **joe, "default": True},
     ]
+
+
+def test_job_with_a_voice_from_the_voices_folder(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json={"text": "A voice from the folder.", "voice": FOLDER_VOICE_ID}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded", done["error"]
+    assert done["voice"] == FOLDER_VOICE_ID
+    assert done["result"]["duration_s"] > 0.5
 
 
 @pytest.mark.parametrize("job_id", [str(uuid.uuid4()), "not-a-uuid"])
@@ -130,7 +140,12 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("punctuation only", {"json": {"text": "... !?"}}, 422, "nothing to speak"),
     ("missing text", {"json": {"voice": DEFAULT_VOICE_ID}}, 422, "text: Field required"),
     ("text too long", {"json": {"text": "a" * 100_001}}, 413, "text has 100001 characters; the limit is 100000"),
-    ("unknown voice", {"json": {"text": "hi", "voice": "nope"}}, 422, f"available voices: {DEFAULT_VOICE_ID}"),
+    (
+        "unknown voice",
+        {"json": {"text": "hi", "voice": "nope"}},
+        422,
+        f"available voices: {FOLDER_VOICE_ID}, {DEFAULT_VOICE_ID}",
+    ),
     ("unknown format", {"json": {"text": "hi", "format": "aiff"}}, 422, "format: Input should be 'wav', 'flac'"),
     ("speed too high", {"json": {"text": "hi", "speed": 10}}, 422, "speed: Input should be less than or equal to 4"),
     ("speed zero", {"json": {"text": "hi", "speed": 0}}, 422, "speed: Input should be greater than or equal to 0.25"),
