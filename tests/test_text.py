@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tts_core.text import MAX_UTTERANCE_CHARS, has_speech, normalize_text, split_sentences
+import pytest
+
+from tts_core import EmptyText, TextTooLong
+from tts_core.text import MAX_UTTERANCE_CHARS, check_text, has_speech, normalize_text, split_sentences
 
 
 def test_normalize_applies_nfc_and_collapses_whitespace() -> None:
@@ -51,3 +54,11 @@ def test_has_speech() -> None:
     assert has_speech("42")
     assert not has_speech(" ... !? ")
     assert not has_speech("")
+
+
+def test_check_text_counts_characters_as_submitted() -> None:
+    check_text("abc", 3)
+    with pytest.raises(TextTooLong, match="text has 4 characters; the limit is 3"):
+        check_text("abcd", 3)
+    with pytest.raises(EmptyText):
+        check_text(" \u200b\n ", 100)

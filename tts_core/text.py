@@ -9,6 +9,8 @@ import re
 import unicodedata
 from typing import Final
 
+from tts_core.errors import EmptyText, TextTooLong
+
 MAX_UTTERANCE_CHARS: Final = 400
 """Longest piece handed to the model at once; longer sentences are cut at clauses, then words,
 so that one unpunctuated wall of text cannot blow up inference memory."""
@@ -40,6 +42,14 @@ def _is_control(ch: str) -> bool:
 def has_speech(text: str) -> bool:
     """Whether the text holds at least one letter or digit, i.e. something to say."""
     return any(ch.isalnum() for ch in text)
+
+
+def check_text(text: str, max_chars: int) -> None:
+    """Refuse text over ``max_chars`` (as submitted) or with nothing speakable once normalised."""
+    if len(text) > max_chars:
+        raise TextTooLong(len(text), max_chars)
+    if not has_speech(normalize_text(text)):
+        raise EmptyText("text is empty or has nothing to speak (no letters or digits)")
 
 
 def split_sentences(text: str) -> list[str]:

@@ -15,8 +15,7 @@ from api.deps import StateDep
 from api.errors import ApiError
 from api.schemas import ErrorPublic, JobCreate, JobPublic
 from api.state import AppState
-from tts_core import EmptyText, TextTooLong
-from tts_core.text import has_speech, normalize_text
+from tts_core.text import check_text
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.jobs import JobRecord, JobStatus, new_job_id, utcnow
 
@@ -46,13 +45,6 @@ def _job_id(job_id: Annotated[str, Path(description="Job id (UUID)")]) -> str:
 JobId = Annotated[str, Depends(_job_id)]
 
 
-def _check_text(text: str, limit: int) -> None:
-    if len(text) > limit:
-        raise TextTooLong(len(text), limit)
-    if not has_speech(normalize_text(text)):
-        raise EmptyText("text is empty or has nothing to speak (no letters or digits)")
-
-
 def _public(state: AppState, record: JobRecord) -> JobPublic:
     url = state.objects.presigned_get_url(record.result.key) if record.result else None
     return JobPublic.from_record(record, url)
@@ -69,7 +61,7 @@ def _public(state: AppState, record: JobRecord) -> JobPublic:
 def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPublic:
     """Validate, store the job and queue it; answers at once with the queued job."""
     settings = state.settings
-    _check_text(body.text, settings.max_text_chars)
+    check_text(body.text, settings.max_text_chars)
     voice = body.voice or settings.default_voice
     state.catalog.get(voice)
     record = JobRecord(
