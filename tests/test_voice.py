@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import onnx
 import piper_phonemize
@@ -73,3 +76,11 @@ def test_alignment_patch_requires_one_ceil_node() -> None:
     graph = onnx.helper.make_graph([], "empty", [], [])
     with pytest.raises(VoiceLoadError, match="exactly one Ceil node"):
         add_alignment_output(onnx.helper.make_model(graph))
+
+
+def test_unreadable_model_is_a_voice_load_error(tmp_path: Path) -> None:
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"not a protobuf at all \xff\xfe")
+    shutil.copy(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).config_path, tmp_path / "broken.onnx.json")
+    with pytest.raises(VoiceLoadError, match="cannot read voice model"):
+        Voice.load(model)

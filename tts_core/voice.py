@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from google.protobuf.message import DecodeError
 
 from tts_core.alignment import add_alignment_output
 from tts_core.audio import PCM16, FloatAudio, join_with_pauses, to_int16
@@ -57,7 +58,7 @@ class Voice:
         config = VoiceConfig.from_file(config_path or model_path.with_name(model_path.name + ".json"))
         try:
             model = onnx.load(str(model_path))
-        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:
+        except (OSError, DecodeError) as e:
             raise VoiceLoadError(f"cannot read voice model {model_path}: {e}") from e
         alignment_output = add_alignment_output(model)
         session = create_session(model.SerializeToString(), device, intra_op_threads)
