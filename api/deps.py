@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.state import AppState
-from ttsq.settings import Settings
 
 
 def get_state(request: Request) -> AppState:
@@ -15,9 +14,4 @@ def get_state(request: Request) -> AppState:
     return state
 
 
-def get_settings(request: Request) -> Settings:
-    return get_state(request).settings
-
-
 StateDep = Annotated[AppState, Depends(get_state)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]

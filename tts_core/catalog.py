@@ -78,6 +78,3 @@ class VoiceCatalog:
             return self._voices[voice_id]
         except KeyError:
             raise VoiceNotFound(voice_id, self.ids()) from None
-
-    def __contains__(self, voice_id: object) -> bool:
-        return voice_id in self._voices

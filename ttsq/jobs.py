@@ -29,10 +29,6 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     CANCELED = "canceled"
 
-    @property
-    def finished(self) -> bool:
-        return self in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED}
-
 
 class JobOptions(BaseModel):
     """Synthesis options as the job was accepted (validated, defaults filled)."""
