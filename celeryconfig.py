@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, segment_queue
 from ttsq.settings import get_settings
 
 _settings = get_settings()
@@ -11,7 +11,12 @@ broker_url = _settings.redis_url
 result_backend = _settings.redis_url
 # Redis redelivers an unacknowledged task after the visibility timeout; it must exceed the longest
 # task or a slow job would run twice. The result backend uses the same transport options.
-broker_transport_options = {"visibility_timeout": _settings.visibility_timeout_s}
+broker_transport_options = {
+    "visibility_timeout": _settings.visibility_timeout_s,
+    # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s).
+    "unacked_restore_interval": 10,
+    "unacked_restore_throttle": 1,
+}
 result_backend_transport_options = {"visibility_timeout": _settings.visibility_timeout_s}
 broker_connection_retry_on_startup = True
 
@@ -19,7 +24,11 @@ task_serializer = "json"
 result_serializer = "json"
 accept_content = ["json"]
 task_default_queue = _settings.queue
-task_routes = {SYNTHESIZE_TASK: {"queue": _settings.queue}}
+task_routes = {
+    SYNTHESIZE_TASK: {"queue": _settings.queue},
+    ASSEMBLE_TASK: {"queue": _settings.queue},
+    SEGMENT_TASK: {"queue": segment_queue(_settings.queue)},
+}
 
 # Acknowledge after the task ran, and give the message back if the worker process dies, so a crash
 # loses no job; one message in flight per worker slot keeps long jobs from starving others.

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tts_core import AudioFormat
 from tts_core.config import NOISE_RANGE, SPEED_RANGE
-from ttsq.jobs import JobError, JobOptions, JobRecord, JobStatus
+from ttsq.jobs import JobError, JobOptions, JobProgress, JobRecord, JobStatus
 
 MAX_METADATA_BYTES = 16 * 1024
 
@@ -68,6 +68,7 @@ class JobPublic(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    progress: JobProgress
     result: JobResultPublic | None
     error: JobError | None
     metadata: dict[str, Any]

@@ -9,6 +9,7 @@ from celery import Celery
 
 from tts_core import VoiceCatalog
 from ttsq.jobs import JobStore
+from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 
@@ -35,6 +36,7 @@ class AppState:
     settings: Settings
     redis: redis.Redis
     jobs: JobStore
+    segments: SegmentStore
     objects: ObjectStore
     catalog: VoiceCatalog
     producer: Celery
@@ -48,6 +50,7 @@ class AppState:
             settings=settings,
             redis=client,
             jobs=JobStore(client, settings.job_ttl_s),
+            segments=SegmentStore(client, settings.job_ttl_s),
             objects=ObjectStore(settings.s3),
             catalog=VoiceCatalog.discover(settings.voices_dir),
             producer=make_producer(settings),

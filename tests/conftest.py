@@ -27,8 +27,9 @@ from api.state import make_producer
 from tts_core import DEFAULT_VOICE_ID
 from tts_core.catalog import bundled_voices
 from ttsq.processes import ManagedProcess, free_port, wait_until
-from ttsq.services import RedisService, SeaweedService, worker_argv
+from ttsq.services import RedisService, SeaweedService
 from ttsq.settings import S3Settings, Settings
+from ttsq.workerpool import default_worker
 
 TEST_BUCKET = "ttsq-test"
 FOLDER_VOICE_ID = "en_US-folder-medium"
@@ -85,6 +86,12 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
     if settings.voices_dir is not None:
         env["TTSQ_VOICES_DIR"] = str(settings.voices_dir)
+    defaults = Settings(_env_file=None)
+    for name in ("queue", "visibility_timeout_s", "task_time_limit_s", "part_store", "segment_max_ids"):
+        if getattr(settings, name) != getattr(defaults, name):
+            env[f"TTSQ_{name.upper()}"] = str(getattr(settings, name))
+    for name, value in settings.worker.model_dump(exclude_defaults=True).items():
+        env[f"TTSQ_WORKER__{name.upper()}"] = str(value)
     return env
 
 
@@ -108,7 +115,8 @@ def start_worker(
 ) -> ManagedProcess:
     """A real Celery worker process; returns once it answers a ping (model loaded)."""
     env = {**os.environ, **settings_env(settings), **(extra_env or {})}
-    worker = ManagedProcess(name, worker_argv(1, settings.queue, f"{name}@%h"), log_path, env).start()
+    argv = default_worker(settings, f"{name}@%h", "INFO").argv
+    worker = ManagedProcess(name, argv, log_path, env).start()
     producer = make_producer(settings)
     try:
         wait_until(

@@ -19,9 +19,11 @@ from tts_core.errors import (
 )
 from tts_core.formats import AudioFormat, EncodedAudio, encode
 from tts_core.runtime import Device
-from tts_core.voice import AudioChunk, Utterance, Voice
+from tts_core.segments import DEFAULT_SEGMENT_IDS, Utterance, group_segments, plan_utterances
+from tts_core.voice import AudioChunk, Voice
 
 __all__ = [
+    "DEFAULT_SEGMENT_IDS",
     "DEFAULT_VOICE_ID",
     "AudioChunk",
     "AudioFormat",
@@ -44,4 +46,6 @@ __all__ = [
     "VoiceLoadError",
     "VoiceNotFound",
     "encode",
+    "group_segments",
+    "plan_utterances",
 ]

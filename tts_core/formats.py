@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import BinaryIO
 
 import soundfile
 
-from tts_core.audio import PCM16
+from tts_core.audio import PCM16, silence
 from tts_core.errors import SynthesisError, UnsupportedFormat
 
 
@@ -80,3 +82,24 @@ def encode(pcm: PCM16, sample_rate: int, audio_format: AudioFormat) -> EncodedAu
     except (soundfile.LibsndfileError, RuntimeError, TypeError) as e:
         raise SynthesisError(f"encoding {audio_format.value} failed: {e}") from e
     return EncodedAudio(buffer.getvalue(), audio_format, sample_rate, int(pcm.size))
+
+
+def encode_stream(
+    parts: Iterable[PCM16], pause_s: float, sample_rate: int, audio_format: AudioFormat, out: BinaryIO
+) -> int:
+    """Encode parts one after another into ``out`` (seekable), ``pause_s`` of silence between them,
+    holding one part in memory at a time. Returns the number of samples written."""
+    container, subtype = _SNDFILE[audio_format]
+    gap = silence(pause_s, sample_rate)
+    samples = 0
+    try:
+        with soundfile.SoundFile(out, "w", sample_rate, 1, subtype, format=container) as sink:
+            for index, part in enumerate(parts):
+                if index and gap.size:
+                    sink.write(gap)
+                    samples += gap.size
+                sink.write(part)
+                samples += part.size
+    except (soundfile.LibsndfileError, RuntimeError, TypeError) as e:
+        raise SynthesisError(f"encoding {audio_format.value} failed: {e}") from e
+    return samples

@@ -6,6 +6,7 @@ distribution (``piper-tts`` does, which silently removes the CUDA provider of ``
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -15,10 +16,14 @@ BOS: Final = "^"
 EOS: Final = "$"
 PAD: Final = "_"
 
+_ESPEAK_LOCK = threading.Lock()
+"""espeak-ng keeps global state: one phonemisation at a time per process (worker threads, API threads)."""
+
 
 def phonemize(text: str, espeak_voice: str) -> list[list[str]]:
     """Phonemes of ``text``, one list per clause-ending sentence as espeak-ng splits it."""
-    sentences: list[list[str]] = piper_phonemize.phonemize_espeak(text, espeak_voice)
+    with _ESPEAK_LOCK:
+        sentences: list[list[str]] = piper_phonemize.phonemize_espeak(text, espeak_voice)
     return [s for s in sentences if any(not p.isspace() for p in s)]
 
 

@@ -59,7 +59,7 @@ def split_sentences(text: str) -> list[str]:
         sentences.extend(_merge_abbreviations(_SENTENCE_END.split(paragraph)))
     utterances: list[str] = []
     for sentence in sentences:
-        utterances.extend(_cut_long(sentence.strip(), MAX_UTTERANCE_CHARS))
+        utterances.extend(cut_long(sentence.strip(), MAX_UTTERANCE_CHARS))
     return [u for u in utterances if u]
 
 
@@ -80,7 +80,7 @@ def _ends_with_abbreviation(piece: str) -> bool:
     return bool(words) and words[-1].rstrip(".").lower() in _ABBREVIATIONS and words[-1].endswith(".")
 
 
-def _cut_long(sentence: str, limit: int) -> list[str]:
+def cut_long(sentence: str, limit: int) -> list[str]:
     """Cut at clause punctuation where possible, else at word boundaries, else hard."""
     if len(sentence) <= limit:
         return [sentence]

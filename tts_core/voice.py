@@ -14,18 +14,9 @@ from google.protobuf.message import DecodeError
 from tts_core.alignment import add_alignment_output
 from tts_core.audio import PCM16, FloatAudio, join_with_pauses, to_int16
 from tts_core.config import HOP_LENGTH, SynthesisConfig, VoiceConfig
-from tts_core.errors import EmptyText, SynthesisError, VoiceLoadError
-from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.errors import SynthesisError, VoiceLoadError
 from tts_core.runtime import Device, create_session
-from tts_core.text import has_speech, normalize_text, split_sentences
-
-
-@dataclass(frozen=True)
-class Utterance:
-    """One piece of text the model speaks in one go, with its phoneme ids."""
-
-    text: str
-    phoneme_ids: list[int]
+from tts_core.segments import DEFAULT_SEGMENT_IDS, Utterance, plan_utterances
 
 
 @dataclass(frozen=True)
@@ -72,16 +63,9 @@ class Voice:
     def providers(self) -> list[str]:
         return list(self._session.get_providers())
 
-    def utterances(self, text: str) -> list[Utterance]:
-        """Normalise, split into sentences and phonemise; raises :class:`EmptyText` if nothing is left."""
-        normalized = normalize_text(text)
-        utterances: list[Utterance] = []
-        for sentence in split_sentences(normalized):
-            for phonemes in phonemize(sentence, self.config.espeak_voice):
-                utterances.append(Utterance(sentence, phoneme_ids(phonemes, self.config.phoneme_id_map)))
-        if not utterances or not has_speech(normalized):
-            raise EmptyText("text has nothing to speak")
-        return utterances
+    def utterances(self, text: str, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
+        """Normalise, split and phonemise, no utterance over ``max_ids``; raises :class:`EmptyText`."""
+        return plan_utterances(text, self.config, max_ids)
 
     def synthesize_ids(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
         """Run one padded ``session.run`` over several id sequences and trim each to its exact length."""

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
+from tts_core.runtime import cuda_device_count
 from ttsq.client import ClientError, TTSQClient
 from ttsq.dev import DevError, DevPorts, run_dev
-from ttsq.services import worker_argv
 from ttsq.settings import get_settings
+from ttsq.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 
 FORMATS = ("wav", "flac", "ogg", "mp3")
 
@@ -47,14 +48,29 @@ def api(host: str, port: int) -> None:
 
 
 @main.command()
-@click.option("--concurrency", type=int, default=None, help="Task threads (default: TTSQ_WORKER__CONCURRENCY).")
-@click.option("--name", default="worker@%h", show_default=True, help="Celery node name.")
+@click.option("--gpus", default=None, help="'all' or indexes like 0,2: one worker process per GPU.")
+@click.option("--cpu", is_flag=True, help="One CPU worker with as many inference threads as cores.")
+@click.option("--concurrency", type=int, default=None, help="Task threads per process (default: max_batch + 1).")
+@click.option("--name", default="worker@%h", show_default=True, help="Celery node name (not with --gpus/--cpu).")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(concurrency: int | None, name: str, loglevel: str) -> None:
-    """Run one Celery worker process on the threads pool; the model is loaded once, before it takes jobs."""
+def worker(gpus: str | None, cpu: bool, concurrency: int | None, name: str, loglevel: str) -> None:
+    """Run Celery workers on the threads pool; each process loads its model once, before taking jobs."""
+    if gpus and cpu:
+        raise click.UsageError("choose --gpus or --cpu, not both")
     settings = get_settings()
-    argv = worker_argv(concurrency or settings.worker.concurrency, settings.queue, name, loglevel)
-    os.execv(argv[0], argv)
+    if concurrency is not None:
+        worker_settings = settings.worker.model_copy(update={"concurrency": concurrency})
+        settings = settings.model_copy(update={"worker": worker_settings})
+    try:
+        if gpus:
+            specs = gpu_workers(settings, parse_gpus(gpus, cuda_device_count()), loglevel)
+        else:
+            specs = [cpu_worker(settings, loglevel) if cpu else default_worker(settings, name, loglevel)]
+    except GpuSelectionError as e:
+        raise click.UsageError(str(e)) from e
+    if len(specs) == 1:
+        os.execve(specs[0].argv[0], specs[0].argv, {**os.environ, **specs[0].env})
+    sys.exit(run_workers(specs))
 
 
 @main.command()

@@ -8,10 +8,23 @@ KEY_PREFIX: Final = "ttsq"
 """Prefix of every Redis key ttsq writes, so a shared Redis stays readable."""
 
 SYNTHESIZE_TASK: Final = "ttsq.synthesize_job"
-"""Celery task name; its only argument is the job id (user text never travels in task messages)."""
+"""Entry task of a job: plans its segments, and finishes a one-segment job itself. Its only
+argument is the job id; user text never travels in task messages."""
+
+SEGMENT_TASK: Final = "ttsq.synthesize_segment"
+"""Synthesises one segment of a multi-segment job; arguments: job id and segment index."""
+
+ASSEMBLE_TASK: Final = "ttsq.assemble_job"
+"""Joins a multi-segment job's parts into the final object; argument: the job id."""
 
 DEFAULT_QUEUE: Final = "tts"
-"""Celery queue the API sends synthesis tasks to and workers consume."""
+"""Celery queue of jobs' entry and assembly tasks; segments go to ``<queue>.segments``. Workers take
+from both in turn, so a short job never waits behind every segment of a long one."""
+
+SEGMENT_QUEUE_SUFFIX: Final = ".segments"
+
+PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.pcm"
+"""S3 key of one segment's raw PCM while its job is assembled (part store ``s3``)."""
 
 RESULT_KEY_TEMPLATE: Final = "jobs/{job_id}/audio.{ext}"
 """S3 key of a job's audio; deterministic so a redelivered task overwrites instead of duplicating."""
@@ -35,3 +48,31 @@ def job_text_key(job_id: str) -> str:
 
 def result_key(job_id: str, extension: str) -> str:
     return RESULT_KEY_TEMPLATE.format(job_id=job_id, ext=extension)
+
+
+def segment_queue(queue: str) -> str:
+    return f"{queue}{SEGMENT_QUEUE_SUFFIX}"
+
+
+def job_segments_key(job_id: str) -> str:
+    """Phoneme ids of each segment, planned once by the entry task (derived from the text)."""
+    return f"{KEY_PREFIX}:job:{job_id}:segments"
+
+
+def job_done_key(job_id: str) -> str:
+    """Set of finished segment indexes: a redelivered segment is never counted twice."""
+    return f"{KEY_PREFIX}:job:{job_id}:done"
+
+
+def job_stats_key(job_id: str) -> str:
+    """Running sums of the finished segments (synthesis and audio microseconds)."""
+    return f"{KEY_PREFIX}:job:{job_id}:stats"
+
+
+def job_part_key(job_id: str, index: int) -> str:
+    """Raw PCM of one segment in Redis (part store ``redis``)."""
+    return f"{KEY_PREFIX}:job:{job_id}:part:{index}"
+
+
+def part_object_key(job_id: str, index: int) -> str:
+    return PART_KEY_TEMPLATE.format(job_id=job_id, index=index)

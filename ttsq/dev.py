@@ -18,9 +18,10 @@ import redis
 
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.processes import ManagedProcess, port_in_use, wait_until
-from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, flower_argv, worker_argv
+from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, flower_argv
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore, StorageError
+from ttsq.workerpool import default_worker
 
 READY_TIMEOUT_S = 180.0
 
@@ -98,8 +99,7 @@ class DevStack:
         _require_free(self.ports.flower, "Flower", "--flower-port")
         self._own_redis()
         self._own_s3()
-        worker = self.settings.worker
-        self._spawn("worker", worker_argv(worker.concurrency, self.settings.queue, "worker1@%h"), None)
+        self._spawn("worker", default_worker(self.settings, "worker1@%h", "INFO").argv, None)
         api = self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"

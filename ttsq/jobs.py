@@ -55,6 +55,28 @@ class JobError(BaseModel):
     message: str
 
 
+class JobProgress(BaseModel):
+    """How far a job got and what it cost; timings are filled as the work happens."""
+
+    segments_total: int | None = None
+    """Known once the worker has planned the job."""
+    segments_done: int = 0
+    queued_ms: int | None = None
+    """From acceptance to the first worker picking the job up."""
+    synthesis_ms: int | None = None
+    """Model time spent on this job (a batched call is shared among its items by length)."""
+    audio_s: float | None = None
+    """Seconds of speech produced so far (final: the whole object, pauses included)."""
+    rtf: float | None = None
+    """Real-time factor: synthesis time over audio time (lower is faster)."""
+
+    def with_sums(self, done: int, synthesis_ms: int, audio_s: float) -> JobProgress:
+        """The same progress with new running sums and the rtf they imply."""
+        rtf = round(synthesis_ms / 1000 / audio_s, 4) if audio_s > 0 else None
+        changes = {"segments_done": done, "synthesis_ms": synthesis_ms, "audio_s": round(audio_s, 3), "rtf": rtf}
+        return self.model_copy(update=changes)
+
+
 class JobRecord(BaseModel):
     """Everything ttsq keeps about one job, except its text."""
 
@@ -69,6 +91,7 @@ class JobRecord(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     attempts: int = 0
+    progress: JobProgress = Field(default_factory=JobProgress)
     result: JobResult | None = None
     error: JobError | None = None
 

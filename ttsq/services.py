@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
+from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, segment_queue
 from ttsq.processes import ManagedProcess, free_port, wait_until
 
 LOOPBACK = "127.0.0.1"
@@ -152,11 +152,12 @@ class SeaweedService:
 
 
 def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
-    """A Celery worker on the threads pool: one model per process, shared by its threads."""
+    """A Celery worker on the threads pool: one model per process, shared by its threads, taking
+    from the job queue and its segment queue in turn."""
     return [
         sys.executable, "-m", "celery", "-A", "workers.app", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
-        "--queues", queue, "--hostname", node_name, "--loglevel", loglevel,
+        "--queues", f"{queue},{segment_queue(queue)}", "--hostname", node_name, "--loglevel", loglevel,
         "--without-gossip", "--without-mingle",
     ]  # fmt: skip
 

@@ -12,7 +12,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tts_core import DEFAULT_VOICE_ID, Device
+from tts_core import DEFAULT_SEGMENT_IDS, DEFAULT_VOICE_ID, Device
 from ttsq.constants import DEFAULT_QUEUE, PLACEHOLDER_SECRETS
 
 
@@ -40,7 +40,12 @@ class WorkerSettings(BaseModel):
     device: Device = Device.AUTO
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads; 0 lets it use every core."""
-    concurrency: int = Field(1, ge=1)
+    concurrency: int | None = Field(None, ge=1)
+    """Task threads; default: ``max_batch + 1`` so the next item is ready while results are stored."""
+    max_batch: int | None = Field(None, ge=1, le=256)
+    """Most segments per inference call; default by provider (CPU 1, CUDA 8), see docs/PERFORMANCE.md."""
+    max_wait_ms: float | None = Field(None, ge=0, le=1000)
+    """How long the first item waits for company; default by provider (CPU 0, CUDA 10)."""
     preload_voices: list[str] = Field(default_factory=list)
     """Voices loaded at start besides the default one; others load on first use."""
 
@@ -60,6 +65,12 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(100_000, ge=1)
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     sentence_pause_s: float = Field(0.25, ge=0, le=5)
+    segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)
+    """Phoneme-id budget of a segment, the unit of work of one task."""
+    part_store: Literal["redis", "s3"] = "redis"
+    """Where segment PCM waits for assembly: Redis (fast, costs memory) or S3 under ``tmp/``."""
+    part_ttl_s: int = Field(24 * 3600, ge=60)
+    """Lifetime of an unassembled part, so a job that dies mid-way leaves nothing behind for long."""
     task_time_limit_s: int = Field(3600, ge=10)
     """Hard limit of one synthesis task."""
     visibility_timeout_s: int = Field(7200, ge=10)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 import boto3
+from boto3.s3.transfer import TransferConfig
 from botocore.client import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -12,9 +13,13 @@ from ttsq.settings import S3Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 _CONNECT_TIMEOUT_S = 5
 _READ_TIMEOUT_S = 60
+MULTIPART_THRESHOLD: Final = 16 * 1024 * 1024
+"""Uploads above this go in 16 MiB parts: a long book is not one huge, all-or-nothing PUT."""
+_TRANSFER = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD)
 
 
 class StorageError(Exception):
@@ -67,6 +72,34 @@ class ObjectStore:
             self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         except (BotoCoreError, ClientError) as e:
             raise StorageError(f"upload of {key} failed: {e}") from e
+
+    def upload(self, key: str, stream: BinaryIO, content_type: str) -> None:
+        """Upload from a file object, in parts above :data:`MULTIPART_THRESHOLD`. S3 publishes a
+        multipart object only on completion, so readers never see a partial one."""
+        try:
+            self._s3.upload_fileobj(stream, self.bucket, key, ExtraArgs={"ContentType": content_type}, Config=_TRANSFER)
+        except (BotoCoreError, ClientError) as e:
+            raise StorageError(f"upload of {key} failed: {e}") from e
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None if there is no such key."""
+        try:
+            return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                return None
+            raise StorageError(f"download of {key} failed: {e}") from e
+        except BotoCoreError as e:
+            raise StorageError(f"download of {key} failed: {e}") from e
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete keys (missing ones are fine), 1000 per request as S3 allows."""
+        try:
+            for start in range(0, len(keys), 1000):
+                batch: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in keys[start : start + 1000]]
+                self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+        except (BotoCoreError, ClientError) as e:
+            raise StorageError(f"delete failed: {e}") from e
 
     def presigned_get_url(self, key: str) -> str:
         return self._presigner.generate_presigned_url(

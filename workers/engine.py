@@ -1,4 +1,8 @@
-"""The voices a worker process holds: loaded once, after fork, and warmed up before taking jobs."""
+"""The model side of a worker process: voices loaded once, and one batcher in front of them.
+
+Task threads never call a session themselves: they hand phoneme ids to the batcher and wait, and
+the batcher thread runs every inference call of the process.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,35 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 
 from tts_core import SynthesisConfig, Voice, VoiceCatalog
+from tts_core.audio import FloatAudio
+from tts_core.batching import BatchResult, DynamicBatcher
+from tts_core.runtime import CUDA
 from ttsq.settings import Settings, get_settings
+from ttsq.tuning import BatchPlan, batch_plan
 
 log = logging.getLogger(__name__)
 
 _WARM_UP_TEXT = "Warming up."
+_WARM_UP_LENGTHS = (64, 400)
+"""Input lengths run at start for every batch size, so first real calls meet prepared kernels."""
+
+BatchKey = tuple[str, SynthesisConfig]
+"""Items share an inference call only with the same voice and options."""
 
 
 class Engine:
-    """Loaded voices of this process, keyed by voice id; loading is serialised by a lock."""
+    """Loaded voices of this process, keyed by voice id, and the batcher that runs them."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
         self._voices: dict[str, Voice] = {}
         self._lock = threading.Lock()
+        self._batcher: DynamicBatcher[BatchKey] | None = None
+        self.plan: BatchPlan | None = None
 
     def voice(self, voice_id: str) -> Voice:
         """The loaded voice, loading it on first use."""
@@ -48,10 +64,46 @@ class Engine:
         )
         return voice
 
+    @property
+    def batcher(self) -> DynamicBatcher[BatchKey]:
+        """The process's batcher, sized for the provider of the default voice."""
+        with self._lock:
+            if self._batcher is not None:
+                return self._batcher
+        on_gpu = self.voice(self._settings.default_voice).providers[0] == CUDA
+        with self._lock:
+            if self._batcher is None:
+                self.plan = batch_plan(self._settings.worker, on_gpu)
+                self._batcher = DynamicBatcher(self._run, self.plan.max_batch, self.plan.max_wait_ms)
+                log.info("batcher: max_batch=%d max_wait_ms=%g", self.plan.max_batch, self.plan.max_wait_ms)
+            return self._batcher
+
+    def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:
+        voice_id, config = key
+        return self.voice(voice_id).synthesize_ids(batch, config)
+
+    def synthesize(
+        self, voice_id: str, config: SynthesisConfig, utterances: Sequence[Sequence[int]], tag: str
+    ) -> list[BatchResult]:
+        """Synthesise utterances through the batcher (they may share calls with other tasks')."""
+        self.voice(voice_id)  # load in the caller's thread, not in the batcher's
+        return self.batcher.run_all((voice_id, config), utterances, tag)
+
     def warm_up(self) -> None:
-        """Load the default voice and any configured to preload."""
+        """Load the default voice and any configured to preload, then run each batch shape once."""
         for voice_id in dict.fromkeys([self._settings.default_voice, *self._settings.worker.preload_voices]):
             self.voice(voice_id)
+        batcher = self.batcher
+        voice = self.voice(self._settings.default_voice)
+        size = 1
+        while size <= batcher.max_batch:
+            for length in _WARM_UP_LENGTHS:
+                voice.synthesize_ids([[1] + [0, 8] * ((length - 2) // 2) + [2]] * size, SynthesisConfig())
+            size *= 2
+
+    def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
 
 
 _engine: Engine | None = None

@@ -1,19 +1,30 @@
-"""What one synthesis job does, apart from Celery: load, synthesise, encode, upload, record.
+"""What a job's tasks do, apart from Celery: plan, synthesise segments, assemble, record.
 
-Every step is safe to repeat: the S3 key is deterministic and status changes are conditional, so a
-redelivered task overwrites its own object and cannot move a finished job.
+A job's text is planned into segments by its entry task. One segment: the entry task synthesises,
+encodes, uploads and marks it succeeded itself. Several: each segment task stores its PCM as a
+part and counts itself done (atomically, once); the task that completes the last one asks for
+the assembly, which encodes the parts in order into the final object.
+
+Every step is safe to repeat: keys are deterministic, status changes are conditional, a segment
+already counted is not synthesised again, and parts are deleted only after the job succeeded.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from tts_core import AudioFormat, SynthesisConfig, TTSError, encode
+import numpy as np
+
+from tts_core import AudioFormat, SynthesisConfig, TTSError, encode, group_segments
+from tts_core.audio import PCM16, join_with_pauses, to_int16
+from tts_core.formats import encode_stream
 from ttsq.constants import result_key
 from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, JobStore, utcnow
+from ttsq.parts import PartMissing, PartStore, iter_parts
+from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from workers.engine import Engine
@@ -29,48 +40,163 @@ class JobContext:
 
     settings: Settings
     jobs: JobStore
+    segments: SegmentStore
+    parts: PartStore
     objects: ObjectStore
     engine: Engine
 
 
+@dataclass(frozen=True)
+class SegmentAudio:
+    """One segment's PCM and what it cost."""
+
+    pcm: PCM16
+    synthesis_ms: float
+    audio_s: float
+
+
 def _mark_started(record: JobRecord) -> dict[str, Any]:
-    return {"started_at": record.started_at or utcnow(), "attempts": record.attempts + 1}
+    started_at = record.started_at or utcnow()
+    queued_ms = round((started_at - record.created_at).total_seconds() * 1000)
+    progress = record.progress.model_copy(update={"queued_ms": queued_ms})
+    return {"started_at": started_at, "attempts": record.attempts + 1, "progress": progress}
 
 
-def run_job(job_id: str, ctx: JobContext) -> JobRecord | None:
-    """Synthesise job ``job_id``; returns the succeeded record, or None if the job was not startable."""
+def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
+    return SynthesisConfig(
+        speed=record.options.speed,
+        noise_scale=record.options.noise_scale,
+        noise_w=record.options.noise_w,
+        sentence_pause_s=settings.sentence_pause_s,
+    )
+
+
+def _speak(ctx: JobContext, record: JobRecord, utterances: list[list[int]], tag: str) -> SegmentAudio:
+    """Synthesise one segment's utterances through the batcher, joined with sentence pauses."""
+    config = synthesis_config(record, ctx.settings)
+    results = ctx.engine.synthesize(record.voice, config, utterances, tag)
+    sample_rate = ctx.engine.voice(record.voice).sample_rate
+    pcm = join_with_pauses([to_int16(r.audio) for r in results], config.sentence_pause_s, sample_rate)
+    return SegmentAudio(pcm, sum(r.share_ms for r in results), pcm.size / sample_rate)
+
+
+def start_job(job_id: str, ctx: JobContext) -> int | None:
+    """Plan the job; finish it here if it has one segment.
+
+    Returns how many segment tasks the caller must enqueue (0 when finished here), or None if the
+    job was not startable (finished, failed or canceled already).
+    """
     record = ctx.jobs.transition(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
     if record is None:
         log.info("job %s is no longer runnable; skipping", job_id)
         return None
-    started = time.perf_counter()
-    voice = ctx.engine.voice(record.voice)
-    config = SynthesisConfig(
-        speed=record.options.speed,
-        noise_scale=record.options.noise_scale,
-        noise_w=record.options.noise_w,
-        sentence_pause_s=ctx.settings.sentence_pause_s,
-    )
-    pcm = voice.speak(ctx.jobs.text(job_id), config)
-    encoded = encode(pcm, voice.sample_rate, AudioFormat.parse(record.format))
+    max_ids = ctx.settings.segment_max_ids
+    utterances = ctx.engine.voice(record.voice).utterances(ctx.jobs.text(job_id), max_ids)
+    segments = [[u.phoneme_ids for u in segment] for segment in group_segments(utterances, max_ids)]
+    progress = record.progress.model_copy(update={"segments_total": len(segments)})
+    record = ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress})
+    if record is None:
+        return None
+    if len(segments) == 1:
+        _finish_single(job_id, record, _speak(ctx, record, segments[0], f"{job_id}/0"), ctx)
+        return 0
+    ctx.segments.save_plan(job_id, segments)
+    log.info("job %s planned: %d segments", job_id, len(segments))
+    return len(segments)
+
+
+def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: JobContext) -> None:
+    sample_rate = ctx.engine.voice(record.voice).sample_rate
+    encoded = encode(audio.pcm, sample_rate, AudioFormat.parse(record.format))
     key = result_key(job_id, encoded.format.extension)
     ctx.objects.put(key, encoded.data, encoded.content_type)
     result = JobResult(
         key=key,
         bytes=len(encoded.data),
         duration_s=round(encoded.duration_s, 3),
-        sample_rate=encoded.sample_rate,
+        sample_rate=sample_rate,
         content_type=encoded.content_type,
     )
-    done = ctx.jobs.transition(
-        job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, {"finished_at": utcnow(), "result": result}
+    _succeed(job_id, record, result, round(audio.synthesis_ms), ctx)
+
+
+def _succeed(job_id: str, record: JobRecord, result: JobResult, synthesis_ms: int, ctx: JobContext) -> bool:
+    total = record.progress.segments_total or 1
+    progress = record.progress.with_sums(total, synthesis_ms, result.duration_s)
+    changes = {"finished_at": utcnow(), "result": result, "progress": progress}
+    done = ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes)
+    if done is not None:
+        log.info("job %s succeeded: %.2fs of audio, rtf %s", job_id, result.duration_s, progress.rtf)
+    return done is not None
+
+
+def run_segment(job_id: str, index: int, ctx: JobContext) -> bool:
+    """Synthesise segment ``index`` unless already counted; returns whether every segment is done
+    (then the caller enqueues the assembly; a redelivered last segment asks again, harmlessly)."""
+    record = ctx.jobs.get(job_id)
+    total = record.progress.segments_total
+    if record.status is not JobStatus.RUNNING or total is None:
+        log.info("job %s is %s; skipping segment %d", job_id, record.status.value, index)
+        return False
+    if ctx.segments.is_done(job_id, index):
+        return ctx.segments.progress(job_id).done >= total
+    utterances = ctx.segments.segment(job_id, index)
+    if utterances is None:
+        raise PartMissing(f"job {job_id} has no plan for segment {index}")
+    audio = _speak(ctx, record, utterances, f"{job_id}/{index}")
+    ctx.parts.put(job_id, index, audio.pcm.tobytes())
+    _, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
+    return done >= total
+
+
+def assemble_job(job_id: str, ctx: JobContext) -> bool:
+    """Encode the parts in order into the final object and mark the job succeeded.
+
+    Returns whether this call finished the job. A second assembly of the same job writes the same
+    key and then loses the conditional status change, so it has no visible effect.
+    """
+    record = ctx.jobs.get(job_id)
+    total = record.progress.segments_total
+    if record.status is not JobStatus.RUNNING or total is None:
+        log.info("job %s is %s; nothing to assemble", job_id, record.status.value)
+        return False
+    sums = ctx.segments.progress(job_id)
+    if sums.done < total:
+        raise PartMissing(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
+    audio_format = AudioFormat.parse(record.format)
+    sample_rate = ctx.engine.voice(record.voice).sample_rate
+    key = result_key(job_id, audio_format.extension)
+    parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, total))
+    with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
+        samples = encode_stream(parts, ctx.settings.sentence_pause_s, sample_rate, audio_format, sink)
+        size = sink.seek(0, 2)
+        sink.seek(0)
+        ctx.objects.upload(key, sink, audio_format.content_type)
+    result = JobResult(
+        key=key,
+        bytes=size,
+        duration_s=round(samples / sample_rate, 3),
+        sample_rate=sample_rate,
+        content_type=audio_format.content_type,
     )
-    log.info("job %s succeeded: %.2fs of audio in %.2fs", job_id, encoded.duration_s, time.perf_counter() - started)
-    return done
+    finished = _succeed(job_id, record, result, sums.synthesis_ms, ctx)
+    if finished:
+        cleanup(job_id, total, ctx)
+    return finished
 
 
-def fail_job(job_id: str, jobs: JobStore, error: TTSError | Exception, code: str | None = None) -> None:
+def cleanup(job_id: str, total: int, ctx: JobContext) -> None:
+    """Drop a multi-segment job's parts and plan; the small done set and sums stay until the job
+    expires, as the record of what each segment counted."""
+    ctx.parts.delete(job_id, total)
+    ctx.segments.drop_plan(job_id)
+
+
+def fail_job(job_id: str, ctx: JobContext, error: TTSError | Exception, code: str | None = None) -> None:
     """Record a permanent failure with a stable code; a finished or canceled job is left alone."""
     default_code = error.code if isinstance(error, TTSError) else "internal_error"
     job_error = JobError(code=code or default_code, message=str(error))
-    jobs.transition(job_id, _STARTABLE, JobStatus.FAILED, {"finished_at": utcnow(), "error": job_error})
+    failed = ctx.jobs.transition(job_id, _STARTABLE, JobStatus.FAILED, {"finished_at": utcnow(), "error": job_error})
+    total = failed.progress.segments_total if failed else None
+    if total and total > 1:
+        cleanup(job_id, total, ctx)

@@ -18,6 +18,7 @@ from api.state import AppState
 from tts_core.text import check_text
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.jobs import JobRecord, JobStatus, new_job_id, utcnow
+from ttsq.progress import live_progress
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ JobId = Annotated[str, Depends(_job_id)]
 
 
 def _public(state: AppState, record: JobRecord) -> JobPublic:
+    record = live_progress(record, state.segments)
     url = state.objects.presigned_get_url(record.result.key) if record.result else None
     return JobPublic.from_record(record, url)
 

@@ -1,0 +1,120 @@
+"""The dynamic batcher with plain data: who shares a call, padding bounds, failures, history.
+
+The model is replaced by a function recording its calls: this tests the batching logic only
+(the real model path is covered by the worker tests).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from tts_core.audio import FloatAudio
+from tts_core.batching import DynamicBatcher, _Request, plan_batches
+
+
+class FakeModel:
+    """Returns each item's ids as audio and remembers the batches it saw."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, list[int]]] = []
+        self.fail = fail
+        self.threads: set[str] = set()
+
+    def __call__(self, key: str, batch: list[Sequence[int]]) -> list[FloatAudio]:
+        self.threads.add(threading.current_thread().name)
+        self.calls.append((key, [len(ids) for ids in batch]))
+        if self.fail:
+            raise RuntimeError("model exploded")
+        return [np.asarray(ids, dtype=np.float32) for ids in batch]
+
+
+def submit_together(batcher: DynamicBatcher[str], items: list[tuple[str, list[int]]]) -> list[FloatAudio]:
+    futures = [batcher.submit(key, ids, f"t{n}") for n, (key, ids) in enumerate(items)]
+    return [f.result(timeout=5).audio for f in futures]
+
+
+def test_items_from_many_threads_share_calls_up_to_max_batch() -> None:
+    model = FakeModel()
+    batcher = DynamicBatcher(model, max_batch=4, max_wait_ms=300)
+    barrier = threading.Barrier(8)
+    results: dict[int, FloatAudio] = {}
+
+    def task(n: int) -> None:
+        barrier.wait()
+        results[n] = batcher.submit("voice", [n] * 10, f"job{n}").result(timeout=5).audio
+
+    threads = [threading.Thread(target=task, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert {n: int(a[0]) for n, a in results.items()} == {n: n for n in range(8)}  # each got its own
+    assert sorted(size for r in batcher.records() for size in [r.size]) == [4, 4]
+    assert {tag for r in batcher.records() for tag in r.tags} == {f"job{n}" for n in range(8)}
+    assert model.threads == {"ttsq-batcher"}  # only the batcher thread runs the model
+
+
+def test_max_batch_one_runs_every_item_alone() -> None:
+    model = FakeModel()
+    batcher = DynamicBatcher(model, max_batch=1, max_wait_ms=50)
+    submit_together(batcher, [("v", [1] * 5)] * 5)
+    batcher.close()
+    assert [sizes for _, sizes in model.calls] == [[5]] * 5
+
+
+def test_different_keys_never_share_a_call() -> None:
+    model = FakeModel()
+    batcher = DynamicBatcher(model, max_batch=8, max_wait_ms=200)
+    submit_together(batcher, [("fast", [1] * 5), ("slow", [1] * 5), ("fast", [1] * 6), ("slow", [1] * 6)])
+    batcher.close()
+    assert sorted((key, sorted(sizes)) for key, sizes in model.calls) == [("fast", [5, 6]), ("slow", [5, 6])]
+
+
+def request(length: int, key: str = "v") -> _Request[str]:
+    return _Request(key, [1] * length, str(length))
+
+
+def test_plan_batches_splits_by_length_to_bound_padding() -> None:
+    groups = plan_batches([request(n) for n in (400, 10, 12, 390, 11, 380)], max_batch=8, max_padding=0.3)
+    assert [[len(r.ids) for r in g] for g in groups] == [[10, 11, 12], [380, 390, 400]]
+    for group in groups:
+        longest = max(len(r.ids) for r in group)
+        assert 1 - sum(len(r.ids) for r in group) / (len(group) * longest) <= 0.3
+
+
+def test_plan_batches_respects_max_batch() -> None:
+    groups = plan_batches([request(50) for _ in range(10)], max_batch=4, max_padding=0.3)
+    assert [len(g) for g in groups] == [4, 4, 2]
+
+
+def test_a_failed_call_fails_every_item_in_it_and_the_batcher_goes_on() -> None:
+    model = FakeModel(fail=True)
+    batcher = DynamicBatcher(model, max_batch=4, max_wait_ms=200)
+    futures = [batcher.submit("v", [1, 2, 3]) for _ in range(3)]
+    for future in futures:
+        with pytest.raises(RuntimeError, match="model exploded"):
+            future.result(timeout=5)
+    model.fail = False
+    assert batcher.submit("v", [7]).result(timeout=5).audio.tolist() == [7.0]
+    batcher.close()
+    assert [r.ok for r in batcher.records()] == [False, True]
+
+
+def test_results_report_shares_of_the_call_by_length() -> None:
+    batcher = DynamicBatcher(FakeModel(), max_batch=2, max_wait_ms=300)
+    futures = [batcher.submit("v", [1] * 30), batcher.submit("v", [1] * 25)]
+    long, short = (f.result(timeout=5) for f in futures)
+    batcher.close()
+    assert long.batch_size == short.batch_size == 2
+    assert long.share_ms == pytest.approx(1.2 * short.share_ms)
+    assert long.share_ms + short.share_ms == pytest.approx(long.run_ms)
+
+
+def test_rejects_bad_sizes() -> None:
+    with pytest.raises(ValueError, match="max_batch"):
+        DynamicBatcher(FakeModel(), max_batch=0)

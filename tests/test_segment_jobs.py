@@ -1,0 +1,213 @@
+"""Multi-segment jobs through real Redis, SeaweedFS and workers: ordered assembly, progress,
+cross-job batching, and a worker killed mid-job."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import redis
+import soundfile
+from mypy_boto3_s3 import S3Client
+
+from api.main import create_app
+from api.state import make_producer
+from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
+from tts_core import DEFAULT_VOICE_ID, SynthesisConfig, Voice, VoiceCatalog, group_segments
+from tts_core.audio import PCM16, join_with_pauses, to_int16
+from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
+from ttsq.processes import ManagedProcess
+from ttsq.settings import Settings
+
+PARAGRAPH = (
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
+    "foolishness. It was the epoch of belief, it was the epoch of incredulity. It was the season of Light, "
+    "it was the season of Darkness, it was the spring of hope, it was the winter of despair. We had "
+    "everything before us, we had nothing before us. We were all going direct to Heaven, we were all going "
+    "direct the other way. In short, the period was so far like the present period, that some of its "
+    "noisiest authorities insisted on its being received, for good or for evil, in the superlative degree "
+    "of comparison only."
+)
+DETERMINISTIC = {"noise_scale": 0.0, "noise_w": 0.0}
+
+
+@pytest.fixture(scope="module")
+def voice() -> Voice:
+    info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
+    return Voice.load(info.model_path, info.config_path, intra_op_threads=2)
+
+
+def expected_parts(voice: Voice, text: str, settings: Settings) -> list[PCM16]:
+    """Each segment as the worker should make it, synthesised here one utterance at a time."""
+    config = SynthesisConfig(noise_scale=0.0, noise_w=0.0, sentence_pause_s=settings.sentence_pause_s)
+    segments = group_segments(voice.utterances(text, settings.segment_max_ids), settings.segment_max_ids)
+    parts = []
+    for segment in segments:
+        audio = [to_int16(voice.synthesize_ids([u.phoneme_ids], config)[0]) for u in segment]
+        parts.append(join_with_pauses(audio, config.sentence_pause_s, voice.sample_rate))
+    return parts
+
+
+def download_pcm(client: httpx.Client, job_id: str) -> PCM16:
+    response = client.get(f"/v1/jobs/{job_id}/audio", follow_redirects=True)
+    assert response.status_code == 200
+    pcm, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
+    assert rate == 22050
+    return np.asarray(pcm, dtype=np.int16)
+
+
+def assert_assembled_in_order(pcm: PCM16, parts: list[PCM16], pause_s: float) -> None:
+    """Total = parts + pauses; digital silence exactly where segments meet; content in order."""
+    gap = round(pause_s * 22050)
+    assert pcm.size == sum(p.size for p in parts) + gap * (len(parts) - 1)
+    offset = 0
+    for part in parts:
+        np.testing.assert_allclose(pcm[offset : offset + part.size], part, atol=64)
+        offset += part.size
+        if offset < pcm.size:
+            assert not pcm[offset : offset + gap].any(), "segment boundary is not a pause"
+            offset += gap
+
+
+def test_multi_segment_job_assembles_in_order(
+    client: httpx.Client, voice: Voice, settings: Settings, redis_client: redis.Redis
+) -> None:
+    parts = expected_parts(voice, PARAGRAPH, settings)
+    assert len(parts) >= 3
+    job = client.post("/v1/jobs", json={"text": PARAGRAPH, "format": "wav", **DETERMINISTIC}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded", done
+    progress = done["progress"]
+    assert progress["segments_total"] == progress["segments_done"] == len(parts)
+    assert_assembled_in_order(download_pcm(client, job["id"]), parts, settings.sentence_pause_s)
+    assert progress["audio_s"] == done["result"]["duration_s"]
+    assert progress["synthesis_ms"] > 0 and progress["queued_ms"] >= 0
+    assert progress["rtf"] == pytest.approx(progress["synthesis_ms"] / 1000 / progress["audio_s"], rel=1e-2)
+    # Parts and plan are gone; the done set stays as the record of what was counted.
+    assert not redis_client.exists(job_segments_key(job["id"]), job_part_key(job["id"], 0))
+    assert redis_client.scard(job_done_key(job["id"])) == len(parts)
+
+
+def test_single_segment_job_finishes_in_its_entry_task(client: httpx.Client, redis_client: redis.Redis) -> None:
+    job = client.post("/v1/jobs", json={"text": "Short and sweet."}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded"
+    assert done["progress"]["segments_total"] == done["progress"]["segments_done"] == 1
+    assert not redis_client.exists(job_done_key(job["id"]))  # no segment tasks, no done set
+
+
+def test_progress_counters_move(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 3)}).json()
+    seen: list[int] = []
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    status: dict[str, Any] = job
+    while status["status"] in {"queued", "running"} and time.monotonic() < deadline:
+        status = client.get(f"/v1/jobs/{job['id']}").json()
+        total = status["progress"]["segments_total"]
+        if status["status"] == "running" and total:
+            seen.append(status["progress"]["segments_done"])
+            assert status["progress"]["audio_s"] is not None
+        time.sleep(0.05)
+    assert status["status"] == "succeeded", status
+    total = status["progress"]["segments_total"]
+    assert seen == sorted(seen), "segments_done went backwards"
+    assert any(0 < n < total for n in seen), f"no intermediate progress seen: {seen}"
+    assert status["progress"]["segments_done"] == total
+
+
+def worker_settings(settings: Settings, queue: str, **changes: Any) -> Settings:
+    worker = settings.worker.model_copy(update=changes.pop("worker", {}))
+    return settings.model_copy(update={"queue": queue, "worker": worker, **changes})
+
+
+@pytest.fixture
+def side_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A worker on its own queue with the parametrised settings, and an API sending to it."""
+    custom: Settings = request.param(request.getfixturevalue("settings"))
+    holder: dict[str, Any] = {"settings": custom, "workers": []}
+
+    def add_worker(name: str) -> ManagedProcess:
+        process = start_worker(custom, tmp_path / f"{name}.log", name)
+        holder["workers"].append(process)
+        return process
+
+    holder["add_worker"] = add_worker
+    add_worker(f"side-{tmp_path.name[-12:]}")
+    with serve(create_app(custom)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        holder["client"] = http
+        yield holder
+    for process in holder["workers"]:
+        process.stop()
+
+
+def batching(settings: Settings) -> Settings:
+    return worker_settings(settings, "tts-batching", worker={"max_batch": 4, "max_wait_ms": 500.0})
+
+
+@pytest.mark.parametrize("side_stack", [batching], indirect=True)
+def test_two_jobs_submitted_together_share_an_inference_call(side_stack: dict[str, Any]) -> None:
+    client: httpx.Client = side_stack["client"]
+    first = client.post("/v1/jobs", json={"text": "The first job says hello."}).json()
+    second = client.post("/v1/jobs", json={"text": "The second job says goodbye."}).json()
+    for job in (first, second):
+        assert wait_for_job(client, job["id"])["status"] == "succeeded"
+    producer = make_producer(side_stack["settings"])
+    try:
+        node = side_stack["workers"][0].name
+        replies = producer.control.broadcast("batches", reply=True, arguments={"limit": 50}, timeout=5)
+    finally:
+        producer.close()
+    stats = next(reply[key] for reply in replies for key in reply if key.startswith(node))
+    assert stats["max_batch"] == 4
+    shared = [r for r in stats["recent"] if {f"{first['id']}/0/0", f"{second['id']}/0/0"} <= set(r["tags"])]
+    assert len(shared) == 1 and shared[0]["size"] == 2, stats["recent"]
+
+
+def crash_safe(settings: Settings) -> Settings:
+    """Short visibility timeout so a dead worker's segments come back quickly; parts in S3."""
+    return worker_settings(settings, "tts-crash", visibility_timeout_s=12, task_time_limit_s=10, part_store="s3")
+
+
+@pytest.mark.parametrize("side_stack", [crash_safe], indirect=True)
+def test_worker_killed_mid_job_the_job_still_succeeds_once(
+    side_stack: dict[str, Any], voice: Voice, s3_client: S3Client, redis_client: redis.Redis
+) -> None:
+    client: httpx.Client = side_stack["client"]
+    custom: Settings = side_stack["settings"]
+    text = " ".join([PARAGRAPH] * 4)
+    job = client.post("/v1/jobs", json={"text": text, "format": "wav", **DETERMINISTIC}).json()
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while client.get(f"/v1/jobs/{job['id']}").json()["progress"]["segments_done"] < 3:
+        assert time.monotonic() < deadline, "job made no progress"
+        time.sleep(0.02)
+    victim: ManagedProcess = side_stack["workers"][0]
+    victim.kill()  # SIGKILL: no warm shutdown, unacknowledged segments stay in Redis
+    victim.stop()
+    running = client.get(f"/v1/jobs/{job['id']}").json()
+    assert (
+        running["status"] == "running" and running["progress"]["segments_done"] < running["progress"]["segments_total"]
+    )
+
+    side_stack["add_worker"]("crash-replacement")
+    done = wait_for_job(client, job["id"], timeout_s=120)
+    assert done["status"] == "succeeded", done
+    total = done["progress"]["segments_total"]
+    assert done["progress"]["segments_done"] == total
+    bucket = custom.s3.bucket
+    finals = s3_client.list_objects_v2(Bucket=bucket, Prefix=f"jobs/{job['id']}/").get("Contents", [])
+    assert [o["Key"] for o in finals] == [f"jobs/{job['id']}/audio.wav"]
+    assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"tmp/{job['id']}/").get("KeyCount") == 0
+    # Each segment counted once: the done set has every index once and the audio sums add up.
+    assert redis_client.scard(job_done_key(job["id"])) == total
+    parts_audio_s = int(redis_client.hget(job_stats_key(job["id"]), "audio_us") or 0) / 1e6
+    pauses_s = (total - 1) * round(custom.sentence_pause_s * 22050) / 22050
+    assert parts_audio_s + pauses_s == pytest.approx(done["result"]["duration_s"], abs=2e-3)
+    assert_assembled_in_order(
+        download_pcm(client, job["id"]), expected_parts(voice, text, custom), custom.sentence_pause_s
+    )

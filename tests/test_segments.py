@@ -1,0 +1,64 @@
+"""Planning text into segments: every utterance fits the id budget, order and words are kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from tts_core import DEFAULT_VOICE_ID, EmptyText, VoiceCatalog, VoiceConfig, group_segments, plan_utterances
+from tts_core.segments import Utterance
+
+LONG_SENTENCE = (
+    "The river, which had been rising for three days under a grey and patient sky, finally spilled "
+    "over the old stone wall; the millers, the bakers and the children of the lower town carried sacks, "
+    "chairs and chickens up the hill, while the mayor, standing on a cart, shouted instructions that "
+    "nobody could hear over the rain, the bells and the roaring water"
+)
+
+
+@pytest.fixture(scope="module")
+def voice_config() -> VoiceConfig:
+    return VoiceConfig.from_file(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).config_path)
+
+
+def test_short_text_is_one_utterance(voice_config: VoiceConfig) -> None:
+    utterances = plan_utterances("Hello there.", voice_config, 400)
+    assert len(utterances) == 1
+    assert utterances[0].phoneme_ids[0] == 1 and utterances[0].phoneme_ids[-1] == 2  # BOS ... EOS
+
+
+def test_long_sentence_is_cut_at_clauses_within_budget(voice_config: VoiceConfig) -> None:
+    whole = plan_utterances(LONG_SENTENCE, voice_config, 4096)
+    assert len(whole) == 1 and len(whole[0].phoneme_ids) > 400
+    cut = plan_utterances(LONG_SENTENCE, voice_config, 400)
+    assert len(cut) > 1
+    assert all(len(u.phoneme_ids) <= 400 for u in cut)
+    assert " ".join(u.text for u in cut) == LONG_SENTENCE  # nothing lost, order kept
+    assert all(u.text.endswith((",", ";", "water")) for u in cut)  # clause ends, not mid-clause
+
+
+def test_unpunctuated_run_is_cut_at_words(voice_config: VoiceConfig) -> None:
+    text = " ".join(["blue"] * 300)
+    cut = plan_utterances(text, voice_config, 200)
+    assert all(len(u.phoneme_ids) <= 200 for u in cut)
+    assert all(set(u.text.split()) == {"blue"} for u in cut)
+    assert sum(len(u.text.split()) for u in cut) == 300
+
+
+def test_nothing_to_say_is_refused(voice_config: VoiceConfig) -> None:
+    with pytest.raises(EmptyText):
+        plan_utterances(" ... !!! ", voice_config, 400)
+
+
+def ids(n: int) -> Utterance:
+    return Utterance(f"u{n}", [1] * n)
+
+
+def test_group_segments_packs_in_order_up_to_budget() -> None:
+    utterances = [ids(100), ids(250), ids(60), ids(390), ids(10), ids(5)]
+    segments = group_segments(utterances, 400)
+    assert [[u.text for u in s] for s in segments] == [["u100", "u250"], ["u60"], ["u390", "u10"], ["u5"]]
+    assert all(sum(len(u.phoneme_ids) for u in s) <= 400 for s in segments)
+
+
+def test_group_segments_keeps_an_oversized_utterance_alone() -> None:
+    assert [len(s) for s in group_segments([ids(10), ids(500), ids(10)], 400)] == [1, 1, 1]

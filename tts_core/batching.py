@@ -1,0 +1,216 @@
+"""Dynamic batching: many threads hand in phoneme ids, one thread runs the model.
+
+Task threads call :meth:`DynamicBatcher.submit` and wait on the returned future. The batcher thread
+takes the first waiting item, collects more until ``max_batch`` items or ``max_wait_ms`` (whichever
+comes first), splits them by batch key (voice and options must match to share one call) and by
+length (to bound padding), and runs each group as one inference call. Only this thread ever calls
+the model, so the session needs no locking and sees one request at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Final, Generic, TypeVar
+
+from tts_core.audio import FloatAudio
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+DEFAULT_MAX_PADDING: Final = 0.3
+"""Largest share of padded (wasted) positions a batch may carry before it is split by length."""
+
+RunBatch = Callable[[K, list[Sequence[int]]], list[FloatAudio]]
+"""Runs one inference call for items sharing a key; returns one trimmed audio array per item."""
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What a waiting task gets back: its audio and what its share of the call cost."""
+
+    audio: FloatAudio
+    batch_size: int
+    run_ms: float
+    """Wall time of the whole inference call."""
+    share_ms: float
+    """This item's share of ``run_ms``, in proportion to its phoneme ids."""
+    wait_ms: float
+    """Time from submit to the start of the call."""
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One inference call, as kept in the batcher's history (tags identify items, never text)."""
+
+    started_at: float
+    size: int
+    tags: tuple[str, ...]
+    max_ids: int
+    total_ids: int
+    wait_ms: float
+    """How long the oldest item in the call had waited."""
+    run_ms: float
+    ok: bool
+
+    @property
+    def padding(self) -> float:
+        return 1.0 - self.total_ids / (self.size * self.max_ids) if self.max_ids else 0.0
+
+
+@dataclass
+class _Request(Generic[K]):
+    key: K
+    ids: Sequence[int]
+    tag: str
+    submitted: float = field(default_factory=time.perf_counter)
+    future: Future[BatchResult] = field(default_factory=Future)
+
+
+def plan_batches(items: Sequence[_Request[K]], max_batch: int, max_padding: float) -> list[list[_Request[K]]]:
+    """Group items by key, then cut each key's items (sorted by length) so that no group exceeds
+    ``max_batch`` items or ``max_padding`` wasted positions."""
+    groups: list[list[_Request[K]]] = []
+    by_key: dict[K, list[_Request[K]]] = {}
+    for item in items:
+        by_key.setdefault(item.key, []).append(item)
+    for same_key in by_key.values():
+        current: list[_Request[K]] = []
+        total = 0
+        for item in sorted(same_key, key=lambda r: len(r.ids)):
+            length = len(item.ids)
+            padded = (len(current) + 1) * length
+            if current and (len(current) >= max_batch or 1.0 - (total + length) / padded > max_padding):
+                groups.append(current)
+                current, total = [], 0
+            current.append(item)
+            total += length
+        if current:
+            groups.append(current)
+    return groups
+
+
+_STOP: Final = object()
+
+
+class DynamicBatcher(Generic[K]):
+    """Collects items from many threads into batched inference calls on one thread."""
+
+    def __init__(
+        self,
+        run: RunBatch[K],
+        max_batch: int = 1,
+        max_wait_ms: float = 0.0,
+        max_padding: float = DEFAULT_MAX_PADDING,
+        history: int = 1000,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        if max_wait_ms < 0:
+            raise ValueError("max_wait_ms must not be negative")
+        self.max_batch = max_batch
+        self.max_wait_ms = max_wait_ms
+        self.max_padding = max_padding
+        self._run = run
+        self._queue: queue.SimpleQueue[_Request[K] | object] = queue.SimpleQueue()
+        self._history: deque[BatchRecord] = deque(maxlen=history)
+        self._history_lock = threading.Lock()
+        self._counter = itertools.count()
+        self.calls = 0
+        self.items = 0
+        self._thread = threading.Thread(target=self._loop, name="ttsq-batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, key: K, ids: Sequence[int], tag: str = "") -> Future[BatchResult]:
+        """Queue one item; the future resolves with its audio or the call's exception."""
+        if not self._thread.is_alive():
+            raise RuntimeError("batcher is stopped")
+        request: _Request[K] = _Request(key, ids, tag or str(next(self._counter)))
+        self._queue.put(request)
+        return request.future
+
+    def run_all(self, key: K, batch: Sequence[Sequence[int]], tag: str = "") -> list[BatchResult]:
+        """Submit several items at once (so they can share calls) and wait for all of them."""
+        futures = [self.submit(key, ids, f"{tag}/{n}" if tag else "") for n, ids in enumerate(batch)]
+        return [f.result() for f in futures]
+
+    def records(self) -> list[BatchRecord]:
+        """Recent calls, oldest first."""
+        with self._history_lock:
+            return list(self._history)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Finish what is queued, then stop the thread."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout_s)
+
+    def _collect(self, first: _Request[K]) -> tuple[list[_Request[K]], bool]:
+        pending = [first]
+        deadline = time.perf_counter() + self.max_wait_ms / 1000.0
+        while len(pending) < self.max_batch:
+            remaining = deadline - time.perf_counter()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return pending, True
+            assert isinstance(item, _Request)
+            pending.append(item)
+        return pending, False
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            assert isinstance(first, _Request)
+            pending, stopping = self._collect(first)
+            for group in plan_batches(pending, self.max_batch, self.max_padding):
+                self._execute(group)
+
+    def _execute(self, group: list[_Request[K]]) -> None:
+        started_wall = time.time()
+        started = time.perf_counter()
+        lengths = [len(r.ids) for r in group]
+        ok = False
+        try:
+            outputs = self._run(group[0].key, [r.ids for r in group])
+            if len(outputs) != len(group):
+                raise RuntimeError(f"model returned {len(outputs)} outputs for {len(group)} inputs")
+            ok = True
+        except BaseException as e:  # every waiting task must learn of the failure
+            for request in group:
+                request.future.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
+        run_ms = (time.perf_counter() - started) * 1000.0
+        total_ids = sum(lengths)
+        if ok:
+            for request, audio in zip(group, outputs, strict=True):
+                share = run_ms * len(request.ids) / total_ids if total_ids else run_ms / len(group)
+                wait = (started - request.submitted) * 1000.0
+                request.future.set_result(BatchResult(audio, len(group), run_ms, share, wait))
+        record = BatchRecord(
+            started_at=started_wall,
+            size=len(group),
+            tags=tuple(r.tag for r in group),
+            max_ids=max(lengths),
+            total_ids=total_ids,
+            wait_ms=(started - min(r.submitted for r in group)) * 1000.0,
+            run_ms=run_ms,
+            ok=ok,
+        )
+        with self._history_lock:
+            self._history.append(record)
+            self.calls += 1
+            self.items += len(group)

@@ -1,0 +1,78 @@
+"""Cut a job's text into segments: sentences grouped up to a phoneme-id budget.
+
+A segment is the unit of work one worker task synthesises. Every utterance in it fits the budget
+(a longer sentence is cut at clause punctuation, then at word boundaries), so no single model call
+grows with the user's punctuation habits, and segments are similar in cost for the batcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from tts_core.config import VoiceConfig
+from tts_core.errors import EmptyText
+from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
+
+DEFAULT_SEGMENT_IDS: Final = 400
+"""Phoneme-id budget of a segment (≈ 200 phonemes ≈ 2-3 s of speech)."""
+
+_SHRINK: Final = 0.9
+"""Safety margin when turning an id budget into a character limit for re-cutting."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One piece of text the model speaks in one go, with its phoneme ids."""
+
+    text: str
+    phoneme_ids: list[int]
+
+
+def plan_utterances(text: str, voice: VoiceConfig, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
+    """Normalise, split into sentences, phonemise, and cut any utterance over ``max_ids``.
+
+    Raises :class:`EmptyText` if nothing speakable is left.
+    """
+    normalized = normalize_text(text)
+    if not has_speech(normalized):
+        raise EmptyText("text has nothing to speak")
+    utterances: list[Utterance] = []
+    for sentence in split_sentences(normalized):
+        utterances.extend(_fit(sentence, voice, max_ids))
+    if not utterances:
+        raise EmptyText("text has nothing to speak")
+    return utterances
+
+
+def _fit(sentence: str, voice: VoiceConfig, max_ids: int) -> list[Utterance]:
+    """Phonemise ``sentence``; if it exceeds the budget, cut the text shorter and try each piece."""
+    utterances = [
+        Utterance(sentence, phoneme_ids(p, voice.phoneme_id_map)) for p in phonemize(sentence, voice.espeak_voice)
+    ]
+    longest = max((len(u.phoneme_ids) for u in utterances), default=0)
+    if longest <= max_ids or len(sentence) <= 1:
+        return utterances
+    ids_per_char = sum(len(u.phoneme_ids) for u in utterances) / len(sentence)
+    limit = min(len(sentence) // 2 or 1, max(1, int(max_ids / ids_per_char * _SHRINK)))
+    fitted: list[Utterance] = []
+    for piece in cut_long(sentence, limit):
+        fitted.extend(_fit(piece, voice, max_ids))
+    return fitted
+
+
+def group_segments(utterances: Sequence[Utterance], max_ids: int = DEFAULT_SEGMENT_IDS) -> list[list[Utterance]]:
+    """Pack consecutive utterances into segments whose id counts sum to at most ``max_ids``."""
+    segments: list[list[Utterance]] = []
+    size = 0
+    for utterance in utterances:
+        length = len(utterance.phoneme_ids)
+        if segments and size + length <= max_ids:
+            segments[-1].append(utterance)
+            size += length
+        else:
+            segments.append([utterance])
+            size = length
+    return segments

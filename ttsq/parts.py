@@ -1,0 +1,74 @@
+"""Where a multi-segment job's PCM waits until assembly: Redis with a TTL, or S3 under ``tmp/``.
+
+Both key parts by job id and segment index, so a redelivered segment overwrites its own part.
+Redis is the default: a part is written once and read once within seconds or minutes, and Redis
+does that in well under a millisecond where S3 takes several (docs/PERFORMANCE.md); the price is
+memory (a 2-hour book holds ~320 MB until assembled), so very long jobs may prefer ``s3``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, cast
+
+import redis
+
+from ttsq.constants import job_part_key, part_object_key
+from ttsq.storage import ObjectStore
+
+PCM_CONTENT_TYPE = "application/octet-stream"
+
+
+class PartMissing(LookupError):
+    """A segment counted as done has no stored audio (expired or deleted)."""
+
+
+class PartStore(Protocol):
+    def put(self, job_id: str, index: int, pcm: bytes) -> None: ...
+
+    def get(self, job_id: str, index: int) -> bytes: ...
+
+    def delete(self, job_id: str, count: int) -> None: ...
+
+
+def iter_parts(store: PartStore, job_id: str, count: int) -> Iterator[bytes]:
+    """Parts in order, fetched one at a time so assembly holds one part, not the whole job."""
+    for index in range(count):
+        yield store.get(job_id, index)
+
+
+class RedisPartStore:
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self._redis = client
+        self._ttl_s = ttl_s
+
+    def put(self, job_id: str, index: int, pcm: bytes) -> None:
+        self._redis.set(job_part_key(job_id, index), pcm, ex=self._ttl_s)
+
+    def get(self, job_id: str, index: int) -> bytes:
+        data = cast(bytes | None, self._redis.get(job_part_key(job_id, index)))
+        if data is None:
+            raise PartMissing(f"segment {index} of job {job_id} has no stored audio")
+        return data
+
+    def delete(self, job_id: str, count: int) -> None:
+        keys = [job_part_key(job_id, i) for i in range(count)]
+        for start in range(0, len(keys), 1000):
+            self._redis.delete(*keys[start : start + 1000])
+
+
+class S3PartStore:
+    def __init__(self, objects: ObjectStore) -> None:
+        self._objects = objects
+
+    def put(self, job_id: str, index: int, pcm: bytes) -> None:
+        self._objects.put(part_object_key(job_id, index), pcm, PCM_CONTENT_TYPE)
+
+    def get(self, job_id: str, index: int) -> bytes:
+        data = self._objects.get(part_object_key(job_id, index))
+        if data is None:
+            raise PartMissing(f"segment {index} of job {job_id} has no stored audio")
+        return data
+
+    def delete(self, job_id: str, count: int) -> None:
+        self._objects.delete_many([part_object_key(job_id, i) for i in range(count)])

@@ -1,0 +1,99 @@
+"""Segment bookkeeping of multi-segment jobs in Redis: the plan, the done set and running sums.
+
+Completion is decided by one Lua script: it adds the segment's index to the job's done set and,
+only if the index was new, adds its timings; it returns how many segments are done. The task that
+sees ``done == total`` enqueues the assembly, so no chord and no lost counter on redelivery.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import redis
+
+from ttsq.constants import job_done_key, job_segments_key, job_stats_key
+from ttsq.jobs import JobRecord, JobStatus
+
+_MARK_DONE = """
+local added = redis.call('SADD', KEYS[1], ARGV[1])
+if added == 1 then
+  redis.call('HINCRBY', KEYS[2], 'synthesis_us', ARGV[2])
+  redis.call('HINCRBY', KEYS[2], 'audio_us', ARGV[3])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+return {added, redis.call('SCARD', KEYS[1])}
+"""
+
+_PLAN_ONCE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, 2))
+  redis.call('EXPIRE', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Finished segments of a running job and what they took."""
+
+    done: int
+    synthesis_ms: int
+    audio_s: float
+
+
+class SegmentStore:
+    """Plans, done sets and sums of segments, with the job's TTL on every key."""
+
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self._redis = client
+        self._ttl_s = ttl_s
+        self._mark_done = client.register_script(_MARK_DONE)
+        self._plan_once = client.register_script(_PLAN_ONCE)
+
+    def save_plan(self, job_id: str, segments: Sequence[Sequence[Sequence[int]]]) -> bool:
+        """Store each segment's utterance ids, unless a plan exists (a redelivered entry task
+        keeps the first plan). Returns whether this call wrote it."""
+        encoded = [json.dumps([list(ids) for ids in segment], separators=(",", ":")) for segment in segments]
+        return bool(self._plan_once(keys=[job_segments_key(job_id)], args=[self._ttl_s, *encoded]))
+
+    def segment(self, job_id: str, index: int) -> list[list[int]] | None:
+        raw = cast(bytes | None, self._redis.lindex(job_segments_key(job_id), index))
+        return None if raw is None else cast(list[list[int]], json.loads(raw))
+
+    def is_done(self, job_id: str, index: int) -> bool:
+        return bool(self._redis.sismember(job_done_key(job_id), str(index)))
+
+    def mark_done(self, job_id: str, index: int, synthesis_ms: float, audio_s: float) -> tuple[bool, int]:
+        """Count segment ``index`` once; returns (newly counted, segments done so far)."""
+        keys = [job_done_key(job_id), job_stats_key(job_id)]
+        args = [index, round(synthesis_ms * 1000), round(audio_s * 1_000_000), self._ttl_s]
+        added, done = cast(list[int], self._mark_done(keys=keys, args=args))
+        return bool(added), int(done)
+
+    def progress(self, job_id: str) -> Progress:
+        with self._redis.pipeline(transaction=False) as pipe:
+            pipe.scard(job_done_key(job_id))
+            pipe.hgetall(job_stats_key(job_id))
+            done, stats = pipe.execute()
+        sums = {k.decode(): int(v) for k, v in cast(dict[bytes, bytes], stats).items()}
+        return Progress(int(done), round(sums.get("synthesis_us", 0) / 1000), sums.get("audio_us", 0) / 1_000_000)
+
+    def drop_plan(self, job_id: str) -> None:
+        """The plan is the bulky part (every segment's ids); drop it once the job is finished."""
+        self._redis.delete(job_segments_key(job_id))
+
+
+def live_progress(record: JobRecord, segments: SegmentStore) -> JobRecord:
+    """A running multi-segment job's record with the sums of its finished segments."""
+    total = record.progress.segments_total
+    if record.status is not JobStatus.RUNNING or not total or total < 2:
+        return record
+    sums = segments.progress(record.id)
+    progress = record.progress.with_sums(sums.done, sums.synthesis_ms, sums.audio_s)
+    return record.model_copy(update={"progress": progress})

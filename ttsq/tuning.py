@@ -1,0 +1,34 @@
+"""Batching defaults per provider, from measurement (docs/PERFORMANCE.md); settings override them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from ttsq.settings import WorkerSettings
+
+CPU_MAX_BATCH: Final = 1
+"""On CPU a padded batch costs more than its items one by one (8 sentences: 3.3x slower)."""
+CPU_MAX_WAIT_MS: Final = 0.0
+CUDA_MAX_BATCH: Final = 8
+"""On a GPU batching is the gain (published: a VITS-class model on an A10, 4.4x at batch 8)."""
+CUDA_MAX_WAIT_MS: Final = 10.0
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How one worker process batches: items per call, wait for company, task threads."""
+
+    max_batch: int
+    max_wait_ms: float
+    concurrency: int
+
+
+def batch_plan(worker: WorkerSettings, on_gpu: bool) -> BatchPlan:
+    """Settings where given, else the measured defaults of the provider."""
+    max_batch = worker.max_batch or (CUDA_MAX_BATCH if on_gpu else CPU_MAX_BATCH)
+    default_wait = CUDA_MAX_WAIT_MS if on_gpu else CPU_MAX_WAIT_MS
+    max_wait_ms = default_wait if worker.max_wait_ms is None else worker.max_wait_ms
+    # One thread more than a batch holds, so the next item is queued while results are stored.
+    concurrency = worker.concurrency or max_batch + 1
+    return BatchPlan(max_batch, max_wait_ms, concurrency)

@@ -1,0 +1,105 @@
+"""Which worker processes a host runs: one per GPU (its own CUDA_VISIBLE_DEVICES, model and node
+name ``gpu<N>@<host>``), or one for the CPU with threads sized to the cores."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from tts_core.runtime import Device, cuda_available
+from ttsq.processes import ManagedProcess
+from ttsq.services import worker_argv
+from ttsq.settings import Settings
+from ttsq.tuning import batch_plan
+
+
+class GpuSelectionError(ValueError):
+    """``--gpus`` names no GPU this host has."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One worker process: its Celery node name, command line and extra environment."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_gpus(spec: str, visible: int) -> list[int]:
+    """``all`` or a comma list of indexes (``0,2``), checked against the ``visible`` GPU count."""
+    if visible < 1:
+        raise GpuSelectionError("no GPU is visible to this host (NVIDIA driver missing?); use --cpu")
+    if spec.strip().lower() == "all":
+        return list(range(visible))
+    try:
+        chosen = [int(part) for part in spec.split(",") if part.strip()]
+    except ValueError:
+        raise GpuSelectionError(f"--gpus takes 'all' or indexes like 0,2; got {spec!r}") from None
+    if not chosen:
+        raise GpuSelectionError("--gpus names no GPU")
+    wrong = [n for n in chosen if not 0 <= n < visible]
+    if wrong:
+        raise GpuSelectionError(f"GPU {wrong[0]} does not exist; this host has {visible} (0-{visible - 1})")
+    return list(dict.fromkeys(chosen))
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (respects affinity and container CPU sets)."""
+    return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
+
+
+def gpu_workers(settings: Settings, gpus: list[int], loglevel: str, host: str | None = None) -> list[WorkerSpec]:
+    host = host or socket.gethostname()
+    plan = batch_plan(settings.worker, on_gpu=True)
+    return [
+        WorkerSpec(
+            name=f"gpu{n}@{host}",
+            argv=worker_argv(plan.concurrency, settings.queue, f"gpu{n}@{host}", loglevel),
+            env={"CUDA_VISIBLE_DEVICES": str(n), "TTSQ_WORKER__DEVICE": Device.CUDA.value},
+        )
+        for n in gpus
+    ]
+
+
+def cpu_worker(settings: Settings, loglevel: str, host: str | None = None) -> WorkerSpec:
+    host = host or socket.gethostname()
+    threads = settings.worker.intra_op_threads or cpu_cores()
+    plan = batch_plan(settings.worker, on_gpu=False)
+    return WorkerSpec(
+        name=f"cpu@{host}",
+        argv=worker_argv(plan.concurrency, settings.queue, f"cpu@{host}", loglevel),
+        env={"TTSQ_WORKER__DEVICE": Device.CPU.value, "TTSQ_WORKER__INTRA_OP_THREADS": str(threads)},
+    )
+
+
+def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
+    """One worker on the configured device; batching defaults follow whether CUDA will be used."""
+    on_gpu = settings.worker.device is not Device.CPU and cuda_available()
+    plan = batch_plan(settings.worker, on_gpu)
+    return WorkerSpec(name=name, argv=worker_argv(plan.concurrency, settings.queue, name, loglevel))
+
+
+def run_workers(specs: list[WorkerSpec]) -> int:
+    """Run several worker processes until a signal arrives or one of them exits; stop them all."""
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+    processes = [ManagedProcess(s.name, s.argv, None, {**os.environ, **s.env}).start() for s in specs]
+    code = 0
+    try:
+        while not stopping.wait(0.5):
+            dead = [p for p in processes if not p.alive]
+            if dead:
+                print(f"ttsq worker: {dead[0].name} exited with code {dead[0].returncode}; stopping", flush=True)
+                code = 1
+                break
+    finally:
+        for process in processes:
+            process.kill(signal.SIGTERM)
+        for process in processes:
+            process.stop()
+    return code
