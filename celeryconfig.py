@@ -36,7 +36,9 @@ task_acks_late = True
 task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1
 worker_cancel_long_running_tasks_on_connection_loss = True
-task_track_started = True
+# Job state lives in the job record, never in Celery results: storing results would only add Redis
+# writes to every segment. Flower follows tasks through events, which stay on.
+task_ignore_result = True
 task_time_limit = _settings.task_time_limit_s
 task_soft_time_limit = max(1, _settings.task_time_limit_s - 30)
 result_expires = 24 * 3600

@@ -27,8 +27,8 @@ from api.state import make_producer
 from tts_core import DEFAULT_VOICE_ID
 from tts_core.catalog import bundled_voices
 from ttsq.processes import ManagedProcess, free_port, wait_until
-from ttsq.services import RedisService, SeaweedService
-from ttsq.settings import S3Settings, Settings
+from ttsq.services import RedisService, SeaweedService, stack_settings
+from ttsq.settings import Settings, settings_env
 from ttsq.workerpool import default_worker
 
 TEST_BUCKET = "ttsq-test"
@@ -58,41 +58,6 @@ def s3_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServ
     service = SeaweedService(tmp_path_factory.mktemp("seaweedfs"), TEST_BUCKET).start()
     yield service
     service.stop()
-
-
-def stack_settings(redis_url: str, s3: SeaweedService, **overrides: Any) -> Settings:
-    """Settings for a stack on the given services, ignoring any .env file."""
-    s3_settings = S3Settings(
-        endpoint_url=s3.endpoint_url,
-        bucket=s3.bucket,
-        access_key_id=s3.access_key,
-        secret_access_key=s3.secret_key,
-    )
-    return Settings(_env_file=None, redis_url=redis_url, s3=s3_settings, **overrides)
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    """The same settings as the TTSQ_* variables a child process reads."""
-    s3 = settings.s3
-    assert s3.endpoint_url
-    assert s3.access_key_id
-    assert s3.secret_access_key
-    env = {
-        "TTSQ_REDIS_URL": settings.redis_url,
-        "TTSQ_S3__ENDPOINT_URL": s3.endpoint_url,
-        "TTSQ_S3__BUCKET": s3.bucket,
-        "TTSQ_S3__ACCESS_KEY_ID": s3.access_key_id,
-        "TTSQ_S3__SECRET_ACCESS_KEY": s3.secret_access_key.get_secret_value(),
-    }
-    if settings.voices_dir is not None:
-        env["TTSQ_VOICES_DIR"] = str(settings.voices_dir)
-    defaults = Settings(_env_file=None)
-    for name in ("queue", "visibility_timeout_s", "task_time_limit_s", "part_store", "segment_max_ids"):
-        if getattr(settings, name) != getattr(defaults, name):
-            env[f"TTSQ_{name.upper()}"] = str(getattr(settings, name))
-    for name, value in settings.worker.model_dump(exclude_defaults=True).items():
-        env[f"TTSQ_WORKER__{name.upper()}"] = str(value)
-    return env
 
 
 @pytest.fixture(scope="session")

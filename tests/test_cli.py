@@ -16,10 +16,10 @@ import psutil
 import pytest
 import soundfile
 
-from tests.conftest import settings_env, wait_for_job
+from tests.conftest import wait_for_job
 from ttsq.processes import free_port, port_in_use
 from ttsq.services import RedisService
-from ttsq.settings import Settings
+from ttsq.settings import Settings, settings_env
 
 TTSQ = str(Path(sys.executable).parent / "ttsq")
 READY_LINE = "ttsq is ready."

@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from api.main import create_app
-from tests.conftest import serve, stack_settings, start_worker
+from tests.conftest import serve, start_worker
 from ttsq.processes import free_port
-from ttsq.services import RedisService, SeaweedService
+from ttsq.services import RedisService, SeaweedService, stack_settings
 from ttsq.settings import S3Settings, Settings
 
 

@@ -4,6 +4,7 @@ cross-job batching, and a worker killed mid-job."""
 from __future__ import annotations
 
 import io
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,7 +88,8 @@ def test_multi_segment_job_assembles_in_order(
     assert progress["segments_total"] == progress["segments_done"] == len(parts)
     assert_assembled_in_order(download_pcm(client, job["id"]), parts, settings.sentence_pause_s)
     assert progress["audio_s"] == done["result"]["duration_s"]
-    assert progress["synthesis_ms"] > 0 and progress["queued_ms"] >= 0
+    assert progress["synthesis_ms"] > 0
+    assert progress["queued_ms"] >= 0
     assert progress["rtf"] == pytest.approx(progress["synthesis_ms"] / 1000 / progress["audio_s"], rel=1e-2)
     # Parts and plan are gone; the done set stays as the record of what was counted.
     assert not redis_client.exists(job_segments_key(job["id"]), job_part_key(job["id"], 0))
@@ -159,14 +161,18 @@ def test_two_jobs_submitted_together_share_an_inference_call(side_stack: dict[st
         assert wait_for_job(client, job["id"])["status"] == "succeeded"
     producer = make_producer(side_stack["settings"])
     try:
-        node = side_stack["workers"][0].name
-        replies = producer.control.broadcast("batches", reply=True, arguments={"limit": 50}, timeout=5)
+        node = f"{side_stack['workers'][0].name}@{socket.gethostname()}"
+        replies = producer.control.broadcast(
+            "batches", reply=True, destination=[node], limit=1, arguments={"limit": 50}, timeout=5
+        )
     finally:
         producer.close()
-    stats = next(reply[key] for reply in replies for key in reply if key.startswith(node))
+    assert replies, "worker did not answer"
+    stats = replies[0][node]
     assert stats["max_batch"] == 4
     shared = [r for r in stats["recent"] if {f"{first['id']}/0/0", f"{second['id']}/0/0"} <= set(r["tags"])]
-    assert len(shared) == 1 and shared[0]["size"] == 2, stats["recent"]
+    assert len(shared) == 1, stats["recent"]
+    assert shared[0]["size"] == 2
 
 
 def crash_safe(settings: Settings) -> Settings:
@@ -190,9 +196,8 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
     victim.kill()  # SIGKILL: no warm shutdown, unacknowledged segments stay in Redis
     victim.stop()
     running = client.get(f"/v1/jobs/{job['id']}").json()
-    assert (
-        running["status"] == "running" and running["progress"]["segments_done"] < running["progress"]["segments_total"]
-    )
+    assert running["status"] == "running"
+    assert running["progress"]["segments_done"] < running["progress"]["segments_total"]
 
     side_stack["add_worker"]("crash-replacement")
     done = wait_for_job(client, job["id"], timeout_s=120)

@@ -23,12 +23,14 @@ def voice_config() -> VoiceConfig:
 def test_short_text_is_one_utterance(voice_config: VoiceConfig) -> None:
     utterances = plan_utterances("Hello there.", voice_config, 400)
     assert len(utterances) == 1
-    assert utterances[0].phoneme_ids[0] == 1 and utterances[0].phoneme_ids[-1] == 2  # BOS ... EOS
+    assert utterances[0].phoneme_ids[0] == 1
+    assert utterances[0].phoneme_ids[-1] == 2
 
 
 def test_long_sentence_is_cut_at_clauses_within_budget(voice_config: VoiceConfig) -> None:
     whole = plan_utterances(LONG_SENTENCE, voice_config, 4096)
-    assert len(whole) == 1 and len(whole[0].phoneme_ids) > 400
+    assert len(whole) == 1
+    assert len(whole[0].phoneme_ids) > 400
     cut = plan_utterances(LONG_SENTENCE, voice_config, 400)
     assert len(cut) > 1
     assert all(len(u.phoneme_ids) <= 400 for u in cut)

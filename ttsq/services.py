@@ -10,12 +10,14 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import redis
 
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, segment_queue
 from ttsq.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import S3Settings, Settings
 
 LOOPBACK = "127.0.0.1"
 SERVICE_START_TIMEOUT_S = 60.0
@@ -171,3 +173,14 @@ def api_argv(host: str, port: int) -> list[str]:
 
 def flower_argv(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--address={host}", f"--port={port}"]
+
+
+def stack_settings(redis_url: str, s3: SeaweedService, **overrides: Any) -> Settings:
+    """Settings for a stack on the given services, ignoring any .env file."""
+    s3_settings = S3Settings(
+        endpoint_url=s3.endpoint_url,
+        bucket=s3.bucket,
+        access_key_id=s3.access_key,
+        secret_access_key=s3.secret_key,
+    )
+    return Settings(_env_file=None, redis_url=redis_url, s3=s3_settings, **overrides)

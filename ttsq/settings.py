@@ -93,3 +93,27 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, read once."""
     return Settings()
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The same settings as the TTSQ_* variables a child process reads."""
+    s3 = settings.s3
+    assert s3.endpoint_url
+    assert s3.access_key_id
+    assert s3.secret_access_key
+    env = {
+        "TTSQ_REDIS_URL": settings.redis_url,
+        "TTSQ_S3__ENDPOINT_URL": s3.endpoint_url,
+        "TTSQ_S3__BUCKET": s3.bucket,
+        "TTSQ_S3__ACCESS_KEY_ID": s3.access_key_id,
+        "TTSQ_S3__SECRET_ACCESS_KEY": s3.secret_access_key.get_secret_value(),
+    }
+    if settings.voices_dir is not None:
+        env["TTSQ_VOICES_DIR"] = str(settings.voices_dir)
+    defaults = Settings(_env_file=None)
+    for name in ("queue", "visibility_timeout_s", "task_time_limit_s", "part_store", "segment_max_ids"):
+        if getattr(settings, name) != getattr(defaults, name):
+            env[f"TTSQ_{name.upper()}"] = str(getattr(settings, name))
+    for name, value in settings.worker.model_dump(exclude_defaults=True).items():
+        env[f"TTSQ_WORKER__{name.upper()}"] = str(value)
+    return env

@@ -94,12 +94,13 @@ def start_job(job_id: str, ctx: JobContext) -> int | None:
     utterances = ctx.engine.voice(record.voice).utterances(ctx.jobs.text(job_id), max_ids)
     segments = [[u.phoneme_ids for u in segment] for segment in group_segments(utterances, max_ids)]
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
+    if len(segments) == 1:  # no fan-out: the success write records the total too
+        record = record.model_copy(update={"progress": progress})
+        _finish_single(job_id, record, _speak(ctx, record, segments[0], f"{job_id}/0"), ctx)
+        return 0
     record = ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress})
     if record is None:
         return None
-    if len(segments) == 1:
-        _finish_single(job_id, record, _speak(ctx, record, segments[0], f"{job_id}/0"), ctx)
-        return 0
     ctx.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
     return len(segments)

@@ -1,0 +1,22 @@
+"""The fixed benchmark corpus (public domain, see corpus/SOURCES.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def short_messages() -> list[str]:
+    """One- to two-second messages, one per line."""
+    return [line.strip() for line in (CORPUS / "short.txt").read_text().splitlines() if line.strip()]
+
+
+def paragraphs() -> list[str]:
+    """Long paragraphs separated by blank lines."""
+    return [p.strip() for p in (CORPUS / "paragraphs.txt").read_text().split("\n\n") if p.strip()]
+
+
+def narration() -> str:
+    """About twenty minutes of continuous narration."""
+    return (CORPUS / "narration.txt").read_text().strip()

@@ -1,0 +1,299 @@
+"""``make bench``: the raw model limit and the whole pipeline, measured in one run on one machine.
+
+Sections (all by default, or ``--sections throughput,interactive,...``):
+
+* ``throughput``: (1) raw model limit: the corpus's segments synthesised in-process, one call per
+  utterance, same session options as a worker; (2) end to end: the same corpus as jobs over HTTP to
+  a running stack until every job succeeded and its object is in S3. Seconds of audio per wall
+  second for each, and their ratio; three alternating rounds, medians.
+* ``interactive``: short texts at a steady 1 job/s on an idle stack: submit→succeeded percentiles
+  and the overhead (p50 latency minus p50 synthesis time).
+* ``batching``: throughput and per-item latency at max_batch 1..32.
+* ``long``: one ~20-minute narration on 1 worker and on 2, one inference thread each.
+* ``parts``: cost of storing and fetching one segment's PCM in Redis and in S3.
+* ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
+
+Prints a Markdown table and writes everything, with the machine, to ``bench/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+
+from bench import corpus
+from bench.machine import describe
+from bench.stack import BenchStack, Submitted
+from tts_core import SynthesisConfig, Voice, VoiceCatalog, group_segments
+from ttsq.jobs import JobRecord
+from ttsq.parts import PartStore, RedisPartStore, S3PartStore
+from ttsq.settings import Settings
+
+RESULTS = Path(__file__).parent / "results"
+SECTIONS = ("throughput", "interactive", "batching", "long", "parts")
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+
+
+def percentile(values: Sequence[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def throughput_corpus(quick: bool) -> list[str]:
+    """Half the short messages and a third of the paragraphs (about 13 minutes of speech)."""
+    short, long = corpus.short_messages(), corpus.paragraphs()
+    return short[:12] + long[:4] if quick else short[::2] + long[::3]
+
+
+def throughput(stack: BenchStack, texts: list[str], rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Raw and end-to-end in alternating rounds on the same texts; medians, and the median of the
+    per-round ratios (a shared, noisy machine drifts between rounds, less within a pair)."""
+    raws, e2es = [], []
+    for _ in range(rounds):
+        raws.append(raw_limit(texts, stack.settings()))
+        e2es.append(end_to_end(stack, texts))
+    raw = _median_run(raws)
+    e2e = _median_run(e2es)
+    ratios = [e["audio_per_wall"] / r["audio_per_wall"] for r, e in zip(raws, e2es, strict=True)]
+    e2e["ratio_to_raw"] = statistics.median(ratios)
+    e2e["ratios"] = ratios
+    return raw, e2e
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    speeds = [r["audio_per_wall"] for r in runs]
+    median = dict(sorted(runs, key=lambda r: r["audio_per_wall"])[len(runs) // 2])
+    median["rounds"] = speeds
+    median["audio_per_wall"] = statistics.median(speeds)
+    return median
+
+
+def raw_limit(texts: list[str], settings: Settings) -> dict[str, Any]:
+    """Every utterance of every job, one model call each, sequentially; pauses as the jobs have."""
+    info = VoiceCatalog.discover().get(settings.default_voice)
+    voice = Voice.load(info.model_path, info.config_path, settings.worker.device, settings.worker.intra_op_threads)
+    budget = settings.segment_max_ids
+    planned = [[u.phoneme_ids for s in group_segments(voice.utterances(t, budget), budget) for u in s] for t in texts]
+    config = SynthesisConfig(sentence_pause_s=settings.sentence_pause_s)
+    voice.synthesize_ids([planned[0][0]], config)  # warm-up, as workers do
+    pause = round(settings.sentence_pause_s * voice.sample_rate)
+    samples = 0
+    started = time.perf_counter()
+    for utterances in planned:
+        for ids in utterances:
+            samples += voice.synthesize_ids([ids], config)[0].size
+        samples += pause * (len(utterances) - 1)
+    wall = time.perf_counter() - started
+    audio = samples / voice.sample_rate
+    return {"jobs": len(texts), "utterances": sum(map(len, planned)), "audio_s": audio, "wall_s": wall,
+            "audio_per_wall": audio / wall, "provider": voice.providers[0]}  # fmt: skip
+
+
+def finished_span(jobs: list[Submitted], records: list[JobRecord]) -> float:
+    last = max(r.finished_at.timestamp() for r in records if r.finished_at)
+    return last - min(j.submitted_at for j in jobs)
+
+
+def end_to_end(stack: BenchStack, texts: list[str]) -> dict[str, Any]:
+    stack.start_workers(1)
+    jobs = [stack.submit(text) for text in texts]
+    records = stack.wait_all(jobs)
+    wall = finished_span(jobs, records)
+    audio = sum(r.result.duration_s for r in records if r.result)
+    segments = sum(r.progress.segments_total or 0 for r in records)
+    return {"jobs": len(jobs), "segments": segments, "audio_s": audio, "wall_s": wall, "audio_per_wall": audio / wall}
+
+
+def interactive(stack: BenchStack, duration_s: float) -> dict[str, Any]:
+    stack.start_workers(1)
+    texts = corpus.short_messages()
+    jobs: list[Submitted] = []
+    start = time.monotonic()
+    for n in range(int(duration_s)):
+        time.sleep(max(0.0, start + n - time.monotonic()))
+        jobs.append(stack.submit(texts[n % len(texts)]))
+    records = stack.wait_all(jobs)
+    latency = [
+        1000 * (r.finished_at.timestamp() - j.submitted_at) for j, r in zip(jobs, records, strict=True) if r.finished_at
+    ]
+    synthesis = [float(r.progress.synthesis_ms or 0) for r in records]
+    audio = [r.result.duration_s for r in records if r.result]
+    p50 = percentile(latency, 50)
+    return {"jobs": len(jobs), "rate_per_s": 1.0, "audio_s_median": statistics.median(audio),
+            "latency_ms": {"p50": p50, "p95": percentile(latency, 95), "p99": percentile(latency, 99)},
+            "synthesis_ms_p50": percentile(synthesis, 50), "overhead_ms_p50": p50 - percentile(synthesis, 50),
+            "p99_over_p50": percentile(latency, 99) / p50}  # fmt: skip
+
+
+def batching_curve(stack: BenchStack, sizes: Sequence[int], jobs_per_point: int) -> list[dict[str, Any]]:
+    texts = corpus.short_messages()
+    points = []
+    for size in sizes:
+        stack.start_workers(1, max_batch=size, max_wait_ms=20.0)
+        jobs = [stack.submit(texts[n % len(texts)]) for n in range(jobs_per_point)]
+        records = stack.wait_all(jobs)
+        wall = finished_span(jobs, records)
+        audio = sum(r.result.duration_s for r in records if r.result)
+        calls = [c for stats in stack.batches() for c in stats["recent"]]
+        per_item = [c["wait_ms"] + c["run_ms"] for c in calls for _ in range(c["size"])]
+        points.append({"max_batch": size, "jobs": len(jobs), "audio_per_wall": audio / wall,
+                       "mean_batch": sum(c["size"] for c in calls) / len(calls),
+                       "item_latency_ms_p50": percentile(per_item, 50)})  # fmt: skip
+    return points
+
+
+def long_job(stack: BenchStack, text: str) -> dict[str, Any]:
+    runs: dict[int, dict[str, Any]] = {}
+    for workers in (1, 2):
+        stack.start_workers(workers, intra_op_threads=1)
+        job = stack.submit(text)
+        (record,) = stack.wait_all([job])
+        assert record.result is not None
+        wall = finished_span([job], [record])
+        audio = record.result.duration_s
+        segments = record.progress.segments_total
+        runs[workers] = {"wall_s": wall, "audio_s": audio, "segments": segments, "x_real_time": audio / wall}
+    return {"one_worker": runs[1], "two_workers": runs[2], "ratio": runs[2]["wall_s"] / runs[1]["wall_s"]}
+
+
+def part_stores(stack: BenchStack, count: int = 100) -> dict[str, Any]:
+    """Put then get ``count`` parts of 3 s of PCM each; milliseconds per part."""
+    pcm = (np.random.default_rng(0).normal(0, 3000, 3 * 22050)).astype(np.int16).tobytes()
+    client = redis.Redis.from_url(stack.base.redis_url)
+    stores: dict[str, PartStore] = {"redis": RedisPartStore(client, 600), "s3": S3PartStore(stack.objects)}
+    timings = {}
+    for name, store in stores.items():
+        job = f"bench-parts-{name}"
+        put = _timed(lambda: _put_all(store, job, pcm, count))  # noqa: B023 - called at once
+        get = _timed(lambda: [store.get(job, i) for i in range(count)])  # noqa: B023
+        store.delete(job, count)
+        timings[name] = {"put_ms": 1000 * put / count, "get_ms": 1000 * get / count, "part_bytes": len(pcm)}
+    client.close()
+    return timings
+
+
+def _put_all(store: PartStore, job: str, pcm: bytes, count: int) -> None:
+    for index in range(count):
+        store.put(job, index, pcm)
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def memory(stack: BenchStack, segments: int) -> dict[str, Any]:
+    """Jobs of one-sentence segments (budget 32 ids) through one worker; RSS after warm-up vs end."""
+    stack.start_workers(1, segment_max_ids=32)
+    sentence = [t for t in ("Good morning.", "Thank you.", "See you soon.", "All done now.")]
+    per_job = 100
+    text = " ".join(sentence[n % len(sentence)] for n in range(per_job))
+    stack.wait_all([stack.submit(text) for _ in range(10)])  # warm-up: the first thousand segments
+    before_items = sum(s["items"] for s in stack.batches(limit=0))
+    rss_start = stack.worker_rss_bytes()
+    jobs = [stack.submit(text) for _ in range(segments // per_job)]
+    samples = [rss_start]
+    pending = list(jobs)
+    while pending:
+        time.sleep(2)
+        samples.append(stack.worker_rss_bytes())
+        pending = [j for j in pending if stack.jobs.get(j.job_id).status.value in ("queued", "running")]
+    stack.wait_all(jobs)
+    items = sum(s["items"] for s in stack.batches(limit=0)) - before_items
+    rss_end = stack.worker_rss_bytes()
+    return {"segments": items, "rss_after_warmup_mib": rss_start / 2**20, "rss_end_mib": rss_end / 2**20,
+            "rss_max_mib": max(samples) / 2**20, "growth": (rss_end - rss_start) / rss_start}  # fmt: skip
+
+
+def table(result: dict[str, Any]) -> str:
+    """The Markdown table of docs/PERFORMANCE.md."""
+    rows: list[tuple[str, str]] = []
+    m = result["machine"]
+    rows.append(("machine", f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB, GPU: {m['gpus'] or 'none'}"))
+    if raw := result.get("raw"):
+        rows.append((f"raw model limit ({raw['provider']})", f"{raw['audio_per_wall']:.1f} s audio/s"))
+    if e2e := result.get("e2e"):
+        ratio = f" = **{e2e['ratio_to_raw']:.0%}** of raw" if "ratio_to_raw" in e2e else ""
+        label = f"end-to-end ({e2e['jobs']} jobs, {e2e['segments']} segments)"
+        rows.append((label, f"{e2e['audio_per_wall']:.1f} s audio/s{ratio}"))
+    if it := result.get("interactive"):
+        lat = it["latency_ms"]
+        spread = f"{lat['p50']:.0f} / {lat['p95']:.0f} / {lat['p99']:.0f} ms"
+        rows.append((f"interactive, 1 job/s, {it['jobs']} jobs: p50 / p95 / p99", spread))
+        rows.append(("interactive: p99 / p50", f"{it['p99_over_p50']:.2f}x"))
+        label = f"interactive overhead (p50 latency - p50 synthesis {it['synthesis_ms_p50']:.0f} ms)"
+        rows.append((label, f"{it['overhead_ms_p50']:.1f} ms"))
+    for point in result.get("batching", []):
+        label = f"max_batch {point['max_batch']} (mean call {point['mean_batch']:.1f} items)"
+        value = f"{point['audio_per_wall']:.1f} s audio/s, item latency p50 {point['item_latency_ms_p50']:.0f} ms"
+        rows.append((label, value))
+    if long := result.get("long"):
+        one, two = long["one_worker"], long["two_workers"]
+        label = f"long job ({one['audio_s'] / 60:.1f} min, {one['segments']} segments), 1 worker x 1 thread"
+        rows.append((label, f"{one['wall_s']:.1f} s wall ({one['x_real_time']:.1f}x real time)"))
+        rows.append(
+            ("same, 2 workers x 1 thread", f"{two['wall_s']:.1f} s wall = **{long['ratio']:.2f}x** of 1 worker")
+        )
+    for name, part in result.get("parts", {}).items():
+        label = f"segment part in {name} (3 s of PCM, {part['part_bytes'] // 1024} KiB)"
+        rows.append((label, f"put {part['put_ms']:.2f} ms, get {part['get_ms']:.2f} ms"))
+    if mem := result.get("memory"):
+        value = f"{mem['rss_after_warmup_mib']:.0f} -> {mem['rss_end_mib']:.0f} MiB ({mem['growth']:+.1%})"
+        rows.append((f"worker RSS over {mem['segments']} segments after warm-up", value))
+    return "\n".join(["| Measure | Result |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)])
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma list; add 'memory' for the RSS run")
+    parser.add_argument("--quick", action="store_true", help="small corpus and short runs, to check the bench itself")
+    args = parser.parse_args(argv)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(sections) - {*SECTIONS, "memory"}
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    texts = throughput_corpus(args.quick)
+    result: dict[str, Any] = {"started_at": datetime.now(UTC).isoformat(), "machine": describe(),
+                              "quick": args.quick, "command": "make bench"}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ttsq-bench-") as root:
+        stack = BenchStack(Path(root))
+        try:
+            if "throughput" in sections:
+                result["raw"], result["e2e"] = throughput(stack, texts, 1 if args.quick else 3)
+            if "interactive" in sections:
+                result["interactive"] = interactive(stack, 15 if args.quick else 60)
+            if "batching" in sections:
+                result["batching"] = batching_curve(
+                    stack, BATCH_SIZES[:3] if args.quick else BATCH_SIZES, 16 if args.quick else 64
+                )
+            if "long" in sections:
+                text = corpus.narration()
+                result["long"] = long_job(stack, text[:3000] if args.quick else text)
+            if "parts" in sections:
+                result["parts"] = part_stores(stack)
+            if "memory" in sections:
+                result["memory"] = memory(stack, 1000 if args.quick else 10_000)
+        finally:
+            stack.close()
+    result["finished_at"] = datetime.now(UTC).isoformat()
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = RESULTS / f"{stamp}{'-quick' if args.quick else ''}.json"
+    out.write_text(json.dumps(result, indent=2, default=str))
+    print(table(result))
+    print(f"\nwritten to {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""A whole ttsq stack for benchmarking: Redis, SeaweedFS S3 and the API stay up; workers are
+restarted with each section's settings. Jobs go in over HTTP; completion is read from Redis."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import redis
+
+from api.state import make_producer
+from ttsq.jobs import JobRecord, JobStatus, JobStore
+from ttsq.processes import ManagedProcess, free_port, wait_until
+from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, stack_settings
+from ttsq.settings import Settings, WorkerSettings, settings_env
+from ttsq.storage import ObjectStore
+from ttsq.workerpool import default_worker
+
+BUCKET = "ttsq-bench"
+WORKER_START_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: str
+    submitted_at: float
+    """Client wall clock just before the POST (same host as the servers)."""
+
+
+class BenchStack:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.redis = RedisService(root / "redis").start()
+        self.s3 = SeaweedService(root / "s3", BUCKET).start()
+        self.base = stack_settings(self.redis.url, self.s3)
+        self.workers: list[ManagedProcess] = []
+        port = free_port()
+        env = {**os.environ, **settings_env(self.base)}
+        self.api = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
+        self.url = f"http://{LOOPBACK}:{port}"
+        wait_until(lambda: httpx.get(f"{self.url}/healthz").status_code == 200, 60, "bench API", self.api)
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+        self._redis = redis.Redis.from_url(self.redis.url)
+        self.jobs = JobStore(self._redis, self.base.job_ttl_s)
+        self.objects = ObjectStore(self.base.s3)
+        self._started = 0
+
+    def settings(self, **worker: Any) -> Settings:
+        overrides = {k: v for k, v in worker.items() if k in Settings.model_fields}
+        worker_fields = {k: v for k, v in worker.items() if k not in overrides}
+        return self.base.model_copy(update={**overrides, "worker": WorkerSettings(**worker_fields)})
+
+    def start_workers(self, count: int = 1, **worker: Any) -> Settings:
+        """Replace the running workers with ``count`` new ones; returns once all answer a ping."""
+        self.stop_workers()
+        settings = self.settings(**worker)
+        env = {**os.environ, **settings_env(settings)}
+        names = []
+        for _ in range(count):
+            self._started += 1
+            name = f"bench{self._started}"
+            argv = default_worker(settings, f"{name}@%h", "WARNING").argv
+            self.workers.append(ManagedProcess(name, argv, self.root / f"{name}.log", env).start())
+            names.append(name)
+        producer = make_producer(settings)
+        try:
+            wait_until(
+                lambda: len({n for r in producer.control.ping(timeout=0.5) or [] for n in r}) >= count,
+                WORKER_START_TIMEOUT_S,
+                "bench workers",
+            )
+        finally:
+            producer.close()
+        return settings
+
+    def stop_workers(self) -> None:
+        for process in self.workers:
+            process.stop()
+        self.workers = []
+
+    def worker_rss_bytes(self) -> int:
+        """Resident memory of the worker processes, children included."""
+        total = 0
+        for process in self.workers:
+            root = psutil.Process(process.pid)
+            total += sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        return total
+
+    def submit(self, text: str, **options: Any) -> Submitted:
+        started = time.time()
+        response = self.http.post("/v1/jobs", json={"text": text, **options})
+        response.raise_for_status()
+        return Submitted(response.json()["id"], started)
+
+    def wait_all(self, jobs: list[Submitted], timeout_s: float = 3600.0) -> list[JobRecord]:
+        """Poll Redis until every job has finished; fail loudly on any job that did not succeed."""
+        pending = {j.job_id for j in jobs}
+        records: dict[str, JobRecord] = {}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} jobs unfinished after {timeout_s:.0f}s")
+            for job_id in list(pending):
+                record = self.jobs.get(job_id)
+                if record.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+                    continue
+                if record.status is not JobStatus.SUCCEEDED or record.result is None:
+                    raise RuntimeError(f"job {job_id} ended {record.status.value}: {record.error}")
+                records[job_id] = record
+                pending.discard(job_id)
+            time.sleep(0.5)  # finish times come from the records, so polling slowly costs no accuracy
+        for record in records.values():  # the audio really is in S3
+            assert record.result is not None
+            if self.objects.get(record.result.key) is None:
+                raise RuntimeError(f"job {record.id} succeeded but {record.result.key} is missing")
+        return [records[j.job_id] for j in jobs]
+
+    def batches(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """Each running worker's ``batches`` inspect reply."""
+        producer = make_producer(self.base)
+        try:
+            replies = producer.control.broadcast(
+                "batches", reply=True, arguments={"limit": limit}, limit=len(self.workers), timeout=5
+            )
+        finally:
+            producer.close()
+        return [stats for reply in replies or [] for stats in reply.values()]
+
+    def close(self) -> None:
+        self.stop_workers()
+        self.http.close()
+        self._redis.close()
+        self.api.stop()
+        self.s3.stop()
+        self.redis.stop()
