@@ -5,13 +5,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test lint format clean
+.PHONY: help setup dev test lint format bench bench-memory clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
 	@echo "make test    set up .venv, lint, run the whole suite against real services"
 	@echo "make lint    ruff + mypy"
 	@echo "make format  apply ruff's formatting and fixes"
+	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job (see docs/PERFORMANCE.md)"
+	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
 $(STAMP): pyproject.toml
@@ -38,6 +40,12 @@ format: setup
 
 test: lint
 	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python -m bench.run
+
+bench-memory: setup
+	$(BIN)/python -m bench.run --sections memory
 
 clean:
 	rm -rf $(VENV) .ttsq .pytest_cache .mypy_cache .ruff_cache *.egg-info

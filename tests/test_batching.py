@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tts_core.audio import FloatAudio
-from tts_core.batching import DynamicBatcher, _Request, plan_batches
+from tts_core.batching import BatchItem, DynamicBatcher, plan_batches
 
 
 class FakeModel:
@@ -75,8 +75,8 @@ def test_different_keys_never_share_a_call() -> None:
     assert sorted((key, sorted(sizes)) for key, sizes in model.calls) == [("fast", [5, 6]), ("slow", [5, 6])]
 
 
-def request(length: int, key: str = "v") -> _Request[str]:
-    return _Request(key, [1] * length, str(length))
+def request(length: int, key: str = "v") -> BatchItem[str]:
+    return BatchItem(key, [1] * length, str(length))
 
 
 def test_plan_batches_splits_by_length_to_bound_padding() -> None:

@@ -10,6 +10,7 @@ import soundfile
 
 from tts_core import AudioFormat, UnsupportedFormat, encode
 from tts_core.audio import join_with_pauses, to_int16
+from tts_core.formats import encode_stream
 
 RATE = 22050
 
@@ -48,3 +49,15 @@ def test_join_with_pauses_inserts_silence_between_parts_only() -> None:
     a, b = np.ones(10, dtype=np.int16), np.full(5, 2, dtype=np.int16)
     joined = join_with_pauses([a, b], 0.001, 1000)
     assert joined.tolist() == [1] * 10 + [0] + [2] * 5
+
+
+@pytest.mark.parametrize("audio_format", [AudioFormat.WAV, AudioFormat.FLAC])
+def test_streamed_parts_equal_the_joined_whole(audio_format: AudioFormat) -> None:
+    parts = [tone(0.5), tone(0.2), tone(0.7)]
+    sink = io.BytesIO()
+    samples = encode_stream(iter(parts), 0.25, RATE, audio_format, sink)
+    whole = join_with_pauses(parts, 0.25, RATE)
+    assert samples == whole.size
+    decoded, rate = soundfile.read(io.BytesIO(sink.getvalue()), dtype="int16")
+    assert rate == RATE
+    np.testing.assert_array_equal(decoded, whole)  # lossless: identical samples, pauses included

@@ -67,7 +67,9 @@ class BatchRecord:
 
 
 @dataclass
-class _Request(Generic[K]):
+class BatchItem(Generic[K]):
+    """One waiting item: its batch key, phoneme ids, a tag naming it in the history, its future."""
+
     key: K
     ids: Sequence[int]
     tag: str
@@ -75,15 +77,15 @@ class _Request(Generic[K]):
     future: Future[BatchResult] = field(default_factory=Future)
 
 
-def plan_batches(items: Sequence[_Request[K]], max_batch: int, max_padding: float) -> list[list[_Request[K]]]:
+def plan_batches(items: Sequence[BatchItem[K]], max_batch: int, max_padding: float) -> list[list[BatchItem[K]]]:
     """Group items by key, then cut each key's items (sorted by length) so that no group exceeds
     ``max_batch`` items or ``max_padding`` wasted positions."""
-    groups: list[list[_Request[K]]] = []
-    by_key: dict[K, list[_Request[K]]] = {}
+    groups: list[list[BatchItem[K]]] = []
+    by_key: dict[K, list[BatchItem[K]]] = {}
     for item in items:
         by_key.setdefault(item.key, []).append(item)
     for same_key in by_key.values():
-        current: list[_Request[K]] = []
+        current: list[BatchItem[K]] = []
         total = 0
         for item in sorted(same_key, key=lambda r: len(r.ids)):
             length = len(item.ids)
@@ -120,7 +122,7 @@ class DynamicBatcher(Generic[K]):
         self.max_wait_ms = max_wait_ms
         self.max_padding = max_padding
         self._run = run
-        self._queue: queue.SimpleQueue[_Request[K] | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[BatchItem[K] | object] = queue.SimpleQueue()
         self._history: deque[BatchRecord] = deque(maxlen=history)
         self._history_lock = threading.Lock()
         self._counter = itertools.count()
@@ -133,7 +135,7 @@ class DynamicBatcher(Generic[K]):
         """Queue one item; the future resolves with its audio or the call's exception."""
         if not self._thread.is_alive():
             raise RuntimeError("batcher is stopped")
-        request: _Request[K] = _Request(key, ids, tag or str(next(self._counter)))
+        request: BatchItem[K] = BatchItem(key, ids, tag or str(next(self._counter)))
         self._queue.put(request)
         return request.future
 
@@ -152,7 +154,7 @@ class DynamicBatcher(Generic[K]):
         self._queue.put(_STOP)
         self._thread.join(timeout_s)
 
-    def _collect(self, first: _Request[K]) -> tuple[list[_Request[K]], bool]:
+    def _collect(self, first: BatchItem[K]) -> tuple[list[BatchItem[K]], bool]:
         pending = [first]
         deadline = time.perf_counter() + self.max_wait_ms / 1000.0
         while len(pending) < self.max_batch:
@@ -163,7 +165,7 @@ class DynamicBatcher(Generic[K]):
                 break
             if item is _STOP:
                 return pending, True
-            assert isinstance(item, _Request)
+            assert isinstance(item, BatchItem)
             pending.append(item)
         return pending, False
 
@@ -173,12 +175,12 @@ class DynamicBatcher(Generic[K]):
             first = self._queue.get()
             if first is _STOP:
                 break
-            assert isinstance(first, _Request)
+            assert isinstance(first, BatchItem)
             pending, stopping = self._collect(first)
             for group in plan_batches(pending, self.max_batch, self.max_padding):
                 self._execute(group)
 
-    def _execute(self, group: list[_Request[K]]) -> None:
+    def _execute(self, group: list[BatchItem[K]]) -> None:
         started_wall = time.time()
         started = time.perf_counter()
         lengths = [len(r.ids) for r in group]

@@ -49,28 +49,36 @@ def cuda_available() -> bool:
     return CUDA in ort.get_available_providers() and cuda_device_count() > 0
 
 
-def session_options(intra_op_threads: int) -> ort.SessionOptions:
-    """Options shared by every session: fixed thread count (0 lets ORT pick), full graph optimisation."""
+def session_options(intra_op_threads: int, spin_wait: bool = False) -> ort.SessionOptions:
+    """Options shared by every session: fixed thread count (0 lets ORT pick), full graph optimisation.
+
+    ``spin_wait`` off makes idle intra-op threads sleep instead of spinning between calls: in a
+    worker, whose other threads and neighbours (Redis, S3, the API) need the same cores, spinning
+    burns the CPU they need; a lone benchmark loop gains a little from it (docs/PERFORMANCE.md).
+    """
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
     return options
 
 
-def create_session(model: bytes, device: Device, intra_op_threads: int) -> ort.InferenceSession:
+def create_session(
+    model: bytes, device: Device, intra_op_threads: int, spin_wait: bool = False
+) -> ort.InferenceSession:
     """Create the one inference session a process uses, on the device the policy allows."""
     if device is not Device.CPU and cuda_available():
-        session = _try_cuda(model, intra_op_threads)
+        session = _try_cuda(model, intra_op_threads, spin_wait)
         if session is not None:
             return session
     if device is Device.CUDA:
         raise DeviceUnavailable("CUDA was required (device=cuda) but no usable CUDA GPU was found")
-    return ort.InferenceSession(model, session_options(intra_op_threads), providers=[CPU])
+    return ort.InferenceSession(model, session_options(intra_op_threads, spin_wait), providers=[CPU])
 
 
-def _try_cuda(model: bytes, intra_op_threads: int) -> ort.InferenceSession | None:
-    options = session_options(intra_op_threads)
+def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.InferenceSession | None:
+    options = session_options(intra_op_threads, spin_wait)
     options.log_severity_level = _ORT_ERROR_ONLY
     if hasattr(ort, "preload_dlls"):
         # Loads CUDA/cuDNN from the nvidia-* wheels of the `cuda` extra when they are installed.

@@ -44,6 +44,7 @@ class Voice:
         config_path: Path | None = None,
         device: Device = Device.AUTO,
         intra_op_threads: int = 0,
+        spin_wait: bool = False,
     ) -> Voice:
         """Load ``NAME.onnx`` (and ``NAME.onnx.json`` beside it unless given) into a session."""
         config = VoiceConfig.from_file(config_path or model_path.with_name(model_path.name + ".json"))
@@ -52,7 +53,7 @@ class Voice:
         except (OSError, DecodeError) as e:
             raise VoiceLoadError(f"cannot read voice model {model_path}: {e}") from e
         alignment_output = add_alignment_output(model)
-        session = create_session(model.SerializeToString(), device, intra_op_threads)
+        session = create_session(model.SerializeToString(), device, intra_op_threads, spin_wait)
         return cls(config, session, alignment_output)
 
     @property

@@ -40,6 +40,8 @@ class WorkerSettings(BaseModel):
     device: Device = Device.AUTO
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads; 0 lets it use every core."""
+    spin_wait: bool = False
+    """Let idle ONNX Runtime threads spin between calls (only for hosts that do nothing else)."""
     concurrency: int | None = Field(None, ge=1)
     """Task threads; default: ``max_batch + 1`` so the next item is ready while results are stored."""
     max_batch: int | None = Field(None, ge=1, le=256)

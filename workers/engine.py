@@ -53,7 +53,7 @@ class Engine:
         info = self.catalog.get(voice_id)
         started = time.perf_counter()
         worker = self._settings.worker
-        voice = Voice.load(info.model_path, info.config_path, worker.device, worker.intra_op_threads)
+        voice = Voice.load(info.model_path, info.config_path, worker.device, worker.intra_op_threads, worker.spin_wait)
         voice.speak(_WARM_UP_TEXT, SynthesisConfig())
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",

@@ -1,0 +1,62 @@
+"""Segment bookkeeping and part storage against the real Redis and SeaweedFS."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import redis
+from mypy_boto3_s3 import S3Client
+
+from ttsq.parts import PartMissing, RedisPartStore, S3PartStore
+from ttsq.progress import SegmentStore
+from ttsq.settings import Settings
+from ttsq.storage import MULTIPART_THRESHOLD, ObjectStore
+
+
+@pytest.fixture
+def segments(redis_client: redis.Redis) -> SegmentStore:
+    return SegmentStore(redis_client, 600)
+
+
+def test_a_segment_is_counted_once(segments: SegmentStore) -> None:
+    assert segments.mark_done("job-a", 0, 100.0, 2.0) == (True, 1)
+    assert segments.mark_done("job-a", 0, 100.0, 2.0) == (False, 1)  # redelivered: no double count
+    assert segments.mark_done("job-a", 1, 50.0, 1.5) == (True, 2)
+    progress = segments.progress("job-a")
+    assert (progress.done, progress.synthesis_ms, progress.audio_s) == (2, 150, 3.5)
+    assert segments.is_done("job-a", 1)
+    assert not segments.is_done("job-a", 2)
+
+
+def test_the_first_plan_is_kept(segments: SegmentStore) -> None:
+    assert segments.save_plan("job-b", [[[1, 5, 2]], [[1, 6, 2], [1, 7, 2]]])
+    assert not segments.save_plan("job-b", [[[9]]])  # a redelivered entry task does not replace it
+    assert segments.segment("job-b", 1) == [[1, 6, 2], [1, 7, 2]]
+    assert segments.segment("job-b", 2) is None
+    segments.drop_plan("job-b")
+    assert segments.segment("job-b", 0) is None
+
+
+@pytest.mark.parametrize("kind", ["redis", "s3"])
+def test_part_stores_round_trip(kind: str, redis_client: redis.Redis, settings: Settings) -> None:
+    store = RedisPartStore(redis_client, 600) if kind == "redis" else S3PartStore(ObjectStore(settings.s3))
+    store.put("job-c", 0, b"\x01\x00" * 100)
+    store.put("job-c", 1, b"\x02\x00" * 50)
+    assert store.get("job-c", 1) == b"\x02\x00" * 50
+    store.delete("job-c", 2)
+    with pytest.raises(PartMissing):
+        store.get("job-c", 0)
+
+
+def test_large_objects_upload_in_parts(settings: Settings, s3_client: S3Client) -> None:
+    objects = ObjectStore(settings.s3)
+    data = bytes(range(256)) * ((MULTIPART_THRESHOLD + 1_000_000) // 256)
+    objects.upload("jobs/large/audio.wav", io.BytesIO(data), "audio/wav")
+    head = s3_client.head_object(Bucket=settings.s3.bucket, Key="jobs/large/audio.wav")
+    assert head["ContentType"] == "audio/wav"
+    assert head["ContentLength"] == len(data)
+    assert "-" in head["ETag"]  # a multipart ETag: "<md5 of part md5s>-<part count>"
+    assert objects.get("jobs/large/audio.wav") == data
+    objects.delete_many(["jobs/large/audio.wav"])
+    assert objects.get("jobs/large/audio.wav") is None
