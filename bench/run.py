@@ -223,7 +223,8 @@ def memory(stack: BenchStack, segments: int) -> dict[str, Any]:
     segments = sum(r.progress.segments_total or 0 for r in records)
     return {"segments": segments, "model_items": items, "rss_after_warmup_mib": rss_start / 2**20,
             "rss_end_mib": rss_end / 2**20, "rss_max_mib": max(samples) / 2**20,
-            "growth": (rss_end - rss_start) / rss_start}  # fmt: skip
+            "growth": (rss_end - rss_start) / rss_start,
+            "rss_samples_mib": [round(x / 2**20, 1) for x in samples]}  # fmt: skip
 
 
 def table(result: dict[str, Any]) -> str:
