@@ -183,7 +183,7 @@ def part_stores(stack: BenchStack, count: int = 100) -> dict[str, Any]:
         job = f"bench-parts-{name}"
         put = _timed(lambda: _put_all(store, job, pcm, count))  # noqa: B023 - called at once
         get = _timed(lambda: [store.get(job, i) for i in range(count)])  # noqa: B023
-        store.delete(job, count)
+        store.delete(job, range(count))
         timings[name] = {"put_ms": 1000 * put / count, "get_ms": 1000 * get / count, "part_bytes": len(pcm)}
     client.close()
     return timings

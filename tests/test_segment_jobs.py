@@ -4,6 +4,7 @@ cross-job batching, and a worker killed mid-job."""
 from __future__ import annotations
 
 import io
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -22,8 +23,9 @@ from api.state import make_producer
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
 from tts_core import DEFAULT_VOICE_ID, SynthesisConfig, Voice, VoiceCatalog, group_segments
 from tts_core.audio import PCM16, join_with_pauses, to_int16
+from tts_core.catalog import bundled_voices
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
-from ttsq.processes import ManagedProcess
+from ttsq.processes import ManagedProcess, wait_until
 from ttsq.settings import Settings
 
 PARAGRAPH = (
@@ -131,7 +133,7 @@ def worker_settings(settings: Settings, queue: str, **changes: Any) -> Settings:
 @pytest.fixture
 def side_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A worker on its own queue with the parametrised settings, and an API sending to it."""
-    custom: Settings = request.param(request.getfixturevalue("settings"))
+    custom: Settings = request.param(request.getfixturevalue("settings"), tmp_path)
     holder: dict[str, Any] = {"settings": custom, "workers": []}
 
     def add_worker(name: str) -> ManagedProcess:
@@ -148,7 +150,7 @@ def side_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[
         process.stop()
 
 
-def batching(settings: Settings) -> Settings:
+def batching(settings: Settings, _: Path) -> Settings:
     return worker_settings(settings, "tts-batching", worker={"max_batch": 4, "max_wait_ms": 500.0})
 
 
@@ -175,7 +177,7 @@ def test_two_jobs_submitted_together_share_an_inference_call(side_stack: dict[st
     assert shared[0]["size"] == 2
 
 
-def crash_safe(settings: Settings) -> Settings:
+def crash_safe(settings: Settings, _: Path) -> Settings:
     """Short visibility timeout so a dead worker's segments come back quickly; parts in S3."""
     return worker_settings(settings, "tts-crash", visibility_timeout_s=12, task_time_limit_s=10, part_store="s3")
 
@@ -216,3 +218,36 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
     assert_assembled_in_order(
         download_pcm(client, job["id"]), expected_parts(voice, text, custom), custom.sentence_pause_s
     )
+
+
+BROKEN_VOICE_ID = "en_US-broken-medium"
+
+
+def broken_voice(settings: Settings, folder: Path) -> Settings:
+    """A voice whose id map sends "θ" (as in "think") past the model's embedding table: any
+    utterance with it fails inside the model, while its warm-up ("Warming up.") works."""
+    model, config = bundled_voices()[DEFAULT_VOICE_ID]
+    (folder / f"{BROKEN_VOICE_ID}.onnx").symlink_to(model)
+    data = json.loads(config.read_text())
+    data["phoneme_id_map"]["θ"] = [99_999]
+    (folder / f"{BROKEN_VOICE_ID}.onnx.json").write_text(json.dumps(data))
+    return worker_settings(settings, "tts-broken", voices_dir=folder)
+
+
+@pytest.mark.parametrize("side_stack", [broken_voice], indirect=True)
+def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
+    side_stack: dict[str, Any], s3_client: S3Client, redis_client: redis.Redis
+) -> None:
+    client: httpx.Client = side_stack["client"]
+    text = f"{PARAGRAPH} I think the fourth segment fails. {PARAGRAPH}"
+    job = client.post("/v1/jobs", json={"text": text, "voice": BROKEN_VOICE_ID}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "failed", done
+    assert done["error"]["code"] == "synthesis_error"
+    assert done["progress"]["segments_total"] > 3
+    assert done["result"] is None
+    bucket = side_stack["settings"].s3.bucket
+    assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"jobs/{job['id']}/")["KeyCount"] == 0
+    # Segments still running when the job failed remove their own parts once they finish.
+    wait_until(lambda: not redis_client.keys(f"{job_part_key(job['id'], 0)[:-1]}*"), 30, "parts removed")
+    assert not redis_client.exists(job_segments_key(job["id"]))

@@ -8,7 +8,7 @@ memory (a 2-hour book holds ~320 MB until assembled), so very long jobs may pref
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol, cast
 
 import redis
@@ -28,7 +28,7 @@ class PartStore(Protocol):
 
     def get(self, job_id: str, index: int) -> bytes: ...
 
-    def delete(self, job_id: str, count: int) -> None: ...
+    def delete(self, job_id: str, indexes: Iterable[int]) -> None: ...
 
 
 def iter_parts(store: PartStore, job_id: str, count: int) -> Iterator[bytes]:
@@ -51,8 +51,8 @@ class RedisPartStore:
             raise PartMissing(f"segment {index} of job {job_id} has no stored audio")
         return data
 
-    def delete(self, job_id: str, count: int) -> None:
-        keys = [job_part_key(job_id, i) for i in range(count)]
+    def delete(self, job_id: str, indexes: Iterable[int]) -> None:
+        keys = [job_part_key(job_id, i) for i in indexes]
         for start in range(0, len(keys), 1000):
             self._redis.delete(*keys[start : start + 1000])
 
@@ -70,5 +70,5 @@ class S3PartStore:
             raise PartMissing(f"segment {index} of job {job_id} has no stored audio")
         return data
 
-    def delete(self, job_id: str, count: int) -> None:
-        self._objects.delete_many([part_object_key(job_id, i) for i in range(count)])
+    def delete(self, job_id: str, indexes: Iterable[int]) -> None:
+        self._objects.delete_many([part_object_key(job_id, i) for i in indexes])

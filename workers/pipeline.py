@@ -147,6 +147,11 @@ def run_segment(job_id: str, index: int, ctx: JobContext) -> bool:
     audio = _speak(ctx, record, utterances, f"{job_id}/{index}")
     ctx.parts.put(job_id, index, audio.pcm.tobytes())
     _, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
+    if ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
+        # The job failed or was canceled while this segment ran, and its clean-up may have come
+        # before this part: remove it, so nothing outlives the job.
+        ctx.parts.delete(job_id, [index])
+        return False
     return done >= total
 
 
@@ -189,7 +194,7 @@ def assemble_job(job_id: str, ctx: JobContext) -> bool:
 def cleanup(job_id: str, total: int, ctx: JobContext) -> None:
     """Drop a multi-segment job's parts and plan; the small done set and sums stay until the job
     expires, as the record of what each segment counted."""
-    ctx.parts.delete(job_id, total)
+    ctx.parts.delete(job_id, range(total))
     ctx.segments.drop_plan(job_id)
 
 
