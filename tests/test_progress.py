@@ -60,3 +60,14 @@ def test_large_objects_upload_in_parts(settings: Settings, s3_client: S3Client) 
     assert objects.get("jobs/large/audio.wav") == data
     objects.delete_many(["jobs/large/audio.wav"])
     assert objects.get("jobs/large/audio.wav") is None
+
+
+def test_a_step_is_held_by_one_task_at_a_time(segments: SegmentStore, redis_client: redis.Redis) -> None:
+    assert segments.claim("job-d", "segment:3", "first", ttl_s=60)
+    assert not segments.claim("job-d", "segment:3", "second", ttl_s=60)  # a duplicate delivery
+    assert segments.claim("job-d", "segment:4", "second", ttl_s=60)  # other steps are free
+    segments.release("job-d", "segment:3", "second")  # not the holder: no effect
+    assert not segments.claim("job-d", "segment:3", "third", ttl_s=60)
+    segments.release("job-d", "segment:3", "first")
+    assert segments.claim("job-d", "segment:3", "third", ttl_s=60)
+    assert 0 < int(redis_client.ttl("ttsq:job:job-d:claim:segment:3")) <= 60  # a dead holder's claim expires

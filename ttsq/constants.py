@@ -76,3 +76,8 @@ def job_part_key(job_id: str, index: int) -> str:
 
 def part_object_key(job_id: str, index: int) -> str:
     return PART_KEY_TEMPLATE.format(job_id=job_id, index=index)
+
+
+def job_claim_key(job_id: str, step: str) -> str:
+    """Held while one task runs one step of a job (``entry``, ``segment:<n>``, ``assemble``)."""
+    return f"{KEY_PREFIX}:job:{job_id}:claim:{step}"

@@ -6,6 +6,7 @@ Messages carry job ids (and segment indexes), never user text.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
@@ -87,11 +88,18 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
     }
 
 
-def _guarded(task: Task[Any, Any], job_id: str, step: Callable[[JobContext], T]) -> T | None:
-    """Run one step of a job: retry transient outages, fail the job on anything permanent."""
+def _guarded(task: Task[Any, Any], job_id: str, step: str, run: Callable[[JobContext], T]) -> T | None:
+    """Run one step of a job once at a time: skip it if another task holds it (a duplicate
+    delivery), retry transient outages, fail the job on anything permanent."""
     ctx = job_context()
+    token = str(uuid.uuid4())
+    claimed = False
     try:
-        return step(ctx)
+        claimed = ctx.segments.claim(job_id, step, token, ctx.settings.task_time_limit_s)
+        if not claimed:
+            log.info("job %s: %s is already running in another task; skipping this delivery", job_id, step)
+            return None
+        return run(ctx)
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
         return None
@@ -112,12 +120,16 @@ def _guarded(task: Task[Any, Any], job_id: str, step: Callable[[JobContext], T])
         log.exception("job %s failed unexpectedly", job_id)
         fail_job(job_id, ctx, e, code="internal_error")
         raise
+    finally:
+        # Released before a retry's countdown (at least 2 s) ends, so the retry finds it free.
+        if claimed:
+            ctx.segments.release(job_id, step, token)
 
 
 @app.task(name=SYNTHESIZE_TASK, bind=True, max_retries=MAX_RETRIES)
 def synthesize_job(self: Task[[str], int | None], job_id: str) -> int | None:
     """Entry task of a job: plan it, finish it if it is one segment, else fan its segments out."""
-    count = _guarded(self, job_id, lambda ctx: start_job(job_id, ctx))
+    count = _guarded(self, job_id, "entry", lambda ctx: start_job(job_id, ctx))
     if count:
         queue = segment_queue(job_context().settings.queue)
         for index in range(count):
@@ -128,7 +140,7 @@ def synthesize_job(self: Task[[str], int | None], job_id: str) -> int | None:
 @app.task(name=SEGMENT_TASK, bind=True, max_retries=MAX_RETRIES)
 def synthesize_segment(self: Task[[str, int], bool], job_id: str, index: int) -> bool:
     """One segment of a multi-segment job; the task completing the last one asks for assembly."""
-    complete = bool(_guarded(self, job_id, lambda ctx: run_segment(job_id, index, ctx)))
+    complete = bool(_guarded(self, job_id, f"segment:{index}", lambda ctx: run_segment(job_id, index, ctx)))
     if complete:
         assemble.apply_async((job_id,), queue=job_context().settings.queue)
     return complete
@@ -137,4 +149,4 @@ def synthesize_segment(self: Task[[str, int], bool], job_id: str, index: int) ->
 @app.task(name=ASSEMBLE_TASK, bind=True, max_retries=MAX_RETRIES)
 def assemble(self: Task[[str], bool], job_id: str) -> bool:
     """Join a job's parts in order into its final object."""
-    return bool(_guarded(self, job_id, lambda ctx: assemble_job(job_id, ctx)))
+    return bool(_guarded(self, job_id, "assemble", lambda ctx: assemble_job(job_id, ctx)))
