@@ -61,10 +61,6 @@ class BatchRecord:
     run_ms: float
     ok: bool
 
-    @property
-    def padding(self) -> float:
-        return 1.0 - self.total_ids / (self.size * self.max_ids) if self.max_ids else 0.0
-
 
 @dataclass
 class BatchItem(Generic[K]):

@@ -17,7 +17,7 @@ from tts_core.audio import FloatAudio
 from tts_core.batching import BatchResult, DynamicBatcher
 from tts_core.runtime import CUDA
 from ttsq.settings import Settings, get_settings
-from ttsq.tuning import BatchPlan, batch_plan
+from ttsq.tuning import batch_plan
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,6 @@ class Engine:
         self._voices: dict[str, Voice] = {}
         self._lock = threading.Lock()
         self._batcher: DynamicBatcher[BatchKey] | None = None
-        self.plan: BatchPlan | None = None
 
     def voice(self, voice_id: str) -> Voice:
         """The loaded voice, loading it on first use."""
@@ -73,9 +72,9 @@ class Engine:
         on_gpu = self.voice(self._settings.default_voice).providers[0] == CUDA
         with self._lock:
             if self._batcher is None:
-                self.plan = batch_plan(self._settings.worker, on_gpu)
-                self._batcher = DynamicBatcher(self._run, self.plan.max_batch, self.plan.max_wait_ms)
-                log.info("batcher: max_batch=%d max_wait_ms=%g", self.plan.max_batch, self.plan.max_wait_ms)
+                plan = batch_plan(self._settings.worker, on_gpu)
+                self._batcher = DynamicBatcher(self._run, plan.max_batch, plan.max_wait_ms)
+                log.info("batcher: max_batch=%d max_wait_ms=%g", plan.max_batch, plan.max_wait_ms)
             return self._batcher
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:
