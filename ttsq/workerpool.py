@@ -52,35 +52,35 @@ def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
 
 
+def _spec(settings: Settings, name: str, on_gpu: bool, loglevel: str, env: dict[str, str] | None = None) -> WorkerSpec:
+    """A worker process whose task threads match the batching plan of its provider."""
+    plan = batch_plan(settings.worker, on_gpu)
+    return WorkerSpec(name, worker_argv(plan.concurrency, settings.queue, name, loglevel), env or {})
+
+
 def gpu_workers(settings: Settings, gpus: list[int], loglevel: str, host: str | None = None) -> list[WorkerSpec]:
     host = host or socket.gethostname()
-    plan = batch_plan(settings.worker, on_gpu=True)
     return [
-        WorkerSpec(
-            name=f"gpu{n}@{host}",
-            argv=worker_argv(plan.concurrency, settings.queue, f"gpu{n}@{host}", loglevel),
-            env={"CUDA_VISIBLE_DEVICES": str(n), "TTSQ_WORKER__DEVICE": Device.CUDA.value},
+        _spec(
+            settings,
+            f"gpu{n}@{host}",
+            True,
+            loglevel,
+            {"CUDA_VISIBLE_DEVICES": str(n), "TTSQ_WORKER__DEVICE": Device.CUDA.value},
         )
         for n in gpus
     ]
 
 
 def cpu_worker(settings: Settings, loglevel: str, host: str | None = None) -> WorkerSpec:
-    host = host or socket.gethostname()
     threads = settings.worker.intra_op_threads or cpu_cores()
-    plan = batch_plan(settings.worker, on_gpu=False)
-    return WorkerSpec(
-        name=f"cpu@{host}",
-        argv=worker_argv(plan.concurrency, settings.queue, f"cpu@{host}", loglevel),
-        env={"TTSQ_WORKER__DEVICE": Device.CPU.value, "TTSQ_WORKER__INTRA_OP_THREADS": str(threads)},
-    )
+    env = {"TTSQ_WORKER__DEVICE": Device.CPU.value, "TTSQ_WORKER__INTRA_OP_THREADS": str(threads)}
+    return _spec(settings, f"cpu@{host or socket.gethostname()}", False, loglevel, env)
 
 
 def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
     """One worker on the configured device; batching defaults follow whether CUDA will be used."""
-    on_gpu = settings.worker.device is not Device.CPU and cuda_available()
-    plan = batch_plan(settings.worker, on_gpu)
-    return WorkerSpec(name=name, argv=worker_argv(plan.concurrency, settings.queue, name, loglevel))
+    return _spec(settings, name, settings.worker.device is not Device.CPU and cuda_available(), loglevel)
 
 
 def run_workers(specs: list[WorkerSpec]) -> int:
