@@ -35,6 +35,12 @@ def join_with_pauses(parts: Sequence[PCM16], pause_s: float, sample_rate: int) -
     return np.concatenate(pieces)
 
 
+def speech_pcm(utterances: Sequence[FloatAudio], pause_s: float, sample_rate: int) -> PCM16:
+    """Model outputs of consecutive utterances as one 16-bit run with ``pause_s`` between them: the
+    one way ttsq turns synthesised utterances into a segment's audio."""
+    return join_with_pauses([to_int16(audio) for audio in utterances], pause_s, sample_rate)
+
+
 def rms_dbfs(pcm: PCM16) -> float:
     """Loudness as RMS in dB relative to full scale; -inf for silence."""
     if pcm.size == 0:

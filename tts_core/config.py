@@ -22,6 +22,9 @@ DEFAULT_SPEED: Final = 1.0
 DEFAULT_SENTENCE_PAUSE_S: Final = 0.25
 """Silence inserted between sentences."""
 
+DEFAULT_SEGMENT_IDS: Final = 400
+"""Phoneme-id budget of a segment (≈ 200 phonemes ≈ 2-3 s of speech): no single model input is longer."""
+
 SPEED_RANGE: Final = (0.25, 4.0)
 NOISE_RANGE: Final = (0.0, 2.0)
 PAUSE_RANGE: Final = (0.0, 5.0)

@@ -6,7 +6,7 @@ import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
 import soundfile
 
@@ -39,6 +39,9 @@ class AudioFormat(StrEnum):
     def extension(self) -> str:
         return self.value
 
+
+DEFAULT_FORMAT: Final = AudioFormat.WAV
+"""What a job gets when it names no format."""
 
 _CONTENT_TYPES = {
     AudioFormat.WAV: "audio/wav",

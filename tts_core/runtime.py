@@ -7,46 +7,33 @@ least one device, and only then try CUDA, with ORT's logger silenced for that at
 
 from __future__ import annotations
 
-import ctypes
 import logging
-from enum import StrEnum
 
 import onnxruntime as ort
 
+from tts_core.device import CPU_PROVIDER, CUDA_PROVIDER, Device, cuda_device_count
 from tts_core.errors import DeviceUnavailable
 
 log = logging.getLogger(__name__)
 
-CUDA = "CUDAExecutionProvider"
-CPU = "CPUExecutionProvider"
 _ORT_ERROR_ONLY = 3
-
-
-class Device(StrEnum):
-    """Where inference should run."""
-
-    AUTO = "auto"
-    """CUDA when it is really usable, otherwise CPU."""
-    CPU = "cpu"
-    CUDA = "cuda"
-    """CUDA or fail: refuses to fall back silently."""
-
-
-def cuda_device_count() -> int:
-    """Number of GPUs the NVIDIA driver reports; 0 when there is no driver."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
+_CUDA_REQUIRED = "CUDA was required (device=cuda) but no usable CUDA GPU was found"
 
 
 def cuda_available() -> bool:
     """Whether this onnxruntime build has the CUDA provider and the driver sees a GPU."""
-    return CUDA in ort.get_available_providers() and cuda_device_count() > 0
+    return CUDA_PROVIDER in ort.get_available_providers() and cuda_device_count() > 0
+
+
+def resolve_device(device: Device) -> Device:
+    """The device a worker uses, decided once: ``auto`` becomes CUDA or CPU, and ``cuda`` on a host
+    where CUDA is not usable raises :class:`DeviceUnavailable`. What sizes the worker (task threads,
+    batches) and what loads its voices both take this one answer."""
+    if device is Device.AUTO:
+        return Device.CUDA if cuda_available() else Device.CPU
+    if device is Device.CUDA and not cuda_available():
+        raise DeviceUnavailable(_CUDA_REQUIRED)
+    return device
 
 
 def session_options(intra_op_threads: int, spin_wait: bool = False) -> ort.SessionOptions:
@@ -67,14 +54,15 @@ def session_options(intra_op_threads: int, spin_wait: bool = False) -> ort.Sessi
 def create_session(
     model: bytes, device: Device, intra_op_threads: int, spin_wait: bool = False
 ) -> ort.InferenceSession:
-    """Create the one inference session a process uses, on the device the policy allows."""
+    """Create an inference session on the device the policy allows: ``auto`` may fall back to CPU,
+    ``cuda`` never does."""
     if device is not Device.CPU and cuda_available():
         session = _try_cuda(model, intra_op_threads, spin_wait)
         if session is not None:
             return session
     if device is Device.CUDA:
-        raise DeviceUnavailable("CUDA was required (device=cuda) but no usable CUDA GPU was found")
-    return ort.InferenceSession(model, session_options(intra_op_threads, spin_wait), providers=[CPU])
+        raise DeviceUnavailable(_CUDA_REQUIRED)
+    return ort.InferenceSession(model, session_options(intra_op_threads, spin_wait), providers=[CPU_PROVIDER])
 
 
 def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.InferenceSession | None:
@@ -84,11 +72,11 @@ def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.Infer
         # Loads CUDA/cuDNN from the nvidia-* wheels of the `cuda` extra when they are installed.
         ort.preload_dlls()
     try:
-        session = ort.InferenceSession(model, options, providers=[CUDA, CPU])
+        session = ort.InferenceSession(model, options, providers=[CUDA_PROVIDER, CPU_PROVIDER])
     except Exception as e:  # ORT raises plain RuntimeError/Fail types for provider problems
-        log.warning("CUDA session failed, using CPU: %s", e)
+        log.warning("CUDA session failed: %s", e)
         return None
-    if session.get_providers()[0] != CUDA:
-        log.warning("CUDA provider did not initialise, using CPU")
+    if session.get_providers()[0] != CUDA_PROVIDER:
+        log.warning("CUDA provider did not initialise")
         return None
     return session

@@ -11,13 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tts_core.config import VoiceConfig
+from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText
 from tts_core.phonemes import phoneme_ids, phonemize
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
-
-DEFAULT_SEGMENT_IDS: Final = 400
-"""Phoneme-id budget of a segment (≈ 200 phonemes ≈ 2-3 s of speech)."""
 
 _SHRINK: Final = 0.9
 """Safety margin when turning an id budget into a character limit for re-cutting."""
@@ -48,7 +45,10 @@ def plan_utterances(text: str, voice: VoiceConfig, max_ids: int = DEFAULT_SEGMEN
 
 
 def _fit(sentence: str, voice: VoiceConfig, max_ids: int) -> list[Utterance]:
-    """Phonemise ``sentence``; if it exceeds the budget, cut the text shorter and try each piece."""
+    """Phonemise ``sentence``; if it exceeds the budget, cut the text shorter and try each piece.
+
+    The id budget is the only limit on an utterance's length: characters say little about how long
+    the model's input becomes, phoneme ids say it exactly."""
     utterances = [
         Utterance(sentence, phoneme_ids(p, voice.phoneme_id_map)) for p in phonemize(sentence, voice.espeak_voice)
     ]

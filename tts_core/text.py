@@ -11,10 +11,6 @@ from typing import Final
 
 from tts_core.errors import EmptyText, TextTooLong
 
-MAX_UTTERANCE_CHARS: Final = 400
-"""Longest piece handed to the model at once; longer sentences are cut at clauses, then words,
-so that one unpunctuated wall of text cannot blow up inference memory."""
-
 _ABBREVIATIONS: Final = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "approx"}
 )
@@ -53,14 +49,12 @@ def check_text(text: str, max_chars: int) -> None:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split normalised text into sentences, then cut any over-long sentence into utterances."""
+    """Split normalised text into sentences (how long they may be is decided in phoneme ids, by
+    ``tts_core.segments``)."""
     sentences: list[str] = []
     for paragraph in text.split("\n"):
         sentences.extend(_merge_abbreviations(_SENTENCE_END.split(paragraph)))
-    utterances: list[str] = []
-    for sentence in sentences:
-        utterances.extend(cut_long(sentence.strip(), MAX_UTTERANCE_CHARS))
-    return [u for u in utterances if u]
+    return [stripped for sentence in sentences if (stripped := sentence.strip())]
 
 
 def _merge_abbreviations(parts: list[str]) -> list[str]:

@@ -12,11 +12,12 @@ import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
 from tts_core.alignment import add_alignment_output
-from tts_core.audio import PCM16, FloatAudio, join_with_pauses, to_int16
-from tts_core.config import HOP_LENGTH, SynthesisConfig, VoiceConfig
+from tts_core.audio import PCM16, FloatAudio, speech_pcm, to_int16
+from tts_core.config import DEFAULT_SEGMENT_IDS, HOP_LENGTH, SynthesisConfig, VoiceConfig
+from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
-from tts_core.runtime import Device, create_session
-from tts_core.segments import DEFAULT_SEGMENT_IDS, Utterance, plan_utterances
+from tts_core.runtime import create_session
+from tts_core.segments import Utterance, plan_utterances
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,11 @@ class Voice:
             for utterance, audio in zip(group, outputs, strict=True):
                 yield AudioChunk(utterance, to_int16(audio), self.sample_rate)
 
+    def speak_ids(self, utterances: Sequence[Sequence[int]], config: SynthesisConfig) -> PCM16:
+        """Utterances' ids as one PCM array, one inference call each, joined by the sentence pause."""
+        audio = [self.synthesize_ids([ids], config)[0] for ids in utterances]
+        return speech_pcm(audio, config.sentence_pause_s, self.sample_rate)
+
     def speak(self, text: str, config: SynthesisConfig) -> PCM16:
         """The whole text as one PCM array, sentences separated by the configured pause."""
-        pcm = [chunk.pcm for chunk in self.synthesize(text, config)]
-        return join_with_pauses(pcm, config.sentence_pause_s, self.sample_rate)
+        return self.speak_ids([u.phoneme_ids for u in self.utterances(text)], config)
