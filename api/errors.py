@@ -10,8 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tts_core import InvalidInput, TextTooLong, TTSError
-from ttsq.jobs import JobNotFound
+from tts_core.errors import InvalidInput, TextTooLong, TTSError
+from ttsq.errors import JobNotFound, ServiceError, TransientError
 
 
 class ApiError(Exception):
@@ -38,11 +38,15 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
     return "; ".join(parts)
 
 
-def _status_for(error: TTSError) -> int:
+def _status_for(error: TTSError | ServiceError) -> int:
     if isinstance(error, TextTooLong):
         return 413
     if isinstance(error, InvalidInput):
         return 422
+    if isinstance(error, JobNotFound):
+        return 404
+    if isinstance(error, TransientError):
+        return 503
     return 500
 
 
@@ -58,12 +62,9 @@ async def _on_api_error(_: Request, exc: ApiError) -> JSONResponse:
     return error_response(exc.status_code, exc.code, exc.message)
 
 
-async def _on_tts_error(_: Request, exc: TTSError) -> JSONResponse:
+async def _on_coded_error(_: Request, exc: TTSError | ServiceError) -> JSONResponse:
+    """Both error roots carry a stable ``code``; only the HTTP status is decided here."""
     return error_response(_status_for(exc), exc.code, str(exc))
-
-
-async def _on_job_not_found(_: Request, exc: JobNotFound) -> JSONResponse:
-    return error_response(404, "job_not_found", f"no job with id {exc.args[0]!r}")
 
 
 async def _on_http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -74,6 +75,6 @@ async def _on_http_error(_: Request, exc: StarletteHTTPException) -> JSONRespons
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(ApiError, _on_api_error)  # type: ignore[arg-type]
-    app.add_exception_handler(TTSError, _on_tts_error)  # type: ignore[arg-type]
-    app.add_exception_handler(JobNotFound, _on_job_not_found)  # type: ignore[arg-type]
+    app.add_exception_handler(TTSError, _on_coded_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ServiceError, _on_coded_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _on_http_error)  # type: ignore[arg-type]

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tts_core import AudioFormat
-from tts_core.config import NOISE_RANGE, SPEED_RANGE
-from ttsq.jobs import JobError, JobOptions, JobProgress, JobRecord, JobStatus
+from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
+from tts_core.formats import DEFAULT_FORMAT, AudioFormat
+from ttsq.jobs import JobError, JobOptions, JobProgress, JobRecord, JobResult, JobStatus
 
 MAX_METADATA_BYTES = 16 * 1024
 
@@ -22,8 +22,8 @@ class JobCreate(BaseModel):
 
     text: str = Field(description="Text to speak (plain text). Up to the server's character limit.")
     voice: str | None = Field(None, description="Voice id from GET /v1/voices; the server default if omitted.")
-    format: AudioFormat = Field(AudioFormat.WAV, description="Output container/codec.")
-    speed: float = Field(1.0, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description="Speaking rate multiplier.")
+    format: AudioFormat = Field(DEFAULT_FORMAT, description="Output container/codec.")
+    speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description="Speaking rate multiplier.")
     noise_scale: float | None = Field(
         None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], description="Timbre variation; voice default if omitted."
     )
@@ -45,15 +45,10 @@ class JobCreate(BaseModel):
         return JobOptions(speed=self.speed, noise_scale=self.noise_scale, noise_w=self.noise_w)
 
 
-class JobResultPublic(BaseModel):
-    """Finished audio: a presigned download URL and what it holds."""
+class JobResultPublic(JobResult):
+    """Finished audio as stored, plus a presigned download URL made when the job is read."""
 
     url: str
-    key: str
-    bytes: int
-    duration_s: float
-    sample_rate: int
-    content_type: str
 
 
 class JobPublic(BaseModel):

@@ -7,26 +7,12 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
-from tts_core import VoiceCatalog
+from tts_core.catalog import VoiceCatalog
+from ttsq.broker import make_producer
 from ttsq.jobs import JobStore
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
-
-
-def make_producer(settings: Settings) -> Celery:
-    """A Celery client that only sends tasks by name; it never imports the worker or a model."""
-    producer = Celery("ttsq")
-    producer.config_from_object("celeryconfig")
-    producer.conf.update(
-        broker_url=settings.redis_url,
-        result_backend=settings.redis_url,
-        task_default_queue=settings.queue,
-        # Fail fast when Redis is down instead of blocking the request for the default retry policy.
-        broker_connection_timeout=2,
-        task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2},
-    )
-    return producer
 
 
 @dataclass

@@ -34,7 +34,10 @@ import redis
 from bench import corpus
 from bench.machine import describe
 from bench.stack import BenchStack, Submitted
-from tts_core import SynthesisConfig, Voice, VoiceCatalog, group_segments
+from tts_core.catalog import VoiceCatalog
+from tts_core.config import SynthesisConfig
+from tts_core.segments import group_segments
+from tts_core.voice import Voice
 from ttsq.jobs import JobRecord
 from ttsq.parts import PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings

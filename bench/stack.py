@@ -13,13 +13,14 @@ import httpx
 import psutil
 import redis
 
-from api.state import make_producer
+from ttsq.broker import make_producer
 from ttsq.jobs import JobRecord, JobStatus, JobStore
-from ttsq.processes import ManagedProcess, free_port, wait_until
-from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, stack_settings
+from ttsq.ops.commands import api_argv
+from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.ops.workerpool import default_worker
 from ttsq.settings import Settings, WorkerSettings, settings_env
 from ttsq.storage import ObjectStore
-from ttsq.workerpool import default_worker
 
 BUCKET = "ttsq-bench"
 WORKER_START_TIMEOUT_S = 180.0

@@ -1,1 +1,3 @@
-"""ttsq service layer shared by the API and the workers (settings, job records, storage) and the CLI."""
+"""ttsq's service domain, shared by the API and the workers: settings, job records and their
+progress, segment parts, object storage, the Celery configuration and the service errors.
+Operations tooling (command line, local stack) lives in ``ttsq.ops``."""

@@ -3,7 +3,8 @@
 A job is a JSON record under ``ttsq:job:<id>`` and its text under ``ttsq:job:<id>:text``, both with
 the job TTL. Status changes go through :meth:`JobStore.transition`, a WATCH/MULTI read-modify-write
 that only moves a job from the statuses the caller allows, so a redelivered or late task cannot
-resurrect a finished or canceled job.
+resurrect a finished or canceled job. One step of a job (its entry, a segment, its assembly) runs in
+one task at a time, under :meth:`JobStore.step_lock`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 import redis
 from pydantic import BaseModel, Field
+from redis.lock import Lock
 
-from ttsq.constants import job_key, job_text_key
+from tts_core.config import DEFAULT_SPEED
+from ttsq.constants import job_claim_key, job_key, job_text_key
+from ttsq.errors import JobNotFound
 
 
 class JobStatus(StrEnum):
@@ -29,11 +33,20 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     CANCELED = "canceled"
 
+    @property
+    def terminal(self) -> bool:
+        """Whether the job is finished for good: nothing will change it any more."""
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES: Final = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED})
+"""Statuses a job never leaves."""
+
 
 class JobOptions(BaseModel):
     """Synthesis options as the job was accepted (validated, defaults filled)."""
 
-    speed: float = 1.0
+    speed: float = DEFAULT_SPEED
     noise_scale: float | None = None
     noise_w: float | None = None
 
@@ -104,10 +117,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class JobNotFound(LookupError):
-    """No record under that id (never created, or expired)."""
-
-
 class JobStore:
     """Job records in Redis, with a TTL on every key."""
 
@@ -138,17 +147,23 @@ class JobStore:
         return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
 
     def transition(
+        self, job_id: str, allowed_from: Collection[JobStatus], to: JobStatus, changes: Mapping[str, Any]
+    ) -> JobRecord | None:
+        """Move the job to ``to`` if its status is in ``allowed_from``, setting ``changes``.
+
+        Returns the updated record, or ``None`` if the job was in another status (nothing written).
+        """
+        return self.transition_by(job_id, allowed_from, to, lambda _: changes)
+
+    def transition_by(
         self,
         job_id: str,
         allowed_from: Collection[JobStatus],
         to: JobStatus,
-        changes: Mapping[str, Any] | Callable[[JobRecord], Mapping[str, Any]] = {},  # noqa: B006 - read only
+        changes_of: Callable[[JobRecord], Mapping[str, Any]],
     ) -> JobRecord | None:
-        """Move the job to ``to`` if its status is in ``allowed_from``, applying ``changes``.
-
-        ``changes`` may be a function of the current record (e.g. to count attempts). Returns the
-        updated record, or ``None`` if the job was in another status (nothing written).
-        """
+        """Like :meth:`transition`, with changes computed from the current record (e.g. to count
+        attempts) inside the same atomic read-modify-write."""
         key = job_key(job_id)
         outcome: list[JobRecord | None] = [None]
 
@@ -160,11 +175,18 @@ class JobStore:
             if record.status not in allowed_from:
                 outcome[0] = None
                 return
-            fields = changes(record) if callable(changes) else changes
-            updated = JobRecord.model_validate({**record.model_dump(), **fields, "status": to})
+            updated = JobRecord.model_validate({**record.model_dump(), **changes_of(record), "status": to})
             pipe.multi()
             pipe.set(key, updated.model_dump_json(), keepttl=True)
             outcome[0] = updated
 
         self._redis.transaction(apply, key)
         return outcome[0]
+
+    def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
+        """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,
+        ``assemble``), so a duplicate delivery never runs beside the original. It expires after
+        ``ttl_s`` (the task time limit, shorter than the visibility timeout), so a task redelivered
+        after its worker died always finds it free. Take it with ``acquire(blocking=False)``."""
+        lock: Lock = self._redis.lock(job_claim_key(job_id, step), timeout=ttl_s, blocking=False)
+        return lock

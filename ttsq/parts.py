@@ -14,13 +14,10 @@ from typing import Protocol, cast
 import redis
 
 from ttsq.constants import job_part_key, part_object_key
+from ttsq.errors import SegmentLost
 from ttsq.storage import ObjectStore
 
 PCM_CONTENT_TYPE = "application/octet-stream"
-
-
-class PartMissing(LookupError):
-    """A segment counted as done has no stored audio (expired or deleted)."""
 
 
 class PartStore(Protocol):
@@ -48,7 +45,7 @@ class RedisPartStore:
     def get(self, job_id: str, index: int) -> bytes:
         data = cast(bytes | None, self._redis.get(job_part_key(job_id, index)))
         if data is None:
-            raise PartMissing(f"segment {index} of job {job_id} has no stored audio")
+            raise SegmentLost(f"segment {index} of job {job_id} has no stored audio")
         return data
 
     def delete(self, job_id: str, indexes: Iterable[int]) -> None:
@@ -67,7 +64,7 @@ class S3PartStore:
     def get(self, job_id: str, index: int) -> bytes:
         data = self._objects.get(part_object_key(job_id, index))
         if data is None:
-            raise PartMissing(f"segment {index} of job {job_id} has no stored audio")
+            raise SegmentLost(f"segment {index} of job {job_id} has no stored audio")
         return data
 
     def delete(self, job_id: str, indexes: Iterable[int]) -> None:

@@ -1,10 +1,8 @@
-"""Step bookkeeping of jobs in Redis: the plan, the done set, running sums, and step claims.
+"""Segment bookkeeping of jobs in Redis: the plan, the done set and running sums.
 
 Completion is decided by one Lua script: it adds the segment's index to the job's done set and,
 only if the index was new, adds its timings; it returns how many segments are done. The task that
 sees ``done == total`` enqueues the assembly, so no chord and no lost counter on redelivery.
-A claim (``SET NX`` with the task time limit as TTL) keeps a duplicate delivery of a step from
-running beside the original.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import cast
 
 import redis
 
-from ttsq.constants import job_claim_key, job_done_key, job_segments_key, job_stats_key
+from ttsq.constants import job_done_key, job_segments_key, job_stats_key
 from ttsq.jobs import JobRecord, JobStatus
 
 _MARK_DONE = """
@@ -39,13 +37,6 @@ end
 return 0
 """
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
 
 @dataclass(frozen=True)
 class Progress:
@@ -64,16 +55,6 @@ class SegmentStore:
         self._ttl_s = ttl_s
         self._mark_done = client.register_script(_MARK_DONE)
         self._plan_once = client.register_script(_PLAN_ONCE)
-        self._release = client.register_script(_RELEASE)
-
-    def claim(self, job_id: str, step: str, token: str, ttl_s: int) -> bool:
-        """Take the step for this task unless another task holds it. The claim expires after
-        ``ttl_s`` (the task time limit, shorter than the visibility timeout), so a task redelivered
-        after its worker died always finds it free."""
-        return bool(self._redis.set(job_claim_key(job_id, step), token, nx=True, ex=ttl_s))
-
-    def release(self, job_id: str, step: str, token: str) -> None:
-        self._release(keys=[job_claim_key(job_id, step)], args=[token])
 
     def save_plan(self, job_id: str, segments: Sequence[Sequence[Sequence[int]]]) -> bool:
         """Store each segment's utterance ids, unless a plan exists (a redelivered entry task

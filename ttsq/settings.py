@@ -5,6 +5,8 @@ Nested groups use ``__``: ``TTSQ_S3__ENDPOINT_URL``, ``TTSQ_WORKER__INTRA_OP_THR
 
 from __future__ import annotations
 
+import json
+from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Self
@@ -12,8 +14,13 @@ from typing import Literal, Self
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tts_core import DEFAULT_SEGMENT_IDS, DEFAULT_VOICE_ID, Device
+from tts_core.catalog import DEFAULT_VOICE_ID
+from tts_core.config import DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
+from tts_core.device import Device
 from ttsq.constants import DEFAULT_QUEUE, PLACEHOLDER_SECRETS
+
+NONE_VALUE = "null"
+"""How an environment variable says "None" (pydantic-settings' ``env_parse_none_str``)."""
 
 
 class S3Settings(BaseModel):
@@ -55,7 +62,13 @@ class WorkerSettings(BaseModel):
 class Settings(BaseSettings):
     """Every knob of a ttsq deployment."""
 
-    model_config = SettingsConfigDict(env_prefix="TTSQ_", env_file=".env", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TTSQ_",
+        env_file=".env",
+        env_nested_delimiter="__",
+        env_parse_none_str=NONE_VALUE,
+        extra="ignore",
+    )
 
     environment: Literal["development", "production"] = "development"
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -66,7 +79,7 @@ class Settings(BaseSettings):
     queue: str = DEFAULT_QUEUE
     max_text_chars: int = Field(100_000, ge=1)
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
-    sentence_pause_s: float = Field(0.25, ge=0, le=5)
+    sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)
     """Phoneme-id budget of a segment, the unit of work of one task."""
     part_store: Literal["redis", "s3"] = "redis"
@@ -79,6 +92,12 @@ class Settings(BaseSettings):
     """How long Redis keeps an unacknowledged task before redelivering it; must exceed the task limit."""
     ready_timeout_s: float = Field(2.0, gt=0)
     """How long /readyz waits for Redis, S3 and a worker ping."""
+    task_max_retries: int = Field(5, ge=0, le=100)
+    """Retries of a job step during an outage of Redis, S3 or the broker, before the job fails."""
+    task_retry_backoff_max_s: int = Field(60, ge=1)
+    """Longest wait between two such retries (exponential backoff with full jitter up to this)."""
+    api_url: str = "http://127.0.0.1:8000"
+    """Where clients such as ``ttsq say`` reach the API."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
@@ -98,24 +117,29 @@ def get_settings() -> Settings:
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The same settings as the TTSQ_* variables a child process reads."""
-    s3 = settings.s3
-    assert s3.endpoint_url
-    assert s3.access_key_id
-    assert s3.secret_access_key
-    env = {
-        "TTSQ_REDIS_URL": settings.redis_url,
-        "TTSQ_S3__ENDPOINT_URL": s3.endpoint_url,
-        "TTSQ_S3__BUCKET": s3.bucket,
-        "TTSQ_S3__ACCESS_KEY_ID": s3.access_key_id,
-        "TTSQ_S3__SECRET_ACCESS_KEY": s3.secret_access_key.get_secret_value(),
-    }
-    if settings.voices_dir is not None:
-        env["TTSQ_VOICES_DIR"] = str(settings.voices_dir)
-    defaults = Settings(_env_file=None)
-    for name in ("queue", "visibility_timeout_s", "task_time_limit_s", "part_store", "segment_max_ids"):
-        if getattr(settings, name) != getattr(defaults, name):
-            env[f"TTSQ_{name.upper()}"] = str(getattr(settings, name))
-    for name, value in settings.worker.model_dump(exclude_defaults=True).items():
-        env[f"TTSQ_WORKER__{name.upper()}"] = str(value)
+    """Every setting as the ``TTSQ_*`` variable a child process reads, so children see the same
+    configuration whole, whichever source (environment, ``.env``, code) each value came from."""
+    env: dict[str, str] = {}
+
+    def add(model: BaseModel, prefix: str) -> None:
+        for name in type(model).model_fields:
+            value = getattr(model, name)
+            if isinstance(value, BaseModel):
+                add(value, f"{prefix}{name.upper()}__")
+            else:
+                env[f"{prefix}{name.upper()}"] = _env_value(value)
+
+    add(settings, "TTSQ_")
     return env
+
+
+def _env_value(value: object) -> str:
+    if value is None:
+        return NONE_VALUE
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, bool | list | dict):
+        return json.dumps(value)
+    return str(value)

@@ -1,4 +1,8 @@
-"""Finished audio in S3-compatible object storage, reached by clients through presigned URLs."""
+"""Finished audio in S3-compatible object storage, reached by clients through presigned URLs.
+
+Every failure is raised as :class:`~ttsq.errors.StorageUnavailable` (an outage: the step is retried)
+or :class:`~ttsq.errors.StorageRefused` (a configuration problem: the job fails at once).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.client import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.settings import S3Settings
 
 if TYPE_CHECKING:
@@ -22,8 +27,21 @@ MULTIPART_THRESHOLD: Final = 16 * 1024 * 1024
 _TRANSFER = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD)
 
 
-class StorageError(Exception):
-    """The object store refused or could not be reached."""
+_RETRYABLE_CODES: Final = frozenset({"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling"})
+"""S3 error codes that describe an overloaded or briefly failing store rather than a refusal."""
+
+
+def storage_error(action: str, error: BotoCoreError | ClientError) -> StorageRefused | StorageUnavailable:
+    """Tell an outage (no connection, timeouts, 5xx, throttling) from a refusal (any other 4xx)."""
+    if isinstance(error, BotoCoreError):
+        return StorageUnavailable(f"object store unreachable during {action}: {error}")
+    details = error.response.get("Error", {})
+    code = str(details.get("Code", ""))
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    reason = f"{code or status}: {details.get('Message', error)}"
+    if status >= 500 or status == 429 or code in _RETRYABLE_CODES:
+        return StorageUnavailable(f"object store failed {action}: {reason}")
+    return StorageRefused(f"object store refused {action}: {reason}")
 
 
 def _client(settings: S3Settings, endpoint_url: str | None) -> S3Client:
@@ -39,6 +57,9 @@ def _client(settings: S3Settings, endpoint_url: str | None) -> S3Client:
             s3={"addressing_style": settings.addressing_style},
             connect_timeout=_CONNECT_TIMEOUT_S,
             read_timeout=_READ_TIMEOUT_S,
+            # botocore retries one request (a throttled PUT, one part of a multipart upload, a reset
+            # connection) within a second or two, which is far cheaper than redoing the whole step;
+            # an outage that outlasts them is retried by Celery, with backoff, as the whole step.
             retries={"max_attempts": 3, "mode": "standard"},
         ),
     )
@@ -62,16 +83,16 @@ class ObjectStore:
             try:
                 self._s3.create_bucket(Bucket=self.bucket)
             except (BotoCoreError, ClientError) as e:
-                raise StorageError(f"cannot create bucket {self.bucket!r}: {e}") from e
+                raise storage_error(f"creating bucket {self.bucket!r}", e) from e
         except BotoCoreError as e:
-            raise StorageError(f"object store unreachable: {e}") from e
+            raise storage_error(f"checking bucket {self.bucket!r}", e) from e
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         """Write an object whole: readers see either the old object or the new one, never part of it."""
         try:
             self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         except (BotoCoreError, ClientError) as e:
-            raise StorageError(f"upload of {key} failed: {e}") from e
+            raise storage_error(f"the upload of {key}", e) from e
 
     def upload(self, key: str, stream: BinaryIO, content_type: str) -> None:
         """Upload from a file object, in parts above :data:`MULTIPART_THRESHOLD`. S3 publishes a
@@ -79,7 +100,7 @@ class ObjectStore:
         try:
             self._s3.upload_fileobj(stream, self.bucket, key, ExtraArgs={"ContentType": content_type}, Config=_TRANSFER)
         except (BotoCoreError, ClientError) as e:
-            raise StorageError(f"upload of {key} failed: {e}") from e
+            raise storage_error(f"the upload of {key}", e) from e
 
     def get(self, key: str) -> bytes | None:
         """The object's bytes, or None if there is no such key."""
@@ -88,9 +109,9 @@ class ObjectStore:
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
                 return None
-            raise StorageError(f"download of {key} failed: {e}") from e
+            raise storage_error(f"the download of {key}", e) from e
         except BotoCoreError as e:
-            raise StorageError(f"download of {key} failed: {e}") from e
+            raise storage_error(f"the download of {key}", e) from e
 
     def delete_many(self, keys: list[str]) -> None:
         """Delete keys (missing ones are fine), 1000 per request as S3 allows."""
@@ -99,7 +120,7 @@ class ObjectStore:
                 batch: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in keys[start : start + 1000]]
                 self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
         except (BotoCoreError, ClientError) as e:
-            raise StorageError(f"delete failed: {e}") from e
+            raise storage_error("a delete", e) from e
 
     def presigned_get_url(self, key: str) -> str:
         return self._presigner.generate_presigned_url(
@@ -107,8 +128,8 @@ class ObjectStore:
         )
 
     def check(self) -> None:
-        """Raise :class:`StorageError` unless the bucket answers."""
+        """Raise a storage error unless the bucket answers."""
         try:
             self._s3.head_bucket(Bucket=self.bucket)
         except (BotoCoreError, ClientError) as e:
-            raise StorageError(f"bucket {self.bucket!r} not reachable: {e}") from e
+            raise storage_error(f"a check of bucket {self.bucket!r}", e) from e

@@ -1,4 +1,5 @@
-"""The Celery application; configuration comes from ``celeryconfig``."""
+"""The Celery application of the workers (and of Flower); its configuration is ``celeryconfig``,
+which lists the task module to import (``workers.tasks``)."""
 
 from __future__ import annotations
 
@@ -6,4 +7,3 @@ from celery import Celery
 
 app = Celery("ttsq")
 app.config_from_object("celeryconfig")
-app.autodiscover_tasks(["workers"], related_name="tasks", force=True)

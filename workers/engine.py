@@ -1,7 +1,8 @@
 """The model side of a worker process: voices loaded once, and one batcher in front of them.
 
 Task threads never call a session themselves: they hand phoneme ids to the batcher and wait, and
-the batcher thread runs every inference call of the process.
+the batcher thread runs every inference call of the process. This is the module that loads the
+inference runtime (ONNX Runtime, espeak-ng); the task module imports it only when a worker starts.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tts_core import SynthesisConfig, Voice, VoiceCatalog
 from tts_core.audio import FloatAudio
 from tts_core.batching import BatchResult, DynamicBatcher
-from tts_core.runtime import CUDA
+from tts_core.catalog import VoiceCatalog
+from tts_core.config import SynthesisConfig
+from tts_core.device import Device
+from tts_core.runtime import resolve_device
+from tts_core.segments import group_segments, plan_utterances
+from tts_core.voice import Voice
 from ttsq.settings import Settings, get_settings
-from ttsq.tuning import batch_plan
+from workers.tuning import batch_plan
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +33,23 @@ _WARM_UP_LENGTHS = (64, 400)
 BatchKey = tuple[str, SynthesisConfig]
 """Items share an inference call only with the same voice and options."""
 
+SegmentPlan = list[list[list[int]]]
+"""A job's segments, each a list of utterances' phoneme ids."""
+
 
 class Engine:
     """Loaded voices of this process, keyed by voice id, and the batcher that runs them."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, device: Device) -> None:
+        """``device`` is the resolved one (CPU or CUDA): it sizes the batches and loads every voice."""
         self._settings = settings
+        self.device = device
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
         self._voices: dict[str, Voice] = {}
         self._lock = threading.Lock()
-        self._batcher: DynamicBatcher[BatchKey] | None = None
+        plan = batch_plan(settings.worker, device)
+        self.batcher: DynamicBatcher[BatchKey] = DynamicBatcher(self._run, plan.max_batch, plan.max_wait_ms)
+        log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
 
     def voice(self, voice_id: str) -> Voice:
         """The loaded voice, loading it on first use."""
@@ -52,7 +64,7 @@ class Engine:
         info = self.catalog.get(voice_id)
         started = time.perf_counter()
         worker = self._settings.worker
-        voice = Voice.load(info.model_path, info.config_path, worker.device, worker.intra_op_threads, worker.spin_wait)
+        voice = Voice.load(info.model_path, info.config_path, self.device, worker.intra_op_threads, worker.spin_wait)
         voice.speak(_WARM_UP_TEXT, SynthesisConfig())
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
@@ -63,19 +75,15 @@ class Engine:
         )
         return voice
 
-    @property
-    def batcher(self) -> DynamicBatcher[BatchKey]:
-        """The process's batcher, sized for the provider of the default voice."""
-        with self._lock:
-            if self._batcher is not None:
-                return self._batcher
-        on_gpu = self.voice(self._settings.default_voice).providers[0] == CUDA
-        with self._lock:
-            if self._batcher is None:
-                plan = batch_plan(self._settings.worker, on_gpu)
-                self._batcher = DynamicBatcher(self._run, plan.max_batch, plan.max_wait_ms)
-                log.info("batcher: max_batch=%d max_wait_ms=%g", plan.max_batch, plan.max_wait_ms)
-            return self._batcher
+    def sample_rate(self, voice_id: str) -> int:
+        """From the voice's config: knowing it loads no model."""
+        return self.catalog.get(voice_id).config.sample_rate
+
+    def plan_segments(self, voice_id: str, text: str, max_ids: int) -> SegmentPlan:
+        """Utterances of ``text`` (none over ``max_ids``) packed into segments of at most ``max_ids``;
+        needs the voice's phonemiser settings only, not its model."""
+        utterances = plan_utterances(text, self.catalog.get(voice_id).config, max_ids)
+        return [[u.phoneme_ids for u in segment] for segment in group_segments(utterances, max_ids)]
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:
         voice_id, config = key
@@ -92,17 +100,15 @@ class Engine:
         """Load the default voice and any configured to preload, then run each batch shape once."""
         for voice_id in dict.fromkeys([self._settings.default_voice, *self._settings.worker.preload_voices]):
             self.voice(voice_id)
-        batcher = self.batcher
         voice = self.voice(self._settings.default_voice)
         size = 1
-        while size <= batcher.max_batch:
+        while size <= self.batcher.max_batch:
             for length in _WARM_UP_LENGTHS:
                 voice.synthesize_ids([[1] + [0, 8] * ((length - 2) // 2) + [2]] * size, SynthesisConfig())
             size *= 2
 
     def close(self) -> None:
-        if self._batcher is not None:
-            self._batcher.close()
+        self.batcher.close()
 
 
 _engine: Engine | None = None
@@ -115,6 +121,7 @@ def get_engine() -> Engine:
     global _engine, _engine_pid
     with _engine_lock:
         if _engine is None or _engine_pid != os.getpid():
-            _engine = Engine(get_settings())
+            settings = get_settings()
+            _engine = Engine(settings, resolve_device(settings.worker.device))
             _engine_pid = os.getpid()
         return _engine

@@ -1,9 +1,9 @@
 """What a job's tasks do, apart from Celery: plan, synthesise segments, assemble, record.
 
 A job's text is planned into segments by its entry task. One segment: the entry task synthesises,
-encodes, uploads and marks it succeeded itself. Several: each segment task stores its PCM as a
-part and counts itself done (atomically, once); the task that completes the last one asks for
-the assembly, which encodes the parts in order into the final object.
+encodes, uploads and marks it succeeded itself. Several: the entry task sends one segment task per
+segment; each stores its PCM as a part and counts itself done (atomically, once); the task that
+completes the last one sends the assembly, which encodes the parts in order into the final object.
 
 Every step is safe to repeat: keys are deterministic, status changes are conditional, a segment
 already counted is not synthesised again, and parts are deleted only after the job succeeded.
@@ -14,24 +14,37 @@ from __future__ import annotations
 import logging
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from tts_core import AudioFormat, SynthesisConfig, TTSError, encode, group_segments
-from tts_core.audio import PCM16, join_with_pauses, to_int16
-from tts_core.formats import encode_stream
+from tts_core.audio import PCM16, speech_pcm
+from tts_core.config import SynthesisConfig
+from tts_core.formats import AudioFormat, encode, encode_stream
 from ttsq.constants import result_key
+from ttsq.errors import SegmentLost, error_code
 from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, JobStore, utcnow
-from ttsq.parts import PartMissing, PartStore, iter_parts
+from ttsq.parts import PartStore, iter_parts
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
-from workers.engine import Engine
+
+if TYPE_CHECKING:
+    from workers.engine import Engine
 
 log = logging.getLogger(__name__)
 
 _STARTABLE = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+class TaskSender(Protocol):
+    """Sends a job's follow-up tasks (the worker gives one that publishes through Celery)."""
+
+    def segments(self, job_id: str, count: int) -> None:
+        """One segment task for each index below ``count``."""
+
+    def assembly(self, job_id: str) -> None:
+        """The task that joins a job's parts."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,7 @@ class JobContext:
     parts: PartStore
     objects: ObjectStore
     engine: Engine
+    send: TaskSender
 
 
 @dataclass(frozen=True)
@@ -75,39 +89,36 @@ def _speak(ctx: JobContext, record: JobRecord, utterances: list[list[int]], tag:
     """Synthesise one segment's utterances through the batcher, joined with sentence pauses."""
     config = synthesis_config(record, ctx.settings)
     results = ctx.engine.synthesize(record.voice, config, utterances, tag)
-    sample_rate = ctx.engine.voice(record.voice).sample_rate
-    pcm = join_with_pauses([to_int16(r.audio) for r in results], config.sentence_pause_s, sample_rate)
+    sample_rate = ctx.engine.sample_rate(record.voice)
+    pcm = speech_pcm([r.audio for r in results], config.sentence_pause_s, sample_rate)
     return SegmentAudio(pcm, sum(r.share_ms for r in results), pcm.size / sample_rate)
 
 
-def start_job(job_id: str, ctx: JobContext) -> int | None:
-    """Plan the job; finish it here if it has one segment.
+def start_job(job_id: str, ctx: JobContext) -> None:
+    """Plan the job; finish it here if it has one segment, else send its segment tasks.
 
-    Returns how many segment tasks the caller must enqueue (0 when finished here), or None if the
-    job was not startable (finished, failed or canceled already).
+    A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
-    record = ctx.jobs.transition(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
+    record = ctx.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
     if record is None:
         log.info("job %s is no longer runnable; skipping", job_id)
-        return None
+        return
     max_ids = ctx.settings.segment_max_ids
-    utterances = ctx.engine.voice(record.voice).utterances(ctx.jobs.text(job_id), max_ids)
-    segments = [[u.phoneme_ids for u in segment] for segment in group_segments(utterances, max_ids)]
+    segments = ctx.engine.plan_segments(record.voice, ctx.jobs.text(job_id), max_ids)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
         record = record.model_copy(update={"progress": progress})
         _finish_single(job_id, record, _speak(ctx, record, segments[0], f"{job_id}/0"), ctx)
-        return 0
-    record = ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress})
-    if record is None:
-        return None
+        return
+    if ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
+        return
     ctx.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
-    return len(segments)
+    ctx.send.segments(job_id, len(segments))
 
 
 def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: JobContext) -> None:
-    sample_rate = ctx.engine.voice(record.voice).sample_rate
+    sample_rate = ctx.engine.sample_rate(record.voice)
     encoded = encode(audio.pcm, sample_rate, AudioFormat.parse(record.format))
     key = result_key(job_id, encoded.format.extension)
     ctx.objects.put(key, encoded.data, encoded.content_type)
@@ -131,46 +142,48 @@ def _succeed(job_id: str, record: JobRecord, result: JobResult, synthesis_ms: in
     return done is not None
 
 
-def run_segment(job_id: str, index: int, ctx: JobContext) -> bool:
-    """Synthesise segment ``index`` unless already counted; returns whether every segment is done
-    (then the caller enqueues the assembly; a redelivered last segment asks again, harmlessly)."""
+def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
+    """Synthesise segment ``index`` unless already counted; whichever task sees every segment done
+    sends the assembly (a redelivered last segment sends it again, harmlessly)."""
     record = ctx.jobs.get(job_id)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; skipping segment %d", job_id, record.status.value, index)
-        return False
+        return
     if ctx.segments.is_done(job_id, index):
-        return ctx.segments.progress(job_id).done >= total
-    utterances = ctx.segments.segment(job_id, index)
-    if utterances is None:
-        raise PartMissing(f"job {job_id} has no plan for segment {index}")
-    audio = _speak(ctx, record, utterances, f"{job_id}/{index}")
-    ctx.parts.put(job_id, index, audio.pcm.tobytes())
-    _, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
-    if ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
-        # The job failed or was canceled while this segment ran, and its clean-up may have come
-        # before this part: remove it, so nothing outlives the job.
-        ctx.parts.delete(job_id, [index])
-        return False
-    return done >= total
+        done = ctx.segments.progress(job_id).done
+    else:
+        utterances = ctx.segments.segment(job_id, index)
+        if utterances is None:
+            raise SegmentLost(f"job {job_id} has no plan for segment {index}")
+        audio = _speak(ctx, record, utterances, f"{job_id}/{index}")
+        ctx.parts.put(job_id, index, audio.pcm.tobytes())
+        _, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
+        if ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
+            # The job failed or was canceled while this segment ran, and its clean-up may have come
+            # before this part: remove it, so nothing outlives the job.
+            ctx.parts.delete(job_id, [index])
+            return
+    if done >= total:
+        ctx.send.assembly(job_id)
 
 
-def assemble_job(job_id: str, ctx: JobContext) -> bool:
-    """Encode the parts in order into the final object and mark the job succeeded.
+def assemble_job(job_id: str, ctx: JobContext) -> None:
+    """Encode the parts in order into the final object, mark the job succeeded, drop the parts.
 
-    Returns whether this call finished the job. A second assembly of the same job writes the same
-    key and then loses the conditional status change, so it has no visible effect.
+    A second assembly of the same job writes the same key and then loses the conditional status
+    change, so it has no visible effect.
     """
     record = ctx.jobs.get(job_id)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; nothing to assemble", job_id, record.status.value)
-        return False
+        return
     sums = ctx.segments.progress(job_id)
     if sums.done < total:
-        raise PartMissing(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
+        raise SegmentLost(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
     audio_format = AudioFormat.parse(record.format)
-    sample_rate = ctx.engine.voice(record.voice).sample_rate
+    sample_rate = ctx.engine.sample_rate(record.voice)
     key = result_key(job_id, audio_format.extension)
     parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, total))
     with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
@@ -185,10 +198,8 @@ def assemble_job(job_id: str, ctx: JobContext) -> bool:
         sample_rate=sample_rate,
         content_type=audio_format.content_type,
     )
-    finished = _succeed(job_id, record, result, sums.synthesis_ms, ctx)
-    if finished:
+    if _succeed(job_id, record, result, sums.synthesis_ms, ctx):
         cleanup(job_id, total, ctx)
-    return finished
 
 
 def cleanup(job_id: str, total: int, ctx: JobContext) -> None:
@@ -198,10 +209,9 @@ def cleanup(job_id: str, total: int, ctx: JobContext) -> None:
     ctx.segments.drop_plan(job_id)
 
 
-def fail_job(job_id: str, ctx: JobContext, error: TTSError | Exception, code: str | None = None) -> None:
-    """Record a permanent failure with a stable code; a finished or canceled job is left alone."""
-    default_code = error.code if isinstance(error, TTSError) else "internal_error"
-    job_error = JobError(code=code or default_code, message=str(error))
+def fail_job(job_id: str, ctx: JobContext, error: BaseException) -> None:
+    """Record a permanent failure with the error's stable code; a finished or canceled job is left alone."""
+    job_error = JobError(code=error_code(error), message=str(error))
     failed = ctx.jobs.transition(job_id, _STARTABLE, JobStatus.FAILED, {"finished_at": utcnow(), "error": job_error})
     total = failed.progress.segments_total if failed else None
     if total and total > 1:

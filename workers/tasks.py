@@ -1,16 +1,20 @@
 """Celery tasks: thin shells around :mod:`workers.pipeline` deciding what is retried and what fails.
 
-Messages carry job ids (and segment indexes), never user text.
+Messages carry job ids (and segment indexes), never user text. Outages (``TransientError``) are
+retried by Celery's own ``autoretry_for`` with exponential backoff and full jitter; any other ttsq or
+synthesis error fails the job at once with its code; anything unforeseen fails it as
+``internal_error``. The model runtime is imported when a worker starts (``workers.engine``), not
+with this module, so Flower can import the tasks without loading it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 from celery import Task
@@ -19,38 +23,81 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
 from celery.signals import celeryd_after_setup, worker_process_init, worker_shutdown
 from celery.worker.control import inspect_command
+from kombu.exceptions import OperationalError
+from redis.exceptions import LockError
 
-from tts_core import TTSError
+from tts_core.errors import TTSError
 from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, segment_queue
-from ttsq.jobs import JobNotFound, JobStore
-from ttsq.parts import PartMissing, PartStore, RedisPartStore, S3PartStore
+from ttsq.errors import JobNotFound, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
+from ttsq.jobs import JobStore
+from ttsq.parts import PartStore, RedisPartStore, S3PartStore
 from ttsq.progress import SegmentStore
 from ttsq.settings import get_settings
-from ttsq.storage import ObjectStore, StorageError
+from ttsq.storage import ObjectStore
 from workers.app import app
-from workers.engine import get_engine
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
 
 log = logging.getLogger(__name__)
 
-TRANSIENT_ERRORS = (StorageError, redis.ConnectionError, redis.TimeoutError)
-"""Failures worth retrying: the store or Redis may come back. Everything else fails the job at once."""
-MAX_RETRIES = 5
+_settings = get_settings()
 
-T = TypeVar("T")
+
+class JobTask(Task):  # type: ignore[type-arg]
+    """A step of a job: outages are retried with backoff; a failure that escapes is recorded on the job."""
+
+    autoretry_for = (TransientError,)
+    retry_backoff = 2
+    """The first retry waits up to 2 s, each next one up to twice as long (full jitter)."""
+    retry_backoff_max = _settings.task_retry_backoff_max_s
+    retry_jitter = True
+    max_retries = _settings.task_max_retries
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        """The step failed for good (an outage outlasting its retries, or a bug): fail the job."""
+        job_id = str(args[0])
+        try:
+            fail_job(job_id, job_context(), exc)
+        except Exception:  # Redis may be the outage itself; the traceback is in the log either way
+            log.exception("job %s: could not record its failure", job_id)
+
+
+class CelerySender:
+    """Publishes a job's follow-up tasks; a broker that refuses them is an outage of this step."""
+
+    def __init__(self, queue: str) -> None:
+        self._queue = queue
+
+    def segments(self, job_id: str, count: int) -> None:
+        with _publishing():
+            for index in range(count):
+                synthesize_segment.apply_async((job_id, index), queue=segment_queue(self._queue))
+
+    def assembly(self, job_id: str) -> None:
+        with _publishing():
+            assemble.apply_async((job_id,), queue=self._queue)
+
+
+@contextlib.contextmanager
+def _publishing() -> Any:
+    try:
+        yield
+    except OperationalError as e:
+        raise QueueUnavailable(f"broker did not take the task: {e}") from e
 
 
 @lru_cache
 def job_context() -> JobContext:
-    """Clients and engine of this process, built once."""
-    settings = get_settings()
-    client = redis.Redis.from_url(settings.redis_url, socket_timeout=30, socket_connect_timeout=5)
-    objects = ObjectStore(settings.s3)
+    """Clients and engine of this process, built once (the engine loads the inference runtime)."""
+    from workers.engine import get_engine
+
+    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=30, socket_connect_timeout=5)
+    objects = ObjectStore(_settings.s3)
     parts: PartStore = (
-        RedisPartStore(client, settings.part_ttl_s) if settings.part_store == "redis" else S3PartStore(objects)
+        RedisPartStore(client, _settings.part_ttl_s) if _settings.part_store == "redis" else S3PartStore(objects)
     )
-    jobs = JobStore(client, settings.job_ttl_s)
-    return JobContext(settings, jobs, SegmentStore(client, settings.job_ttl_s), parts, objects, get_engine())
+    jobs = JobStore(client, _settings.job_ttl_s)
+    segments = SegmentStore(client, _settings.job_ttl_s)
+    return JobContext(_settings, jobs, segments, parts, objects, get_engine(), CelerySender(_settings.queue))
 
 
 @worker_process_init.connect
@@ -80,6 +127,7 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
     batcher = engine.batcher
     recent = batcher.records()[-limit:] if limit > 0 else []
     return {
+        "device": engine.device.value,
         "max_batch": batcher.max_batch,
         "max_wait_ms": batcher.max_wait_ms,
         "calls": batcher.calls,
@@ -88,65 +136,44 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
     }
 
 
-def _guarded(task: Task[Any, Any], job_id: str, step: str, run: Callable[[JobContext], T]) -> T | None:
-    """Run one step of a job once at a time: skip it if another task holds it (a duplicate
-    delivery), retry transient outages, fail the job on anything permanent."""
+def _run_step(job_id: str, step: str, run: Callable[[JobContext], None]) -> None:
+    """Run one step of a job in one task at a time: skip it if another task holds it (a duplicate
+    delivery); fail the job on a permanent error; let outages through to be retried."""
     ctx = job_context()
-    token = str(uuid.uuid4())
-    claimed = False
+    lock = ctx.jobs.step_lock(job_id, step, ctx.settings.task_time_limit_s)
     try:
-        claimed = ctx.segments.claim(job_id, step, token, ctx.settings.task_time_limit_s)
-        if not claimed:
+        if not lock.acquire():
             log.info("job %s: %s is already running in another task; skipping this delivery", job_id, step)
-            return None
-        return run(ctx)
+            return
+        try:
+            run(ctx)
+        finally:
+            with contextlib.suppress(LockError):  # expired: the step outlived its time limit
+                lock.release()
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
-        return None
-    except TRANSIENT_ERRORS as e:
-        if task.request.retries >= MAX_RETRIES:
-            fail_job(job_id, ctx, e, code="storage_unavailable")
-            raise
-        raise task.retry(exc=e, countdown=min(60, 2 ** (task.request.retries + 1))) from e
-    except TTSError as e:
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        raise StoreUnavailable(f"Redis unreachable: {e}") from e
+    except TransientError:
+        raise
+    except (TTSError, ServiceError) as e:
         log.warning("job %s failed: %s", job_id, e.code)
         fail_job(job_id, ctx, e)
-        return None
-    except PartMissing as e:
-        log.error("job %s lost a segment: %s", job_id, e)
-        fail_job(job_id, ctx, e, code="segment_lost")
-        return None
-    except Exception as e:
-        log.exception("job %s failed unexpectedly", job_id)
-        fail_job(job_id, ctx, e, code="internal_error")
-        raise
-    finally:
-        # Released before a retry's countdown (at least 2 s) ends, so the retry finds it free.
-        if claimed:
-            ctx.segments.release(job_id, step, token)
 
 
-@app.task(name=SYNTHESIZE_TASK, bind=True, max_retries=MAX_RETRIES)
-def synthesize_job(self: Task[[str], int | None], job_id: str) -> int | None:
+@app.task(name=SYNTHESIZE_TASK, base=JobTask)
+def synthesize_job(job_id: str) -> None:
     """Entry task of a job: plan it, finish it if it is one segment, else fan its segments out."""
-    count = _guarded(self, job_id, "entry", lambda ctx: start_job(job_id, ctx))
-    if count:
-        queue = segment_queue(job_context().settings.queue)
-        for index in range(count):
-            synthesize_segment.apply_async((job_id, index), queue=queue)
-    return count
+    _run_step(job_id, "entry", lambda ctx: start_job(job_id, ctx))
 
 
-@app.task(name=SEGMENT_TASK, bind=True, max_retries=MAX_RETRIES)
-def synthesize_segment(self: Task[[str, int], bool], job_id: str, index: int) -> bool:
-    """One segment of a multi-segment job; the task completing the last one asks for assembly."""
-    complete = bool(_guarded(self, job_id, f"segment:{index}", lambda ctx: run_segment(job_id, index, ctx)))
-    if complete:
-        assemble.apply_async((job_id,), queue=job_context().settings.queue)
-    return complete
+@app.task(name=SEGMENT_TASK, base=JobTask)
+def synthesize_segment(job_id: str, index: int) -> None:
+    """One segment of a multi-segment job; the task completing the last one sends the assembly."""
+    _run_step(job_id, f"segment:{index}", lambda ctx: run_segment(job_id, index, ctx))
 
 
-@app.task(name=ASSEMBLE_TASK, bind=True, max_retries=MAX_RETRIES)
-def assemble(self: Task[[str], bool], job_id: str) -> bool:
+@app.task(name=ASSEMBLE_TASK, base=JobTask)
+def assemble(job_id: str) -> None:
     """Join a job's parts in order into its final object."""
-    return bool(_guarded(self, job_id, "assemble", lambda ctx: assemble_job(job_id, ctx)))
+    _run_step(job_id, "assemble", lambda ctx: assemble_job(job_id, ctx))

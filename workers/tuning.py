@@ -1,10 +1,11 @@
-"""Batching defaults per provider, from measurement (docs/PERFORMANCE.md); settings override them."""
+"""Batching defaults per device, from measurement (docs/PERFORMANCE.md); settings override them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
 
+from tts_core.device import Device
 from ttsq.settings import WorkerSettings
 
 CPU_MAX_BATCH: Final = 1
@@ -24,8 +25,9 @@ class BatchPlan:
     concurrency: int
 
 
-def batch_plan(worker: WorkerSettings, on_gpu: bool) -> BatchPlan:
-    """Settings where given, else the measured defaults of the provider."""
+def batch_plan(worker: WorkerSettings, device: Device) -> BatchPlan:
+    """Settings where given, else the measured defaults of the (resolved, never ``auto``) device."""
+    on_gpu = device is Device.CUDA
     max_batch = worker.max_batch or (CUDA_MAX_BATCH if on_gpu else CPU_MAX_BATCH)
     default_wait = CUDA_MAX_WAIT_MS if on_gpu else CPU_MAX_WAIT_MS
     max_wait_ms = default_wait if worker.max_wait_ms is None else worker.max_wait_ms

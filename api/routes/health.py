@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from api.deps import StateDep
 from api.schemas import ReadinessPublic
 from api.state import AppState
-from ttsq.storage import StorageError
+from ttsq.errors import ServiceError
 
 router = APIRouter(tags=["health"])
 
@@ -31,7 +31,7 @@ def _check_redis(state: AppState) -> str:
 def _check_storage(state: AppState) -> str:
     try:
         state.objects.check()
-    except StorageError as e:
+    except ServiceError as e:
         return str(e)
     return OK
 

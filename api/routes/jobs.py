@@ -17,6 +17,7 @@ from api.schemas import ErrorPublic, JobCreate, JobPublic
 from api.state import AppState
 from tts_core.text import check_text
 from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.errors import JobNotFound, QueueUnavailable, StoreUnavailable
 from ttsq.jobs import JobRecord, JobStatus, new_job_id, utcnow
 from ttsq.progress import live_progress
 
@@ -40,7 +41,7 @@ def _job_id(job_id: Annotated[str, Path(description="Job id (UUID)")]) -> str:
     try:
         return str(uuid.UUID(job_id))
     except ValueError:
-        raise ApiError(404, "job_not_found", f"no job with id {job_id!r}") from None
+        raise JobNotFound(job_id) from None
 
 
 JobId = Annotated[str, Depends(_job_id)]
@@ -78,12 +79,12 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
     try:
         state.jobs.create(record, body.text)
     except redis.RedisError as e:
-        raise ApiError(503, "store_unavailable", f"job store unavailable: {e}") from e
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
     try:
         state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=settings.queue)
     except (OperationalError, redis.RedisError) as e:
         state.jobs.delete(record.id)
-        raise ApiError(503, "queue_unavailable", f"job queue unavailable: {e}") from e
+        raise QueueUnavailable(f"job queue unavailable: {e}") from e
     log.info("job %s queued: voice=%s format=%s chars=%d", record.id, voice, record.format, record.characters)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return _public(state, record)

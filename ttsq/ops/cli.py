@@ -1,4 +1,8 @@
-"""The ``ttsq`` command: run the stack or its parts, and speak text through a running API."""
+"""The ``ttsq`` command: run the stack or its parts, and speak text through a running API.
+
+``ttsq say`` and ``ttsq api`` never load the inference runtime: only worker commands do, when
+they start workers.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,15 @@ from pathlib import Path
 
 import click
 
-from tts_core.runtime import cuda_device_count
-from ttsq.client import ClientError, TTSQClient
-from ttsq.dev import DevError, DevPorts, run_dev
+from tts_core.device import cuda_device_count
+from tts_core.errors import DeviceUnavailable
+from tts_core.formats import AudioFormat
+from ttsq.ops.client import ClientError, TTSQClient
+from ttsq.ops.dev import DevError, DevPorts, run_dev
+from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from ttsq.settings import get_settings
-from ttsq.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 
-FORMATS = ("wav", "flac", "ogg", "mp3")
+FORMATS = tuple(f.value for f in AudioFormat)
 
 
 @click.group()
@@ -32,7 +38,7 @@ def dev(data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_por
     """Start Redis, SeaweedFS S3, a worker, the API and Flower in the foreground (Ctrl-C stops all)."""
     try:
         code = run_dev(data_dir.resolve(), DevPorts(api_port, flower_port, redis_port, s3_port))
-    except (DevError, TimeoutError, RuntimeError) as e:
+    except (DevError, DeviceUnavailable, TimeoutError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
     sys.exit(code)
 
@@ -68,6 +74,8 @@ def worker(gpus: str | None, cpu: bool, concurrency: int | None, name: str, logl
             specs = [cpu_worker(settings, loglevel) if cpu else default_worker(settings, name, loglevel)]
     except GpuSelectionError as e:
         raise click.UsageError(str(e)) from e
+    except DeviceUnavailable as e:
+        raise click.ClickException(str(e)) from e
     if len(specs) == 1:
         os.execve(specs[0].argv[0], specs[0].argv, {**os.environ, **specs[0].env})
     sys.exit(run_workers(specs))
@@ -79,7 +87,7 @@ def worker(gpus: str | None, cpu: bool, concurrency: int | None, name: str, logl
 @click.option("--voice", default=None, help="Voice id (see GET /v1/voices).")
 @click.option("--format", "audio_format", type=click.Choice(FORMATS), default=None, help="Default: from -o's suffix.")
 @click.option("--speed", type=float, default=None)
-@click.option("--api-url", default=lambda: os.environ.get("TTSQ_API_URL", "http://127.0.0.1:8000"), show_default=True)
+@click.option("--api-url", default=None, help="Default: the api_url setting (TTSQ_API_URL), http://127.0.0.1:8000.")
 @click.option("--timeout", "timeout_s", type=float, default=600, show_default=True)
 def say(
     text: str,
@@ -87,14 +95,14 @@ def say(
     voice: str | None,
     audio_format: str | None,
     speed: float | None,
-    api_url: str,
+    api_url: str | None,
     timeout_s: float,
 ) -> None:
     """Synthesise TEXT through a running API, wait for it, and download the audio."""
     suffix = output.suffix.lstrip(".").lower()
     chosen = audio_format or (suffix if suffix in FORMATS else "wav")
     try:
-        with TTSQClient(api_url) as client:
+        with TTSQClient(api_url or get_settings().api_url) as client:
             job = client.submit(text, voice=voice, format=chosen, speed=speed)
             done = client.wait(job["id"], timeout_s)
             size = client.download(job["id"], output)

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-FINISHED = {"succeeded", "failed", "canceled"}
+from ttsq.jobs import JobStatus
 
 
 class ClientError(Exception):
@@ -56,12 +56,12 @@ class TTSQClient:
         deadline = time.monotonic() + timeout_s
         while True:
             job = self.get(job_id)
-            if job["status"] in FINISHED:
+            if JobStatus(job["status"]).terminal:
                 break
             if time.monotonic() > deadline:
                 raise ClientError(f"job {job_id} still {job['status']} after {timeout_s:.0f}s")
             time.sleep(poll_s)
-        if job["status"] != "succeeded":
+        if job["status"] != JobStatus.SUCCEEDED:
             error = job.get("error") or {}
             raise ClientError(f"job {job_id} {job['status']}: {error.get('code')}: {error.get('message')}")
         return job

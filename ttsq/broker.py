@@ -1,0 +1,64 @@
+"""How the API and the workers talk through Redis: the one Celery configuration, built from a
+:class:`~ttsq.settings.Settings`, and the producer that sends tasks by name.
+
+``celeryconfig.py`` (read by the ``celery`` command line), the worker app, the API, bench and tests
+all take their configuration from :func:`celery_config`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from ttsq.settings import Settings
+
+BROKER_CONNECT_TIMEOUT_S = 2
+"""A request that finds Redis down answers 503 within seconds instead of hanging."""
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """Celery settings (lowercase names) for every ttsq process, each with its reason."""
+    return {
+        "broker_url": settings.redis_url,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": BROKER_CONNECT_TIMEOUT_S,
+        # Redis redelivers an unacknowledged task after the visibility timeout; it must exceed the
+        # longest task or a slow job would run twice (the settings validator enforces it).
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s).
+            "unacked_restore_interval": 10,
+            "unacked_restore_throttle": 1,
+        },
+        # Publishing fails fast rather than blocking an API request or a worker thread for long;
+        # a worker step that cannot publish is retried by Celery as a whole (ttsq.errors.QueueUnavailable).
+        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.2},
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "task_default_queue": settings.queue,
+        # Acknowledge after the task ran, and give the message back if the worker process dies, so a
+        # crash loses no job; one message in flight per worker slot keeps long jobs from starving others.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # Job state lives in the job record, never in Celery results: no result backend at all, and no
+        # result writes per segment. Flower follows tasks through events, which stay on.
+        "task_ignore_result": True,
+        "task_time_limit": settings.task_time_limit_s,
+        "task_soft_time_limit": max(1, settings.task_time_limit_s - 30),
+        # Outages are retried by Celery itself (autoretry_for on the tasks), with these bounds.
+        "task_annotations": {
+            "*": {"max_retries": settings.task_max_retries, "retry_backoff_max": settings.task_retry_backoff_max_s}
+        },
+        # Only the worker imports the tasks (and with them the model runtime); Flower and the API don't.
+        "imports": ["workers.tasks"],
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+    }
+
+
+def make_producer(settings: Settings) -> Celery:
+    """A Celery client that only sends tasks by name and broadcasts control commands."""
+    return Celery("ttsq", config_source=celery_config(settings), set_as_current=False)
