@@ -9,8 +9,10 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,14 @@ from fastapi import FastAPI
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
-from api.state import make_producer
-from tts_core import DEFAULT_VOICE_ID
-from tts_core.catalog import bundled_voices
-from ttsq.processes import ManagedProcess, free_port, wait_until
-from ttsq.services import RedisService, SeaweedService, stack_settings
-from ttsq.settings import Settings, settings_env
-from ttsq.workerpool import default_worker
+from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
+from ttsq.broker import make_producer
+from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
+from ttsq.ops.embedded import RedisService, SeaweedService, stack_settings
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.ops.workerpool import default_worker
+from ttsq.settings import Settings
 
 TEST_BUCKET = "ttsq-test"
 FOLDER_VOICE_ID = "en_US-folder-medium"
@@ -79,9 +82,8 @@ def start_worker(
     settings: Settings, log_path: Path, name: str, extra_env: dict[str, str] | None = None
 ) -> ManagedProcess:
     """A real Celery worker process; returns once it answers a ping (model loaded)."""
-    env = {**os.environ, **settings_env(settings), **(extra_env or {})}
-    argv = default_worker(settings, f"{name}@%h", "INFO").argv
-    worker = ManagedProcess(name, argv, log_path, env).start()
+    spec = default_worker(settings, f"{name}@%h", "INFO")
+    worker = ManagedProcess(name, spec.argv, log_path, {**os.environ, **spec.env, **(extra_env or {})}).start()
     producer = make_producer(settings)
     try:
         wait_until(
@@ -139,6 +141,22 @@ def client(api_url: str) -> Iterator[httpx.Client]:
         yield http
 
 
+@dataclass(frozen=True)
+class IdleQueueApi:
+    """An API sending to a queue no worker reads: its jobs stay queued and its messages can be read."""
+
+    client: httpx.Client
+    queue: str
+
+
+@pytest.fixture
+def idle_queue_api(settings: Settings, redis_client: redis.Redis) -> Iterator[IdleQueueApi]:
+    queue = f"idle-{uuid.uuid4()}"
+    with serve(create_app(settings.model_copy(update={"queue": queue}))) as url, httpx.Client(base_url=url) as api:
+        yield IdleQueueApi(api, queue)
+    redis_client.delete(queue)
+
+
 @pytest.fixture(scope="session")
 def s3_client(s3_service: SeaweedService) -> S3Client:
     return boto3.client(
@@ -162,7 +180,45 @@ def wait_for_job(client: httpx.Client, job_id: str, timeout_s: float = JOB_TIMEO
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in {"succeeded", "failed", "canceled"}:
+        if JobStatus(job["status"]).terminal:
             return job
         time.sleep(0.1)
     raise AssertionError(f"job {job_id} not finished after {timeout_s}s: {job}")
+
+
+def enqueue(settings: Settings, job_id: str) -> str:
+    """Send one more entry task for the job; returns its task id."""
+    producer = make_producer(settings)
+    try:
+        return str(producer.send_task(SYNTHESIZE_TASK, args=[job_id], queue=settings.queue).id)
+    finally:
+        producer.close()
+
+
+def wait_for_tasks(worker: ManagedProcess, task_ids: list[str], outcome: str = "succeeded") -> None:
+    """Until the worker has logged each task's outcome: evidence that it ran, not a guess by sleep."""
+    log_path = worker.log_path
+    assert log_path is not None
+    lines = [f"Task {SYNTHESIZE_TASK}[{task_id}] {outcome}" for task_id in task_ids]
+    wait_until(lambda: all(line in log_path.read_text() for line in lines), 60, f"tasks {outcome}")
+
+
+def create_record(store: JobStore, text: str = "Hello again.", **fields: object) -> JobRecord:
+    """A job record written straight to Redis, as the API would (with fields the API would refuse)."""
+    record = JobRecord.model_validate(
+        {
+            "id": new_job_id(),
+            "voice": DEFAULT_VOICE_ID,
+            "format": "wav",
+            "characters": len(text),
+            "created_at": utcnow(),
+            **fields,
+        }
+    )
+    store.create(record, text)
+    return record
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, settings: Settings) -> JobStore:
+    return JobStore(redis_client, settings.job_ttl_s)

@@ -17,8 +17,8 @@ import pytest
 import soundfile
 
 from tests.conftest import wait_for_job
-from ttsq.processes import free_port, port_in_use
-from ttsq.services import RedisService
+from ttsq.ops.embedded import RedisService
+from ttsq.ops.processes import free_port, port_in_use
 from ttsq.settings import Settings, settings_env
 
 TTSQ = str(Path(sys.executable).parent / "ttsq")
@@ -72,9 +72,9 @@ def test_dev_refuses_a_taken_port_with_a_clear_message(tmp_path: Path) -> None:
 class DevProcess:
     """``ttsq dev`` as a user runs it, with its output collected line by line."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
         self.process = subprocess.Popen(
-            [TTSQ, "dev", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            [TTSQ, "dev", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._collect, daemon=True)
@@ -148,13 +148,15 @@ def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports
     assert not any(port_in_use(port) for port in dev_ports.values())
 
 
-def test_dev_uses_services_that_are_already_running(
+def test_dev_uses_services_named_in_its_env_file(
     tmp_path: Path, dev_ports: dict[str, int], s3_service: object, settings: Settings
 ) -> None:
+    """Settings in ``.env`` count as much as environment variables: the Redis and S3 named there are used."""
     own_redis = RedisService(tmp_path / "redis").start()  # its own Redis: its worker must not take suite jobs
     try:
-        env = clean_env(**{**settings_env(settings), "TTSQ_REDIS_URL": own_redis.url})
-        dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), env)
+        named = settings_env(settings.model_copy(update={"redis_url": own_redis.url}))
+        (tmp_path / ".env").write_text("".join(f"{name}={value}\n" for name, value in named.items()))
+        dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), clean_env(), cwd=tmp_path)
         try:
             dev.wait_ready()
             names = {p.name() for p in dev.descendants()}

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
-from tts_core import DEFAULT_VOICE_ID, InvalidOption, SynthesisConfig, VoiceCatalog, VoiceConfig, VoiceLoadError
-from tts_core.catalog import bundled_voices
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
+from tts_core.config import SynthesisConfig, VoiceConfig
+from tts_core.device import Device
+from tts_core.errors import InvalidOption, VoiceLoadError, VoiceNotFound
 from ttsq.constants import DEV_S3_SECRET_KEY
-from ttsq.settings import S3Settings, Settings
+from ttsq.settings import S3Settings, Settings, WorkerSettings, settings_env
 
 
 @pytest.mark.parametrize(
@@ -46,7 +49,7 @@ def test_catalog_serves_voices_from_a_folder(tmp_path: Path) -> None:
 
 
 def test_catalog_names_valid_voices_for_an_unknown_id() -> None:
-    with pytest.raises(Exception, match=f"unknown voice 'nope'; available voices: {DEFAULT_VOICE_ID}"):
+    with pytest.raises(VoiceNotFound, match=f"unknown voice 'nope'; available voices: {DEFAULT_VOICE_ID}"):
         VoiceCatalog.discover().get("nope")
 
 
@@ -73,3 +76,79 @@ def test_settings_read_nested_environment(monkeypatch: pytest.MonkeyPatch) -> No
     settings = Settings(_env_file=None)
     assert settings.s3.bucket == "from-env"
     assert settings.worker.intra_op_threads == 3
+
+
+def leaves(model: BaseModel, prefix: str = "") -> dict[str, object]:
+    """Every setting by dotted name."""
+    found: dict[str, object] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            found.update(leaves(value, f"{prefix}{name}."))
+        else:
+            found[f"{prefix}{name}"] = value.get_secret_value() if isinstance(value, SecretStr) else value
+    return found
+
+
+def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """settings_env carries each setting, whatever its type, to a child that reads the environment."""
+    s3 = S3Settings(
+        endpoint_url="http://s3.internal:9000",
+        public_endpoint_url="https://audio.example.com",
+        bucket="books",
+        region="eu-west-1",
+        access_key_id="AKIA",
+        secret_access_key="s3cr3t",
+        addressing_style="virtual",
+        presign_ttl_s=600,
+        create_bucket=True,
+    )
+    worker = WorkerSettings(
+        device=Device.CPU,
+        intra_op_threads=3,
+        spin_wait=True,
+        concurrency=5,
+        max_batch=4,
+        max_wait_ms=2.5,
+        preload_voices=["a", "b"],
+    )
+    chosen = Settings(
+        _env_file=None,
+        environment="production",
+        redis_url="redis://redis.internal:6380/2",
+        s3=s3,
+        worker=worker,
+        voices_dir=Path("/srv/voices"),
+        default_voice="en_US-other-medium",
+        queue="narration",
+        max_text_chars=5000,
+        job_ttl_s=3600,
+        sentence_pause_s=0.4,
+        segment_max_ids=256,
+        part_store="s3",
+        part_ttl_s=7200,
+        task_time_limit_s=900,
+        visibility_timeout_s=1800,
+        ready_timeout_s=3.5,
+        task_max_retries=2,
+        task_retry_backoff_max_s=30,
+        api_url="http://api.internal:8000",
+    )
+    defaults = leaves(Settings(_env_file=None))
+    unchanged = [name for name, value in leaves(chosen).items() if value == defaults[name]]
+    assert unchanged == [], "choose a non-default value for every setting, so each one is checked"
+    for name in [n for n in os.environ if n.startswith("TTSQ_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TTSQ_WORKER__MAX_BATCH", "99")  # a stale parent value is overridden
+    for name, value in settings_env(chosen).items():
+        monkeypatch.setenv(name, value)
+    assert leaves(Settings(_env_file=None)) == leaves(chosen)
+
+
+def test_a_none_setting_reaches_children_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = settings_env(Settings(_env_file=None))
+    monkeypatch.setenv("TTSQ_S3__ACCESS_KEY_ID", "stale")  # what the parent had: the child must not see it
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert Settings(_env_file=None).s3.access_key_id is None
+    assert Settings(_env_file=None).worker.max_batch is None

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from tts_core import AudioFormat, UnsupportedFormat, encode
 from tts_core.audio import join_with_pauses, to_int16
-from tts_core.formats import encode_stream
+from tts_core.errors import UnsupportedFormat
+from tts_core.formats import AudioFormat, encode, encode_stream
 
 RATE = 22050
 

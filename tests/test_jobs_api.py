@@ -15,18 +15,14 @@ import soundfile
 from botocore.exceptions import ClientError
 from mypy_boto3_s3 import S3Client
 
-from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, wait_for_job
-from tts_core import DEFAULT_VOICE_ID
+from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
+from tts_core.catalog import DEFAULT_VOICE_ID
 
 HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
 
 
 def job_keys(redis_client: redis.Redis) -> set[bytes]:
     return set(redis_client.scan_iter("ttsq:job:*"))
-
-
-def queued_messages(redis_client: redis.Redis) -> int:
-    return int(redis_client.llen("tts"))
 
 
 @pytest.mark.parametrize(
@@ -100,13 +96,14 @@ def test_speed_option_shortens_the_audio(client: httpx.Client) -> None:
     assert fast["result"]["duration_s"] < 0.75 * normal["result"]["duration_s"]
 
 
-def test_audio_of_an_unfinished_job_is_a_conflict(client: httpx.Client) -> None:
-    long_text = "This job is long enough to still be queued or running when we ask. " * 20
-    job = client.post("/v1/jobs", json={"text": long_text}).json()
-    response = client.get(f"/v1/jobs/{job['id']}/audio")
+def test_audio_of_an_unfinished_job_is_a_conflict(idle_queue_api: IdleQueueApi) -> None:
+    job = idle_queue_api.client.post("/v1/jobs", json={"text": "Nobody takes this job."}).json()
+    response = idle_queue_api.client.get(f"/v1/jobs/{job['id']}/audio")
     assert response.status_code == 409
-    assert response.json()["error"]["code"] == "job_not_succeeded"
-    wait_for_job(client, job["id"])
+    assert response.json()["error"] == {
+        "code": "job_not_succeeded",
+        "message": "job is queued; audio exists once it has succeeded",
+    }
 
 
 def test_voices_lists_bundled_and_folder_voices(client: httpx.Client) -> None:
@@ -171,14 +168,26 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("request_kwargs", "status", "message"), [b[1:] for b in BAD_REQUESTS], ids=[b[0] for b in BAD_REQUESTS]
 )
 def test_bad_input_is_refused_and_creates_no_job(
-    client: httpx.Client, redis_client: redis.Redis, request_kwargs: dict[str, Any], status: int, message: str
+    idle_queue_api: IdleQueueApi, redis_client: redis.Redis, request_kwargs: dict[str, Any], status: int, message: str
 ) -> None:
-    keys_before, queued_before = job_keys(redis_client), queued_messages(redis_client)
-    response = client.post("/v1/jobs", **request_kwargs)
+    """On a queue no worker reads, so a message sent by mistake would stay there to be counted."""
+    keys_before = job_keys(redis_client)
+    response = idle_queue_api.client.post("/v1/jobs", **request_kwargs)
     assert response.status_code == status
     assert message in response.json()["error"]["message"]
     assert job_keys(redis_client) == keys_before
-    assert queued_messages(redis_client) == queued_before
+    assert redis_client.llen(idle_queue_api.queue) == 0
+
+
+def test_the_no_job_checks_can_fail(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:
+    """The counts the bad-input test compares do move when a request is accepted."""
+    keys_before = job_keys(redis_client)
+    job = idle_queue_api.client.post("/v1/jobs", json={"text": "Accepted."}).json()
+    assert job_keys(redis_client) - keys_before == {
+        f"ttsq:job:{job['id']}".encode(),
+        f"ttsq:job:{job['id']}:text".encode(),
+    }
+    assert redis_client.llen(idle_queue_api.queue) == 1
 
 
 def test_openapi_documents_the_job_routes(client: httpx.Client) -> None:

@@ -7,8 +7,11 @@ import io
 import pytest
 import redis
 from mypy_boto3_s3 import S3Client
+from redis.exceptions import LockError
 
-from ttsq.parts import PartMissing, RedisPartStore, S3PartStore
+from ttsq.errors import SegmentLost
+from ttsq.jobs import JobStore
+from ttsq.parts import RedisPartStore, S3PartStore
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import MULTIPART_THRESHOLD, ObjectStore
@@ -45,7 +48,7 @@ def test_part_stores_round_trip(kind: str, redis_client: redis.Redis, settings: 
     store.put("job-c", 1, b"\x02\x00" * 50)
     assert store.get("job-c", 1) == b"\x02\x00" * 50
     store.delete("job-c", range(2))
-    with pytest.raises(PartMissing):
+    with pytest.raises(SegmentLost):
         store.get("job-c", 0)
 
 
@@ -62,12 +65,17 @@ def test_large_objects_upload_in_parts(settings: Settings, s3_client: S3Client) 
     assert objects.get("jobs/large/audio.wav") is None
 
 
-def test_a_step_is_held_by_one_task_at_a_time(segments: SegmentStore, redis_client: redis.Redis) -> None:
-    assert segments.claim("job-d", "segment:3", "first", ttl_s=60)
-    assert not segments.claim("job-d", "segment:3", "second", ttl_s=60)  # a duplicate delivery
-    assert segments.claim("job-d", "segment:4", "second", ttl_s=60)  # other steps are free
-    segments.release("job-d", "segment:3", "second")  # not the holder: no effect
-    assert not segments.claim("job-d", "segment:3", "third", ttl_s=60)
-    segments.release("job-d", "segment:3", "first")
-    assert segments.claim("job-d", "segment:3", "third", ttl_s=60)
+def test_a_step_is_held_by_one_task_at_a_time(redis_client: redis.Redis) -> None:
+    jobs = JobStore(redis_client, 600)
+    first = jobs.step_lock("job-d", "segment:3", ttl_s=60)
+    assert first.acquire()
+    assert not jobs.step_lock("job-d", "segment:3", ttl_s=60).acquire()  # a duplicate delivery
+    other_step = jobs.step_lock("job-d", "segment:4", ttl_s=60)
+    assert other_step.acquire()  # other steps are free
+    with pytest.raises(LockError):
+        jobs.step_lock("job-d", "segment:3", ttl_s=60).release()  # not the holder: refused, no effect
+    assert not jobs.step_lock("job-d", "segment:3", ttl_s=60).acquire()
     assert 0 < int(redis_client.ttl("ttsq:job:job-d:claim:segment:3")) <= 60  # a dead holder's claim expires
+    first.release()
+    assert jobs.step_lock("job-d", "segment:3", ttl_s=60).acquire()
+    other_step.release()

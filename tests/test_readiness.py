@@ -9,8 +9,8 @@ import pytest
 
 from api.main import create_app
 from tests.conftest import serve, start_worker
-from ttsq.processes import free_port
-from ttsq.services import RedisService, SeaweedService, stack_settings
+from ttsq.ops.embedded import RedisService, SeaweedService, stack_settings
+from ttsq.ops.processes import free_port
 from ttsq.settings import S3Settings, Settings
 
 
@@ -59,5 +59,5 @@ def test_not_ready_when_the_object_store_is_unreachable(settings: Settings) -> N
     with serve(create_app(broken)) as url:
         response = httpx.get(f"{url}/readyz", timeout=60)
     assert response.status_code == 503
-    assert "not reachable" in response.json()["checks"]["storage"]
+    assert "object store unreachable" in response.json()["checks"]["storage"]
     assert response.json()["checks"]["workers"] == "ok"

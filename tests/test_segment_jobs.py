@@ -19,13 +19,15 @@ import soundfile
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
-from api.state import make_producer
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
-from tts_core import DEFAULT_VOICE_ID, SynthesisConfig, Voice, VoiceCatalog, group_segments
-from tts_core.audio import PCM16, join_with_pauses, to_int16
-from tts_core.catalog import bundled_voices
+from tts_core.audio import PCM16
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
+from tts_core.config import SynthesisConfig
+from tts_core.segments import group_segments
+from tts_core.voice import Voice
+from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
-from ttsq.processes import ManagedProcess, wait_until
+from ttsq.ops.processes import ManagedProcess, wait_until
 from ttsq.settings import Settings
 
 PARAGRAPH = (
@@ -50,11 +52,7 @@ def expected_parts(voice: Voice, text: str, settings: Settings) -> list[PCM16]:
     """Each segment as the worker should make it, synthesised here one utterance at a time."""
     config = SynthesisConfig(noise_scale=0.0, noise_w=0.0, sentence_pause_s=settings.sentence_pause_s)
     segments = group_segments(voice.utterances(text, settings.segment_max_ids), settings.segment_max_ids)
-    parts = []
-    for segment in segments:
-        audio = [to_int16(voice.synthesize_ids([u.phoneme_ids], config)[0]) for u in segment]
-        parts.append(join_with_pauses(audio, config.sentence_pause_s, voice.sample_rate))
-    return parts
+    return [voice.speak_ids([u.phoneme_ids for u in segment], config) for segment in segments]
 
 
 def download_pcm(client: httpx.Client, job_id: str) -> PCM16:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tts_core import DEFAULT_VOICE_ID, EmptyText, VoiceCatalog, VoiceConfig, group_segments, plan_utterances
-from tts_core.segments import Utterance
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.config import VoiceConfig
+from tts_core.errors import EmptyText
+from tts_core.segments import Utterance, group_segments, plan_utterances
 
 LONG_SENTENCE = (
     "The river, which had been rising for three days under a grey and patient sky, finally spilled "

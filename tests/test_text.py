@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tts_core import EmptyText, TextTooLong
-from tts_core.text import MAX_UTTERANCE_CHARS, check_text, has_speech, normalize_text, split_sentences
+from tts_core.errors import EmptyText, TextTooLong
+from tts_core.text import check_text, cut_long, has_speech, normalize_text, split_sentences
 
 
 def test_normalize_applies_nfc_and_collapses_whitespace() -> None:
@@ -33,19 +33,26 @@ def test_split_keeps_abbreviations_inside_the_sentence() -> None:
     ]
 
 
+def test_a_long_sentence_stays_one_sentence() -> None:
+    """Length is limited in phoneme ids, later (tests/test_segments.py), not in characters here."""
+    text = ", ".join(["word " * 30] * 10).replace("  ", " ").strip() + "."
+    assert split_sentences(text) == [text]
+
+
 def test_long_sentence_is_cut_at_clauses_then_words() -> None:
     clause = "word " * 30
     text = ", ".join([clause.strip()] * 10) + "."
-    pieces = split_sentences(text)
+    pieces = cut_long(text, 400)
     assert len(pieces) > 1
-    assert all(len(p) <= MAX_UTTERANCE_CHARS for p in pieces)
+    assert all(len(p) <= 400 for p in pieces)
+    assert all(p.endswith((",", ".")) for p in pieces)
     assert " ".join(pieces).split() == text.split()
 
 
 def test_unpunctuated_wall_of_text_is_cut_at_word_boundaries() -> None:
     text = " ".join(f"w{i}" for i in range(2000))
-    pieces = split_sentences(text)
-    assert all(len(p) <= MAX_UTTERANCE_CHARS for p in pieces)
+    pieces = cut_long(text, 400)
+    assert all(len(p) <= 400 for p in pieces)
     assert " ".join(pieces) == text
 
 

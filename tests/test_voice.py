@@ -10,10 +10,13 @@ import onnx
 import piper_phonemize
 import pytest
 
-from tts_core import DEFAULT_VOICE_ID, EmptyText, SynthesisConfig, Voice, VoiceCatalog, VoiceLoadError
 from tts_core.alignment import add_alignment_output
 from tts_core.audio import rms_dbfs
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.config import SynthesisConfig
+from tts_core.errors import EmptyText, VoiceLoadError
 from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.voice import Voice
 
 DETERMINISTIC = SynthesisConfig(noise_scale=0.0, noise_w=0.0)
 SENTENCES = [

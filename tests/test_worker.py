@@ -5,50 +5,18 @@ from __future__ import annotations
 
 import base64
 import json
-import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 import redis
 from mypy_boto3_s3 import S3Client
 
-from api.main import create_app
-from api.state import make_producer
-from tests.conftest import TEST_BUCKET, serve, wait_for_job
-from tts_core import DEFAULT_VOICE_ID
+from tests.conftest import TEST_BUCKET, IdleQueueApi, create_record, enqueue, wait_for_job, wait_for_tasks
+from tts_core.catalog import DEFAULT_VOICE_ID
 from ttsq.constants import SYNTHESIZE_TASK
-from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
-from ttsq.processes import ManagedProcess
+from ttsq.jobs import JobStatus, JobStore, utcnow
+from ttsq.ops.processes import ManagedProcess
 from ttsq.settings import Settings
-
-
-@pytest.fixture
-def store(redis_client: redis.Redis, settings: Settings) -> JobStore:
-    return JobStore(redis_client, settings.job_ttl_s)
-
-
-def enqueue(settings: Settings, job_id: str) -> None:
-    producer = make_producer(settings)
-    try:
-        producer.send_task(SYNTHESIZE_TASK, args=[job_id], queue=settings.queue)
-    finally:
-        producer.close()
-
-
-def create_record(store: JobStore, text: str = "Hello again.", **fields: object) -> JobRecord:
-    record = JobRecord.model_validate(
-        {
-            "id": new_job_id(),
-            "voice": DEFAULT_VOICE_ID,
-            "format": "wav",
-            "characters": len(text),
-            "created_at": utcnow(),
-            **fields,
-        }
-    )
-    store.create(record, text)
-    return record
 
 
 def objects_under(s3_client: S3Client, job_id: str) -> list[str]:
@@ -73,53 +41,37 @@ def test_bad_job_fails_once_with_a_code(
     assert store.get(record.id).attempts == 1, "bad input must not be retried"
 
 
-@pytest.mark.usefixtures("worker")
 def test_redelivered_task_of_a_finished_job_changes_nothing(
-    store: JobStore, settings: Settings, client: httpx.Client, s3_client: S3Client
+    store: JobStore, settings: Settings, client: httpx.Client, s3_client: S3Client, worker: ManagedProcess
 ) -> None:
     record = create_record(store)
     enqueue(settings, record.id)
     first = wait_for_job(client, record.id)
     assert first["status"] == "succeeded"
-    enqueue(settings, record.id)
-    time.sleep(2)
+    wait_for_tasks(worker, [enqueue(settings, record.id)])
     assert store.get(record.id).attempts == 1
     assert client.get(f"/v1/jobs/{record.id}").json()["finished_at"] == first["finished_at"]
     assert objects_under(s3_client, record.id) == [f"jobs/{record.id}/audio.wav"]
 
 
-@pytest.mark.usefixtures("worker")
 def test_task_redelivered_after_a_crash_overwrites_its_object(
-    store: JobStore, settings: Settings, client: httpx.Client, s3_client: S3Client
+    store: JobStore, settings: Settings, client: httpx.Client, s3_client: S3Client, worker: ManagedProcess
 ) -> None:
     """A job left running by a dead worker runs again and writes the same single object."""
     record = create_record(store, status=JobStatus.RUNNING, started_at=utcnow(), attempts=1)
-    enqueue(settings, record.id)
-    enqueue(settings, record.id)
+    deliveries = [enqueue(settings, record.id), enqueue(settings, record.id)]
     done = wait_for_job(client, record.id)
     assert done["status"] == "succeeded"
     assert done["started_at"] == record.started_at.isoformat().replace("+00:00", "Z")  # type: ignore[union-attr]
-    time.sleep(1)
+    wait_for_tasks(worker, deliveries)
     assert store.get(record.id).attempts == 2, "the second delivery must see the job finished and skip it"
     assert objects_under(s3_client, record.id) == [f"jobs/{record.id}/audio.wav"]
 
 
-@pytest.fixture
-def unconsumed_api(settings: Settings, redis_client: redis.Redis) -> Iterator[tuple[httpx.Client, str]]:
-    """An API whose queue no worker reads, so its messages can be inspected in Redis."""
-    queue = f"inspect-{new_job_id()}"
-    with serve(create_app(settings.model_copy(update={"queue": queue}))) as url, httpx.Client(base_url=url) as api:
-        yield api, queue
-    redis_client.delete(queue)
-
-
-def test_task_message_carries_the_job_id_not_the_text(
-    unconsumed_api: tuple[httpx.Client, str], redis_client: redis.Redis
-) -> None:
-    api, queue = unconsumed_api
+def test_task_message_carries_the_job_id_not_the_text(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:
     secret_text = "Confidential sentence about project Nightingale."
-    job = api.post("/v1/jobs", json={"text": secret_text}).json()
-    raw = redis_client.lrange(queue, 0, -1)
+    job = idle_queue_api.client.post("/v1/jobs", json={"text": secret_text}).json()
+    raw = redis_client.lrange(idle_queue_api.queue, 0, -1)
     assert len(raw) == 1
     message = json.loads(raw[0])
     body = json.loads(base64.b64decode(message["body"]))

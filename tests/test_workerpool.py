@@ -5,16 +5,19 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import psutil
 import pytest
 from click.testing import CliRunner
 
-from ttsq.cli import main
+from tts_core.device import Device
+from tts_core.runtime import cuda_available
+from ttsq.ops.cli import main
+from ttsq.ops.processes import wait_until
+from ttsq.ops.workerpool import GpuSelectionError, cpu_cores, cpu_worker, default_worker, gpu_workers, parse_gpus
 from ttsq.settings import Settings, WorkerSettings
-from ttsq.tuning import batch_plan
-from ttsq.workerpool import GpuSelectionError, cpu_cores, cpu_worker, gpu_workers, parse_gpus
+from workers.tuning import batch_plan
 
 
 def option(argv: list[str], name: str) -> str:
@@ -34,10 +37,13 @@ def test_parse_gpus() -> None:
 
 
 def test_one_worker_per_gpu_with_its_own_device_and_name() -> None:
-    specs = gpu_workers(Settings(_env_file=None), [0, 2], "INFO", host="box")
+    settings = Settings(_env_file=None, sentence_pause_s=0.4, job_ttl_s=3600)
+    specs = gpu_workers(settings, [0, 2], "INFO", host="box")
     assert [s.name for s in specs] == ["gpu0@box", "gpu2@box"]
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["0", "2"]
     assert {s.env["TTSQ_WORKER__DEVICE"] for s in specs} == {"cuda"}
+    assert {s.env["TTSQ_SENTENCE_PAUSE_S"] for s in specs} == {"0.4"}  # every setting, not a few
+    assert {s.env["TTSQ_JOB_TTL_S"] for s in specs} == {"3600"}
     for spec in specs:
         assert option(spec.argv, "--hostname") == spec.name
         assert option(spec.argv, "--pool") == "threads"
@@ -48,19 +54,29 @@ def test_one_worker_per_gpu_with_its_own_device_and_name() -> None:
 def test_cpu_worker_sizes_threads_to_the_cores() -> None:
     spec = cpu_worker(Settings(_env_file=None), "INFO", host="box")
     assert spec.name == "cpu@box"
-    assert spec.env == {"TTSQ_WORKER__DEVICE": "cpu", "TTSQ_WORKER__INTRA_OP_THREADS": str(cpu_cores())}
+    assert spec.env["TTSQ_WORKER__DEVICE"] == "cpu"
+    assert spec.env["TTSQ_WORKER__INTRA_OP_THREADS"] == str(cpu_cores())
     assert option(spec.argv, "--concurrency") == "2"  # CPU default max_batch 1, plus one
 
 
 def test_batch_plan_defaults_and_overrides() -> None:
-    assert batch_plan(WorkerSettings(), on_gpu=False) == batch_plan(WorkerSettings(max_batch=1), on_gpu=False)
-    plan = batch_plan(WorkerSettings(max_batch=16, max_wait_ms=3, concurrency=20), on_gpu=False)
+    assert batch_plan(WorkerSettings(), Device.CPU) == batch_plan(WorkerSettings(max_batch=1), Device.CPU)
+    plan = batch_plan(WorkerSettings(max_batch=16, max_wait_ms=3, concurrency=20), Device.CPU)
     assert (plan.max_batch, plan.max_wait_ms, plan.concurrency) == (16, 3, 20)
-    assert batch_plan(WorkerSettings(), on_gpu=True).max_batch == 8
+    assert batch_plan(WorkerSettings(), Device.CUDA).max_batch == 8
+
+
+def test_the_default_worker_is_sized_for_the_device_it_will_use() -> None:
+    """``auto`` is resolved once by the launcher: the task threads and the device the worker is told
+    to use come from the same answer (here, with no GPU: CPU, batch 1, two threads)."""
+    spec = default_worker(Settings(_env_file=None), "w@box", "INFO")
+    device = Device(spec.env["TTSQ_WORKER__DEVICE"])
+    assert device is (Device.CUDA if cuda_available() else Device.CPU)
+    assert option(spec.argv, "--concurrency") == str(batch_plan(WorkerSettings(), device).concurrency)
 
 
 def test_cli_refuses_gpus_on_a_host_without_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ttsq.cli.cuda_device_count", lambda: 0)
+    monkeypatch.setattr("ttsq.ops.cli.cuda_device_count", lambda: 0)
     result = CliRunner().invoke(main, ["worker", "--gpus", "all"])
     assert result.exit_code == 2
     assert "no GPU is visible" in result.output
@@ -72,27 +88,43 @@ def test_cli_refuses_gpus_and_cpu_together() -> None:
     assert "not both" in result.output
 
 
-SUPERVISE = """
+# Each sleeper writes its pid into the folder, then sleeps; the quitter waits until both sleepers
+# are up, then exits with 3.
+SUPERVISE = r"""
 import sys
-from ttsq.workerpool import WorkerSpec, run_workers
-sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
-quitter = [sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(3)"]
-sys.exit(run_workers([WorkerSpec("a", sleeper), WorkerSpec("b", quitter), WorkerSpec("c", sleeper)]))
+from ttsq.ops.workerpool import WorkerSpec, run_workers
+folder = sys.argv[1]
+sleeper = "import os, sys, time; open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(60)"
+quitter = "import os, sys, time\nwhile len(os.listdir(sys.argv[1])) < 2: time.sleep(0.05)\nraise SystemExit(3)"
+specs = [
+    WorkerSpec("a", [sys.executable, "-c", sleeper, folder]),
+    WorkerSpec("b", [sys.executable, "-c", QUITTER, folder]),
+    WorkerSpec("c", [sys.executable, "-c", sleeper, folder]),
+]
+sys.exit(run_workers(specs))
 """
 
 
-def test_supervisor_stops_every_worker_when_one_dies() -> None:
-    process = subprocess.Popen([sys.executable, "-c", SUPERVISE], start_new_session=True)
+def started_children(folder: Path, count: int) -> list[int]:
+    """Pids the sleepers wrote, once ``count`` of them have started."""
+    wait_until(lambda: len(list(folder.iterdir())) >= count, 30, "supervised children")
+    return [int(path.name) for path in folder.iterdir()]
+
+
+def test_supervisor_stops_every_worker_when_one_dies(tmp_path: Path) -> None:
+    script = SUPERVISE.replace("QUITTER", "quitter")
+    process = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], start_new_session=True)
     assert process.wait(30) == 1
-    children = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(60)" in " ".join(p.info["cmdline"] or [])]
-    assert children == []
+    pids = started_children(tmp_path, 2)
+    assert len(pids) == 2
+    assert not any(psutil.pid_exists(pid) for pid in pids)
 
 
-def test_supervisor_stops_every_worker_on_sigterm() -> None:
-    script = SUPERVISE.replace("time.sleep(1); raise SystemExit(3)", "time.sleep(60)")
-    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
-    time.sleep(2)
+def test_supervisor_stops_every_worker_on_sigterm(tmp_path: Path) -> None:
+    script = SUPERVISE.replace("QUITTER", "sleeper")
+    process = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], start_new_session=True)
+    pids = started_children(tmp_path, 3)
+    assert all(psutil.pid_exists(pid) for pid in pids)
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
-    children = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(60)" in " ".join(p.info["cmdline"] or [])]
-    assert children == []
+    assert not any(psutil.pid_exists(pid) for pid in pids)

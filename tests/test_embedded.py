@@ -1,0 +1,25 @@
+"""The locally run services keep their files in their own data folder."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from ttsq.ops.embedded import SeaweedService
+
+
+def recent_temp_entries(since: float, prefixes: tuple[str, ...]) -> list[str]:
+    folder = Path(tempfile.gettempdir())
+    return [p.name for p in folder.iterdir() if p.name.startswith(prefixes) and p.lstat().st_mtime >= since]
+
+
+def test_seaweedfs_writes_its_logs_and_sockets_into_its_data_folder(tmp_path: Path) -> None:
+    started = time.time() - 1
+    service = SeaweedService(tmp_path, "bucket").start()
+    try:
+        assert (tmp_path / "tmp" / "s3.sock").is_socket()
+        assert any((tmp_path / "logs").glob("weed.*INFO*"))
+        assert recent_temp_entries(started, ("weed.", f"seaweedfs-s3-{service.ports.s3}")) == []
+    finally:
+        service.stop()

@@ -1,0 +1,89 @@
+"""The API, Flower and ``ttsq say`` never load the inference runtime (ONNX Runtime, onnx, espeak-ng):
+only workers do. Checked on real processes, by the shared libraries mapped into them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from ttsq.ops.commands import api_argv, flower_argv
+from ttsq.ops.embedded import LOOPBACK
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import Settings, settings_env
+
+INFERENCE_LIBRARIES = ("onnxruntime", "onnx_cpp2py_export", "piper_phonemize", "espeak")
+"""File-name fragments of the shared libraries behind ``onnxruntime``, ``onnx`` and espeak-ng."""
+INFERENCE_MODULES = ("onnxruntime", "onnx", "piper_phonemize")
+
+
+def inference_libraries(pid: int) -> list[str]:
+    """The inference runtime's shared libraries mapped into the process."""
+    maps = {m.path for m in psutil.Process(pid).memory_maps()}
+    return sorted(p for p in maps if any(part in Path(p).name for part in INFERENCE_LIBRARIES))
+
+
+@pytest.fixture
+def service(settings: Settings, tmp_path: Path) -> Iterator[dict[str, ManagedProcess | str]]:
+    """``ttsq api`` and Flower as separate processes, configured like the rest of the suite."""
+    env = {**os.environ, **settings_env(settings)}
+    api_port, flower_port = free_port(), free_port()
+    api = ManagedProcess("api", api_argv(LOOPBACK, api_port), tmp_path / "api.log", env).start()
+    flower = ManagedProcess("flower", flower_argv(LOOPBACK, flower_port), tmp_path / "flower.log", env).start()
+    try:
+        api_url, flower_url = f"http://{LOOPBACK}:{api_port}", f"http://{LOOPBACK}:{flower_port}"
+        wait_until(lambda: httpx.get(f"{api_url}/healthz").status_code == 200, 60, "API", api)
+        wait_until(lambda: httpx.get(f"{flower_url}/healthcheck").status_code == 200, 60, "Flower", flower)
+        yield {"api": api, "flower": flower, "api_url": api_url, "flower_url": flower_url}
+    finally:
+        api.stop()
+        flower.stop()
+
+
+@pytest.mark.usefixtures("worker")
+def test_api_and_flower_load_no_inference_runtime(service: dict[str, ManagedProcess | str]) -> None:
+    api, flower = service["api"], service["flower"]
+    assert isinstance(api, ManagedProcess)
+    assert isinstance(flower, ManagedProcess)
+    with httpx.Client(base_url=str(service["api_url"]), timeout=30) as client:  # exercise the request paths
+        job = client.post("/v1/jobs", json={"text": "Checking what the API loads."})
+        assert job.status_code == 202
+        assert client.get("/v1/voices").status_code == 200
+        assert client.get(f"/v1/jobs/{job.json()['id']}").status_code == 200
+    assert httpx.get(f"{service['flower_url']}/workers").status_code == 200
+    assert inference_libraries(api.pid) == []
+    assert inference_libraries(flower.pid) == []
+
+
+def test_the_check_sees_the_runtime_in_a_worker(worker: ManagedProcess) -> None:
+    """The same check on a worker process finds the libraries: it can fail."""
+    found = " ".join(inference_libraries(worker.pid))
+    assert "onnxruntime" in found
+    assert "piper_phonemize" in found or "espeak" in found
+
+
+SAY = """
+import json, sys
+from ttsq.ops.cli import main
+try:
+    main(["say", "A small check.", "-o", sys.argv[1], "--api-url", sys.argv[2]])
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[3:]))}))
+"""
+
+
+def test_say_loads_no_inference_runtime(api_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "check.wav"
+    argv = [sys.executable, "-c", SAY, str(output), api_url, *INFERENCE_MODULES]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report == {"code": 0, "loaded": []}
+    assert output.stat().st_size > 1000

@@ -1,0 +1,119 @@
+"""Storage failures through a real worker: a refusal fails the job at once, an outage is retried by
+Celery (with backoff) and fails the job only when the retries run out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, ReadTimeoutError
+from pydantic import SecretStr
+
+from tests.conftest import create_record, enqueue, start_worker, wait_for_tasks
+from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.errors import StorageRefused, StorageUnavailable
+from ttsq.jobs import JobRecord, JobStore
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import Settings
+from ttsq.storage import storage_error
+
+StorageChange = Callable[[Settings], Settings]
+
+
+def unknown_key(settings: Settings) -> Settings:
+    return settings.model_copy(update={"s3": settings.s3.model_copy(update={"access_key_id": "nobody"})})
+
+
+def wrong_secret(settings: Settings) -> Settings:
+    s3 = settings.s3.model_copy(update={"secret_access_key": SecretStr("not-the-secret")})
+    return settings.model_copy(update={"s3": s3})
+
+
+def unreachable_store(settings: Settings) -> Settings:
+    """Nothing listens on the endpoint; one quick retry so the test does not wait for five."""
+    s3 = settings.s3.model_copy(update={"endpoint_url": f"http://127.0.0.1:{free_port()}"})
+    return settings.model_copy(update={"s3": s3, "task_max_retries": 1, "task_retry_backoff_max_s": 1})
+
+
+@dataclass(frozen=True)
+class BrokenWorker:
+    process: ManagedProcess
+    settings: Settings
+
+    def log(self) -> str:
+        assert self.process.log_path is not None
+        return self.process.log_path.read_text()
+
+
+@pytest.fixture
+def broken_worker(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path) -> Iterator[BrokenWorker]:
+    """A worker on its own queue whose object store settings are broken as the test asks."""
+    change: StorageChange = request.param
+    custom = change(settings.model_copy(update={"queue": f"storage-{change.__name__}"}))
+    process = start_worker(custom, tmp_path / "worker.log", f"storage-{change.__name__}")
+    yield BrokenWorker(process, custom)
+    process.stop()
+
+
+def finished(store: JobStore, record: JobRecord) -> JobRecord:
+    wait_until(lambda: store.get(record.id).status.terminal, 60, f"job {record.id}")
+    return store.get(record.id)
+
+
+@pytest.mark.parametrize(
+    ("broken_worker", "s3_code"),
+    [(unknown_key, "InvalidAccessKeyId"), (wrong_secret, "SignatureDoesNotMatch")],
+    indirect=["broken_worker"],
+)
+def test_a_refusing_store_fails_the_job_at_once(broken_worker: BrokenWorker, store: JobStore, s3_code: str) -> None:
+    record = create_record(store)
+    task_id = enqueue(broken_worker.settings, record.id)
+    failed = finished(store, record)
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.error.code == "storage_refused"
+    assert s3_code in failed.error.message
+    assert failed.attempts == 1
+    wait_for_tasks(broken_worker.process, [task_id])
+    assert f"{SYNTHESIZE_TASK}[{task_id}] retry" not in broken_worker.log()
+
+
+@pytest.mark.parametrize("broken_worker", [unreachable_store], indirect=True)
+def test_an_unreachable_store_is_retried_then_fails_the_job(broken_worker: BrokenWorker, store: JobStore) -> None:
+    record = create_record(store)
+    task_id = enqueue(broken_worker.settings, record.id)
+    failed = finished(store, record)
+    assert failed.error is not None
+    assert failed.error.code == "storage_unavailable"
+    assert "unreachable" in failed.error.message
+    assert failed.attempts == 2, "one try and one retry (task_max_retries=1)"
+    assert f"{SYNTHESIZE_TASK}[{task_id}] retry: Retry in" in broken_worker.log()
+
+
+def client_error(status: int, code: str) -> ClientError:
+    response: Any = {"Error": {"Code": code, "Message": "..."}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    return ClientError(response, "PutObject")
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (client_error(404, "NoSuchBucket"), StorageRefused),
+        (client_error(403, "AccessDenied"), StorageRefused),
+        (client_error(400, "InvalidBucketName"), StorageRefused),
+        (client_error(503, "SlowDown"), StorageUnavailable),
+        (client_error(500, "InternalError"), StorageUnavailable),
+        (client_error(429, "TooManyRequests"), StorageUnavailable),
+        (client_error(400, "RequestTimeout"), StorageUnavailable),
+        (EndpointConnectionError(endpoint_url="http://s3"), StorageUnavailable),
+        (ReadTimeoutError(endpoint_url="http://s3"), StorageUnavailable),
+    ],
+)
+def test_storage_errors_are_told_apart(error: BotoCoreError | ClientError, kind: type[Exception]) -> None:
+    """S3's answers as botocore raises them (plain data): which are outages and which refusals."""
+    translated = storage_error("the upload of jobs/x/audio.wav", error)
+    assert type(translated) is kind
+    assert "jobs/x/audio.wav" in str(translated)
