@@ -60,14 +60,12 @@ class BenchStack:
         """Replace the running workers with ``count`` new ones; returns once all answer a ping."""
         self.stop_workers()
         settings = self.settings(**worker)
-        env = {**os.environ, **settings_env(settings)}
-        names = []
         for _ in range(count):
             self._started += 1
             name = f"bench{self._started}"
-            argv = default_worker(settings, f"{name}@%h", "WARNING").argv
-            self.workers.append(ManagedProcess(name, argv, self.root / f"{name}.log", env).start())
-            names.append(name)
+            spec = default_worker(settings, f"{name}@%h", "WARNING")
+            env = {**os.environ, **spec.env}
+            self.workers.append(ManagedProcess(name, spec.argv, self.root / f"{name}.log", env).start())
         producer = make_producer(settings)
         try:
             wait_until(
@@ -108,7 +106,7 @@ class BenchStack:
                 raise TimeoutError(f"{len(pending)} jobs unfinished after {timeout_s:.0f}s")
             for job_id in list(pending):
                 record = self.jobs.get(job_id)
-                if record.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+                if not record.status.terminal:
                     continue
                 if record.status is not JobStatus.SUCCEEDED or record.result is None:
                     raise RuntimeError(f"job {job_id} ended {record.status.value}: {record.error}")

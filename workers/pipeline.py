@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_STARTABLE = (JobStatus.QUEUED, JobStatus.RUNNING)
+_STARTABLE = tuple(status for status in JobStatus if not status.terminal)
+"""Where a job may be (re)started and failed from: every status but the terminal ones."""
 
 
 class TaskSender(Protocol):

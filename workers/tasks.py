@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
@@ -78,7 +78,7 @@ class CelerySender:
 
 
 @contextlib.contextmanager
-def _publishing() -> Any:
+def _publishing() -> Iterator[None]:
     try:
         yield
     except OperationalError as e:

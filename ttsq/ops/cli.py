@@ -14,7 +14,7 @@ import click
 
 from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
-from tts_core.formats import AudioFormat
+from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.ops.client import ClientError, TTSQClient
 from ttsq.ops.dev import DevError, DevPorts, run_dev
 from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
@@ -100,7 +100,7 @@ def say(
 ) -> None:
     """Synthesise TEXT through a running API, wait for it, and download the audio."""
     suffix = output.suffix.lstrip(".").lower()
-    chosen = audio_format or (suffix if suffix in FORMATS else "wav")
+    chosen = audio_format or (suffix if suffix in FORMATS else DEFAULT_FORMAT.value)
     try:
         with TTSQClient(api_url or get_settings().api_url) as client:
             job = client.submit(text, voice=voice, format=chosen, speed=speed)
