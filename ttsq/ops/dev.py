@@ -99,9 +99,11 @@ class DevStack:
         )
         self.settings = self.settings.model_copy(update={"s3": s3})
 
-    def _spawn(self, name: str, argv: list[str], log_name: str | None) -> ManagedProcess:
+    def _spawn(
+        self, name: str, argv: list[str], log_name: str | None, env: dict[str, str] | None = None
+    ) -> ManagedProcess:
         log_path = self.data_dir / "logs" / log_name if log_name else None
-        process = ManagedProcess(name, argv, log_path, self.env).start()
+        process = ManagedProcess(name, argv, log_path, {**self.env, **(env or {})}).start()
         self.processes.append(process)
         return process
 
@@ -110,7 +112,8 @@ class DevStack:
         _require_free(self.ports.flower, "Flower", "--flower-port")
         self._own_redis()
         self._own_s3()
-        self._spawn("worker", default_worker(self.settings, "worker1@%h", "INFO").argv, None)
+        worker = default_worker(self.settings, "worker1@%h", "INFO")
+        self._spawn("worker", worker.argv, None, worker.env)
         api = self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
