@@ -1,5 +1,12 @@
 # ttsq developer commands. `make dev` and `make test` are all a newcomer needs.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Python 3.11 to 3.13: PYTHON if given, else the first of python3.11, python3.12, python3.13, python3
+# that runs as one. Each name is run, not just looked up: a pyenv shim exists on PATH but runs only once
+# its version is selected, so a shim that refuses is resolved to the interpreter pyenv has behind it.
+PY_OK := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
+PY_NAMES := $(or $(PYTHON),python3.11 python3.12 python3.13 python3)
+FIND_PYTHON := for p in $(PY_NAMES); do for v in "" $$(pyenv whence $$p 2>/dev/null); do \
+	r=$$(if [ -n "$$v" ]; then PYENV_VERSION=$$v pyenv which $$p; else command -v $$p; fi 2>/dev/null) && \
+	$$r -c '$(PY_OK)' 2>/dev/null && { echo $$r; exit 0; }; done; done
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -16,11 +23,20 @@ help:
 	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
+# An existing $(VENV) is kept if its Python runs and is 3.11 to 3.13, even another minor version than
+# PYTHON (make clean to rebuild it with PYTHON); a venv whose Python does not run or fit is made anew.
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
-		{ echo "ttsq needs Python 3.11; set PYTHON=/path/to/python3.11" >&2; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c '$(PY_OK)' 2>/dev/null || { \
+		python=$$($(FIND_PYTHON)); \
+		[ -n "$$python" ] || { echo "ttsq needs Python 3.11, 3.12 or 3.13; none of '$(PY_NAMES)' runs as one" \
+			"here: set PYTHON=/path/to/python3.1x" >&2; exit 1; }; \
+		echo "$$python -m venv $(if $(wildcard $(VENV)/pyvenv.cfg),--clear )$(VENV)"; \
+		$$python -m venv $(if $(wildcard $(VENV)/pyvenv.cfg),--clear )$(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# piper-phonemize (1.1) gave way to piper-phonemize-fix; both write the package piper_phonemize, so
+	@# a venv that has the old one drops both, and the install below puts the fix back whole.
+	@if $(BIN)/python -m pip show --quiet piper-phonemize 2>/dev/null; then set -x; \
+		$(BIN)/python -m pip uninstall --quiet --yes piper-phonemize piper-phonemize-fix; fi
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 

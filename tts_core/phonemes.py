@@ -1,7 +1,9 @@
 """Phonemisation with espeak-ng exactly as Piper voices were trained, and Piper's id scheme.
 
-``piper-phonemize`` bundles espeak-ng and its data and does not pull the CPU ``onnxruntime``
-distribution (``piper-tts`` does, which silently removes the CUDA provider of ``onnxruntime-gpu``).
+``piper-phonemize-fix`` (import name ``piper_phonemize``: the same C++ and patched espeak-ng as
+Piper's ``piper-phonemize``, with wheels for Python 3.11 to 3.13) bundles espeak-ng and its data and
+does not pull the CPU ``onnxruntime`` distribution (``piper-tts`` does, which silently removes the
+CUDA provider of ``onnxruntime-gpu``).
 """
 
 from __future__ import annotations
