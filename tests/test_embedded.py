@@ -1,4 +1,4 @@
-"""The locally run services keep their files in their own data folder."""
+"""The locally run services keep their files in their own data folder and leave nothing elsewhere."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ def recent_temp_entries(since: float, prefixes: tuple[str, ...]) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.startswith(prefixes) and p.lstat().st_mtime >= since]
 
 
-def test_seaweedfs_writes_its_logs_and_sockets_into_its_data_folder(tmp_path: Path) -> None:
+def test_seaweedfs_keeps_its_logs_and_sockets_in_its_data_folder(tmp_path: Path) -> None:
     started = time.time() - 1
     service = SeaweedService(tmp_path, "bucket").start()
     try:
         assert (tmp_path / "tmp" / "s3.sock").is_socket()
         assert any((tmp_path / "logs").glob("weed.*INFO*"))
         assert recent_temp_entries(started, ("weed.", f"seaweedfs-s3-{service.ports.s3}")) == []
+        # weed hard-codes its gRPC sockets under /tmp; they exist while it runs...
+        assert [path for path in service.grpc_sockets() if path.is_socket()]
     finally:
         service.stop()
+    # ...and are gone once it stopped.
+    assert [path for path in service.grpc_sockets() if path.exists()] == []

@@ -162,8 +162,19 @@ class SeaweedService:
         wait_until(self._bucket_ready, SERVICE_START_TIMEOUT_S, "SeaweedFS S3", self.process)
         return self
 
+    def grpc_sockets(self) -> list[Path]:
+        """The gRPC unix sockets weed opens at a path it hard-codes under /tmp (no flag, no TMPDIR)."""
+        return [
+            Path(f"/tmp/seaweedfs-{key.split('.')[0]}-grpc-{port}.sock")
+            for key, port in self.ports.internal.items()
+            if key.endswith(".port.grpc")
+        ]
+
     def stop(self) -> None:
+        """Stop weed and remove the sockets it leaves in /tmp, so nothing outlives the service."""
         self.process.stop()
+        for socket_path in self.grpc_sockets():
+            socket_path.unlink(missing_ok=True)
 
 
 def stack_settings(redis_url: str, s3: SeaweedService, **overrides: Any) -> Settings:
