@@ -20,27 +20,26 @@ from __future__ import annotations
 
 
 class TTSError(Exception):
-    """Base class for all tts_core errors; ``code`` is a stable machine-readable name."""
+    """Base class for all tts_core errors; ``code`` is a stable machine-readable name, given with
+    each class (``class EmptyText(InvalidInput, code="empty_text")``)."""
 
     code = "tts_error"
 
+    def __init_subclass__(cls, code: str, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.code = code
 
-class InvalidInput(TTSError):
+
+class InvalidInput(TTSError, code="invalid_input"):
     """The request is wrong in a way that retrying cannot fix."""
 
-    code = "invalid_input"
 
-
-class EmptyText(InvalidInput):
+class EmptyText(InvalidInput, code="empty_text"):
     """The text holds nothing speakable once normalised."""
 
-    code = "empty_text"
 
-
-class TextTooLong(InvalidInput):
+class TextTooLong(InvalidInput, code="text_too_long"):
     """The text has more characters than the configured limit."""
-
-    code = "text_too_long"
 
     def __init__(self, length: int, limit: int) -> None:
         super().__init__(f"text has {length} characters; the limit is {limit}")
@@ -48,10 +47,8 @@ class TextTooLong(InvalidInput):
         self.limit = limit
 
 
-class VoiceNotFound(InvalidInput):
+class VoiceNotFound(InvalidInput, code="voice_not_found"):
     """No voice is known under the requested id."""
-
-    code = "voice_not_found"
 
     def __init__(self, voice_id: str, available: list[str]) -> None:
         super().__init__(f"unknown voice {voice_id!r}; available voices: {', '.join(available)}")
@@ -59,31 +56,21 @@ class VoiceNotFound(InvalidInput):
         self.available = available
 
 
-class UnsupportedFormat(InvalidInput):
+class UnsupportedFormat(InvalidInput, code="unsupported_format"):
     """The requested output format is not one the encoder writes."""
 
-    code = "unsupported_format"
 
-
-class InvalidOption(InvalidInput):
+class InvalidOption(InvalidInput, code="invalid_option"):
     """A synthesis option lies outside its documented bounds."""
 
-    code = "invalid_option"
 
-
-class VoiceLoadError(TTSError):
+class VoiceLoadError(TTSError, code="voice_load_error"):
     """A voice's ONNX model or JSON config is missing or unreadable."""
 
-    code = "voice_load_error"
 
-
-class DeviceUnavailable(TTSError):
+class DeviceUnavailable(TTSError, code="device_unavailable"):
     """CUDA was requested explicitly but is not usable on this host."""
 
-    code = "device_unavailable"
 
-
-class SynthesisError(TTSError):
+class SynthesisError(TTSError, code="synthesis_error"):
     """Inference or encoding failed for a reason other than bad input."""
-
-    code = "synthesis_error"
