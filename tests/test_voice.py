@@ -11,7 +11,7 @@ import piper_phonemize
 import pytest
 
 from tts_core.alignment import add_alignment_output
-from tts_core.audio import rms_dbfs
+from tts_core.audio import join_with_pauses, rms_dbfs
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.errors import EmptyText, VoiceLoadError
@@ -87,3 +87,13 @@ def test_unreadable_model_is_a_voice_load_error(tmp_path: Path) -> None:
     shutil.copy(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).config_path, tmp_path / "broken.onnx.json")
     with pytest.raises(VoiceLoadError, match="cannot read voice model"):
         Voice.load(model)
+
+
+def test_streamed_chunks_are_the_utterances_of_speak(voice: Voice) -> None:
+    """``synthesize`` yields one chunk per utterance, in order; joined with pauses they are ``speak``."""
+    text = " ".join(SENTENCES)
+    chunks = list(voice.synthesize(text, DETERMINISTIC, max_batch=2))
+    assert [c.utterance.text for c in chunks] == SENTENCES
+    assert all(c.sample_rate == voice.sample_rate for c in chunks)
+    joined = join_with_pauses([c.pcm for c in chunks], DETERMINISTIC.sentence_pause_s, voice.sample_rate)
+    assert np.max(np.abs(joined.astype(np.int32) - voice.speak(text, DETERMINISTIC))) <= 8
