@@ -32,8 +32,20 @@ def main() -> None:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".ttsq"), show_default=True)
 @click.option("--api-port", type=int, default=8000, show_default=True)
 @click.option("--flower-port", type=int, default=5555, show_default=True)
-@click.option("--redis-port", type=int, default=6379, show_default=True, help="Ignored if TTSQ_REDIS_URL is set.")
-@click.option("--s3-port", type=int, default=8333, show_default=True, help="Ignored if TTSQ_S3__ENDPOINT_URL is set.")
+@click.option(
+    "--redis-port",
+    type=int,
+    default=6379,
+    show_default=True,
+    help="Ignored if TTSQ_REDIS_URL is set (environment or .env).",
+)
+@click.option(
+    "--s3-port",
+    type=int,
+    default=8333,
+    show_default=True,
+    help="Ignored if TTSQ_S3__ENDPOINT_URL is set (environment or .env).",
+)
 def dev(data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_port: int) -> None:
     """Start Redis, SeaweedFS S3, a worker, the API and Flower in the foreground (Ctrl-C stops all)."""
     try:
