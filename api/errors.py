@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tts_core.errors import InvalidInput, TextTooLong, TTSError
-from ttsq.errors import JobNotFound, ServiceError, TransientError
+from ttsq.errors import JobNotFound, RequestRefused, ServiceError, TransientError
 
 
 class ApiError(Exception):
@@ -41,7 +41,7 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
 def _status_for(error: TTSError | ServiceError) -> int:
     if isinstance(error, TextTooLong):
         return 413
-    if isinstance(error, InvalidInput):
+    if isinstance(error, InvalidInput | RequestRefused):
         return 422
     if isinstance(error, JobNotFound):
         return 404

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, jobs, voices
+from api.routes import health, jobs, speech, voices
 from api.state import AppState
 from ttsq.settings import Settings, get_settings
 
@@ -23,10 +23,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if resolved.s3.create_bucket:
             state.objects.ensure_bucket()
         app.state.ttsq = state
+        await state.hub.start()
         try:
             yield
         finally:
-            state.close()
+            await state.close()
 
     app = FastAPI(
         title="ttsq",
@@ -36,6 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(jobs.router)
+    app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(health.router)
     return app

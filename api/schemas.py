@@ -1,18 +1,22 @@
-"""Request and response bodies, in families: ``JobCreate`` in, ``JobPublic`` out."""
+"""Request and response bodies, in families: ``JobCreate`` in, ``JobPublic`` out (defined in
+:mod:`ttsq.public`, since webhooks send it too)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
-from ttsq.jobs import JobError, JobOptions, JobProgress, JobRecord, JobResult, JobStatus
+from ttsq.jobs import JobOptions, Priority
+from ttsq.public import JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
+MAX_WEBHOOK_URL_CHARS = 2048
+
+__all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
 
 
 class JobCreate(BaseModel):
@@ -33,6 +37,17 @@ class JobCreate(BaseModel):
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Free-form JSON object stored with the job and returned as is."
     )
+    priority: Priority | None = Field(
+        None,
+        description="interactive (served first) or bulk; by default interactive up to the server's "
+        "interactive_max_chars, bulk above.",
+    )
+    webhook_url: str | None = Field(
+        None,
+        max_length=MAX_WEBHOOK_URL_CHARS,
+        description="http(s) URL that receives a signed job.succeeded / job.failed / job.canceled event "
+        "(Standard Webhooks) when the job finishes.",
+    )
 
     @field_validator("metadata")
     @classmethod
@@ -43,38 +58,6 @@ class JobCreate(BaseModel):
 
     def options(self) -> JobOptions:
         return JobOptions(speed=self.speed, noise_scale=self.noise_scale, noise_w=self.noise_w)
-
-
-class JobResultPublic(JobResult):
-    """Finished audio as stored, plus a presigned download URL made when the job is read."""
-
-    url: str
-
-
-class JobPublic(BaseModel):
-    """A job as clients see it."""
-
-    id: str
-    status: JobStatus
-    voice: str
-    format: str
-    characters: int
-    options: JobOptions
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    progress: JobProgress
-    result: JobResultPublic | None
-    error: JobError | None
-    metadata: dict[str, Any]
-
-    @classmethod
-    def from_record(cls, record: JobRecord, url: str | None) -> JobPublic:
-        result = None
-        if record.result is not None and url is not None:
-            result = JobResultPublic(url=url, **record.result.model_dump())
-        fields = record.model_dump(exclude={"result", "attempts"})
-        return cls(**fields, result=result)
 
 
 class VoicePublic(BaseModel):

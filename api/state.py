@@ -7,9 +7,11 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
+from api.waiting import EventHub
 from tts_core.catalog import VoiceCatalog
 from ttsq.broker import make_producer
 from ttsq.jobs import JobStore
+from ttsq.parts import PartStore, make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
@@ -24,24 +26,30 @@ class AppState:
     jobs: JobStore
     segments: SegmentStore
     objects: ObjectStore
+    parts: PartStore
     catalog: VoiceCatalog
     producer: Celery
+    hub: EventHub
 
     @classmethod
     def build(cls, settings: Settings) -> AppState:
         client = redis.Redis.from_url(
             settings.redis_url, socket_timeout=settings.ready_timeout_s, socket_connect_timeout=2
         )
+        objects = ObjectStore(settings.s3)
         return cls(
             settings=settings,
             redis=client,
             jobs=JobStore(client, settings.job_ttl_s),
             segments=SegmentStore(client, settings.job_ttl_s),
-            objects=ObjectStore(settings.s3),
+            objects=objects,
+            parts=make_part_store(settings, client, objects),
             catalog=VoiceCatalog.discover(settings.voices_dir),
             producer=make_producer(settings),
+            hub=EventHub(settings.redis_url),
         )
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        await self.hub.close()
         self.redis.close()
         self.producer.close()

@@ -19,6 +19,7 @@ from ttsq.ops.commands import api_argv
 from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.ops.workerpool import default_worker
+from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, WorkerSettings, settings_env
 from ttsq.storage import ObjectStore
 
@@ -118,6 +119,10 @@ class BenchStack:
             if self.objects.get(record.result.key) is None:
                 raise RuntimeError(f"job {record.id} succeeded but {record.result.key} is missing")
         return [records[j.job_id] for j in jobs]
+
+    def segments_done(self, job_id: str) -> int:
+        """Counted segments of a running multi-segment job."""
+        return SegmentStore(self._redis, self.base.job_ttl_s).progress(job_id).done
 
     def batches(self, limit: int = 1000) -> list[dict[str, Any]]:
         """Each running worker's ``batches`` inspect reply."""

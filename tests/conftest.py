@@ -5,6 +5,7 @@ Every fixture stops what it started. Ports are free ones, so the suite runs besi
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import threading
@@ -23,16 +24,18 @@ import redis
 import uvicorn
 from fastapi import FastAPI
 from mypy_boto3_s3 import S3Client
+from pydantic import SecretStr
 
 from api.main import create_app
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
-from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, interactive_queue
 from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
+from ttsq.ops.commands import webhook_worker_argv
 from ttsq.ops.embedded import RedisService, SeaweedService, stack_settings
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.ops.workerpool import default_worker
-from ttsq.settings import Settings
+from ttsq.settings import Settings, settings_env
 
 TEST_BUCKET = "ttsq-test"
 FOLDER_VOICE_ID = "en_US-folder-medium"
@@ -73,9 +76,24 @@ def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+TEST_WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"ttsq test webhook secret, 32 bytes").decode()
+TEST_WEBHOOK_RETRIES = [0.3, 0.3, 0.3]
+"""Four attempts, a fraction of a second apart (production: about a day)."""
+
+
 @pytest.fixture(scope="session")
 def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir: Path) -> Settings:
-    return stack_settings(redis_service.url, s3_service, voices_dir=voices_dir)
+    """The suite's settings; webhooks may go to receivers on loopback, with a fast retry schedule."""
+    base = stack_settings(redis_service.url, s3_service, voices_dir=voices_dir)
+    return base.model_copy(
+        update={
+            "webhook_secret": SecretStr(TEST_WEBHOOK_SECRET),
+            "webhook_allow_private": True,
+            "webhook_retry_schedule_s": TEST_WEBHOOK_RETRIES,
+            "webhook_timeout_s": 2.0,
+            "webhook_connect_timeout_s": 1.0,
+        }
+    )
 
 
 def start_worker(
@@ -103,6 +121,30 @@ def start_worker(
 @pytest.fixture(scope="session")
 def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     process = start_worker(settings, tmp_path_factory.mktemp("worker") / "worker.log", "main-worker")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def webhook_worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
+    """The webhook delivery worker, as ``ttsq dev`` runs it; returns once it answers a ping."""
+    name = "webhook-worker"
+    argv = webhook_worker_argv(4, f"{name}@%h")
+    log_path = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
+    process = ManagedProcess(name, argv, log_path, {**os.environ, **settings_env(settings)}).start()
+    producer = make_producer(settings)
+    try:
+        wait_until(
+            lambda: any(name in reply for r in producer.control.ping(timeout=0.5) or [] for reply in r),
+            60,
+            name,
+            process,
+        )
+    except BaseException:
+        process.stop()
+        raise
+    finally:
+        producer.close()
     yield process
     process.stop()
 
@@ -143,18 +185,19 @@ def client(api_url: str) -> Iterator[httpx.Client]:
 
 @dataclass(frozen=True)
 class IdleQueueApi:
-    """An API sending to a queue no worker reads: its jobs stay queued and its messages can be read."""
+    """An API sending to queues no worker reads: its jobs stay queued and their messages can be read."""
 
     client: httpx.Client
     queue: str
+    """Where its short (interactive) jobs' messages wait."""
 
 
 @pytest.fixture
 def idle_queue_api(settings: Settings, redis_client: redis.Redis) -> Iterator[IdleQueueApi]:
-    queue = f"idle-{uuid.uuid4()}"
-    with serve(create_app(settings.model_copy(update={"queue": queue}))) as url, httpx.Client(base_url=url) as api:
-        yield IdleQueueApi(api, queue)
-    redis_client.delete(queue)
+    base = f"idle-{uuid.uuid4()}"
+    with serve(create_app(settings.model_copy(update={"queue": base}))) as url, httpx.Client(base_url=url) as api:
+        yield IdleQueueApi(api, interactive_queue(base))
+    redis_client.delete(*consumed_queues(base))
 
 
 @pytest.fixture(scope="session")

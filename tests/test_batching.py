@@ -118,3 +118,43 @@ def test_results_report_shares_of_the_call_by_length() -> None:
 def test_rejects_bad_sizes() -> None:
     with pytest.raises(ValueError, match="max_batch"):
         DynamicBatcher(FakeModel(), max_batch=0)
+
+
+class GatedModel(FakeModel):
+    """Holds its first call until released, so items pile up behind it in a known order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, key: str, batch: list[Sequence[int]]) -> list[FloatAudio]:
+        self.started.set()
+        self.release.wait(5)
+        return super().__call__(key, batch)
+
+
+def test_interactive_items_overtake_queued_bulk_items() -> None:
+    """Priority 0 items queued behind bulk ones (priority 1) run before them, in arrival order among
+    themselves; the call already running is not interrupted."""
+    model = GatedModel()
+    batcher = DynamicBatcher(model, max_batch=1)
+    running = batcher.submit("voice", [0] * 5, "bulk-running", priority=1)
+    assert model.started.wait(5)
+    bulk = [batcher.submit("voice", [1] * 5, f"bulk{n}", priority=1) for n in range(3)]
+    interactive = [batcher.submit("voice", [2] * 5, f"inter{n}", priority=0) for n in range(2)]
+    model.release.set()
+    for future in [running, *bulk, *interactive]:
+        future.result(timeout=5)
+    batcher.close()
+    order = [r.tags[0] for r in batcher.records()]
+    assert order == ["bulk-running", "inter0", "inter1", "bulk0", "bulk1", "bulk2"]
+
+
+def test_close_finishes_queued_items_of_every_priority_first() -> None:
+    model = GatedModel()
+    batcher = DynamicBatcher(model, max_batch=1)
+    futures = [batcher.submit("voice", [n] * 3, priority=n % 2) for n in range(4)]
+    model.release.set()
+    batcher.close()
+    assert all(f.done() and f.exception() is None for f in futures)

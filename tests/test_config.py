@@ -133,6 +133,14 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         task_max_retries=2,
         task_retry_backoff_max_s=30,
         api_url="http://api.internal:8000",
+        interactive_max_chars=200,
+        openai_voices={"nova": "en_US-other-medium"},
+        webhook_secret=SecretStr("whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3"),
+        webhook_allow_private=True,
+        webhook_connect_timeout_s=2.5,
+        webhook_timeout_s=9.0,
+        webhook_retry_schedule_s=[1.0, 2.0],
+        webhook_concurrency=3,
     )
     defaults = leaves(Settings(_env_file=None))
     unchanged = [name for name, value in leaves(chosen).items() if value == defaults[name]]

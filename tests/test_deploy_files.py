@@ -14,7 +14,7 @@ from ttsq.ops.cli import main as cli
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-TTSQ_SERVICES = ("api", "worker-gpu0", "flower")
+TTSQ_SERVICES = ("api", "worker-gpu0", "webhooks", "flower")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def settings_field_exists(env_name: str) -> bool:
 
 
 def test_expected_services(compose: dict[str, Any]) -> None:
-    assert set(services(compose)) == {"redis", "s3", "api", "worker-gpu0", "flower"}
+    assert set(services(compose)) == {"redis", "s3", "api", "worker-gpu0", "webhooks", "flower"}
     assert services(compose)["redis"]["image"].startswith("redis:7")
 
 
@@ -78,7 +78,7 @@ def test_settings_field_check_can_fail() -> None:
 
 def test_secrets_are_required_not_defaulted() -> None:
     text = (ROOT / "docker-compose.yml").read_text()
-    for variable in ("TTSQ_S3_ACCESS_KEY_ID", "TTSQ_S3_SECRET_ACCESS_KEY", "FLOWER_BASIC_AUTH"):
+    for variable in ("TTSQ_S3_ACCESS_KEY_ID", "TTSQ_S3_SECRET_ACCESS_KEY", "FLOWER_BASIC_AUTH", "TTSQ_WEBHOOK_SECRET"):
         uses = re.findall(r"\$\{" + variable + r"([^}]*)\}", text)
         assert uses, f"{variable} unused"
         assert all(use == ":?Variable not set" for use in uses), f"{variable} must use :?"
@@ -108,7 +108,7 @@ def test_flower_has_basic_auth(compose: dict[str, Any]) -> None:
 
 
 def test_commands_exist_in_the_cli(compose: dict[str, Any]) -> None:
-    for name in ("api", "worker-gpu0"):
+    for name in ("api", "worker-gpu0", "webhooks"):
         command = services(compose)[name]["command"]
         assert command[0] == "ttsq"
         assert command[1] in cli.commands, f"{name}: ttsq has no {command[1]!r} command"

@@ -47,7 +47,7 @@ def test_one_worker_per_gpu_with_its_own_device_and_name() -> None:
     for spec in specs:
         assert option(spec.argv, "--hostname") == spec.name
         assert option(spec.argv, "--pool") == "threads"
-        assert option(spec.argv, "--queues") == "tts,tts.segments"
+        assert option(spec.argv, "--queues") == "tts.interactive,tts,tts.segments"
         assert option(spec.argv, "--concurrency") == "9"  # CUDA default max_batch 8, plus one
 
 

@@ -1,10 +1,11 @@
 """Dynamic batching: many threads hand in phoneme ids, one thread runs the model.
 
 Task threads call :meth:`DynamicBatcher.submit` and wait on the returned future. The batcher thread
-takes the first waiting item, collects more until ``max_batch`` items or ``max_wait_ms`` (whichever
-comes first), splits them by batch key (voice and options must match to share one call) and by
-length (to bound padding), and runs each group as one inference call. Only this thread ever calls
-the model, so the session needs no locking and sees one request at a time.
+takes the first waiting item (lowest ``priority`` value first, then oldest), collects more until
+``max_batch`` items or ``max_wait_ms`` (whichever comes first), splits them by batch key (voice and
+options must match to share one call) and by length (to bound padding), and runs each group as one
+inference call. Only this thread ever calls the model, so the session needs no locking and sees one
+request at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from tts_core.audio import FloatAudio
 
@@ -69,6 +70,8 @@ class BatchItem(Generic[K]):
     key: K
     ids: Sequence[int]
     tag: str
+    priority: int = 0
+    """Lower runs sooner: a worker's interactive items overtake its queued bulk items."""
     submitted: float = field(default_factory=time.perf_counter)
     future: Future[BatchResult] = field(default_factory=Future)
 
@@ -97,6 +100,12 @@ def plan_batches(items: Sequence[BatchItem[K]], max_batch: int, max_padding: flo
 
 
 _STOP: Final = object()
+_STOP_PRIORITY: Final = 2**31
+"""After every item: closing finishes what is queued first."""
+
+_Queued = tuple[int, int, "BatchItem[Any] | object"]
+"""(priority, arrival number, item): the queue's order; the arrival number breaks ties, so items
+themselves are never compared."""
 
 
 class DynamicBatcher(Generic[K]):
@@ -118,7 +127,7 @@ class DynamicBatcher(Generic[K]):
         self.max_wait_ms = max_wait_ms
         self.max_padding = max_padding
         self._run = run
-        self._queue: queue.SimpleQueue[BatchItem[K] | object] = queue.SimpleQueue()
+        self._queue: queue.PriorityQueue[_Queued] = queue.PriorityQueue()
         self._history: deque[BatchRecord] = deque(maxlen=history)
         self._history_lock = threading.Lock()
         self._counter = itertools.count()
@@ -127,17 +136,18 @@ class DynamicBatcher(Generic[K]):
         self._thread = threading.Thread(target=self._loop, name="ttsq-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, key: K, ids: Sequence[int], tag: str = "") -> Future[BatchResult]:
+    def submit(self, key: K, ids: Sequence[int], tag: str = "", priority: int = 0) -> Future[BatchResult]:
         """Queue one item; the future resolves with its audio or the call's exception."""
         if not self._thread.is_alive():
             raise RuntimeError("batcher is stopped")
-        request: BatchItem[K] = BatchItem(key, ids, tag or str(next(self._counter)))
-        self._queue.put(request)
+        arrival = next(self._counter)
+        request: BatchItem[K] = BatchItem(key, ids, tag or str(arrival), priority)
+        self._queue.put((priority, arrival, request))
         return request.future
 
-    def run_all(self, key: K, batch: Sequence[Sequence[int]], tag: str = "") -> list[BatchResult]:
+    def run_all(self, key: K, batch: Sequence[Sequence[int]], tag: str = "", priority: int = 0) -> list[BatchResult]:
         """Submit several items at once (so they can share calls) and wait for all of them."""
-        futures = [self.submit(key, ids, f"{tag}/{n}" if tag else "") for n, ids in enumerate(batch)]
+        futures = [self.submit(key, ids, f"{tag}/{n}" if tag else "", priority) for n, ids in enumerate(batch)]
         return [f.result() for f in futures]
 
     def records(self) -> list[BatchRecord]:
@@ -147,7 +157,7 @@ class DynamicBatcher(Generic[K]):
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Finish what is queued, then stop the thread."""
-        self._queue.put(_STOP)
+        self._queue.put((_STOP_PRIORITY, next(self._counter), _STOP))
         self._thread.join(timeout_s)
 
     def _collect(self, first: BatchItem[K]) -> tuple[list[BatchItem[K]], bool]:
@@ -156,7 +166,7 @@ class DynamicBatcher(Generic[K]):
         while len(pending) < self.max_batch:
             remaining = deadline - time.perf_counter()
             try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                _, _, item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
             if item is _STOP:
@@ -168,7 +178,7 @@ class DynamicBatcher(Generic[K]):
     def _loop(self) -> None:
         stopping = False
         while not stopping:
-            first = self._queue.get()
+            _, _, first = self._queue.get()
             if first is _STOP:
                 break
             assert isinstance(first, BatchItem)

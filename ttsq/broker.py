@@ -11,6 +11,8 @@ from typing import Any
 
 from celery import Celery
 
+from ttsq.constants import interactive_queue, segment_queue
+from ttsq.jobs import Priority
 from ttsq.settings import Settings
 
 BROKER_CONNECT_TIMEOUT_S = 2
@@ -30,6 +32,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s).
             "unacked_restore_interval": 10,
             "unacked_restore_throttle": 1,
+            # Take from the queues in the order the worker lists them (ttsq.constants.consumed_queues),
+            # not round robin: interactive work is fetched first whenever a worker slot frees.
+            "queue_order_strategy": "priority",
         },
         # Publishing fails fast rather than blocking an API request or a worker thread for long;
         # a worker step that cannot publish is retried by Celery as a whole (ttsq.errors.QueueUnavailable).
@@ -57,6 +62,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         "task_send_sent_event": True,
     }
+
+
+def entry_queue(queue: str, priority: Priority) -> str:
+    """Queue of a job's entry and assembly tasks."""
+    return interactive_queue(queue) if priority is Priority.INTERACTIVE else queue
+
+
+def segments_queue(queue: str, priority: Priority) -> str:
+    """Queue of a job's segment tasks."""
+    return interactive_queue(queue) if priority is Priority.INTERACTIVE else segment_queue(queue)
 
 
 def make_producer(settings: Settings) -> Celery:

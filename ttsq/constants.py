@@ -18,16 +18,29 @@ ASSEMBLE_TASK: Final = "ttsq.assemble_job"
 """Joins a multi-segment job's parts into the final object; argument: the job id."""
 
 DEFAULT_QUEUE: Final = "tts"
-"""Celery queue of jobs' entry and assembly tasks; segments go to ``<queue>.segments``. Workers take
-from both in turn, so a short job never waits behind every segment of a long one."""
+"""Celery queue of bulk jobs' entry and assembly tasks; their segments go to ``<queue>.segments``,
+and every task of an interactive job to ``<queue>.interactive``. Workers take from the three in that
+fixed order (see ``ttsq.broker``): interactive work first, then short jobs and assemblies, then the
+segments of long jobs."""
 
 SEGMENT_QUEUE_SUFFIX: Final = ".segments"
+INTERACTIVE_QUEUE_SUFFIX: Final = ".interactive"
+
+DELIVER_WEBHOOK_TASK: Final = "ttsq.deliver_webhook"
+"""Delivers one webhook event (one attempt; it reschedules itself); arguments: job id and event id."""
+
+WEBHOOK_QUEUE: Final = "webhooks"
+"""Queue of webhook deliveries, consumed by its own small worker so that a slow or dead receiver
+never holds a synthesis thread."""
 
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.pcm"
 """S3 key of one segment's raw PCM while its job is assembled (part store ``s3``)."""
 
 RESULT_KEY_TEMPLATE: Final = "jobs/{job_id}/audio.{ext}"
 """S3 key of a job's audio; deterministic so a redelivered task overwrites instead of duplicating."""
+
+MAX_WAIT_S: Final = 60.0
+"""Longest long poll (``GET /v1/jobs/{id}?wait=``) the API accepts; clients wait longer in rounds."""
 
 DEV_S3_ACCESS_KEY: Final = "ttsq-dev"
 DEV_S3_SECRET_KEY: Final = "ttsq-dev-secret"
@@ -54,6 +67,15 @@ def segment_queue(queue: str) -> str:
     return f"{queue}{SEGMENT_QUEUE_SUFFIX}"
 
 
+def interactive_queue(queue: str) -> str:
+    return f"{queue}{INTERACTIVE_QUEUE_SUFFIX}"
+
+
+def consumed_queues(queue: str) -> list[str]:
+    """The queues a synthesis worker takes from, highest priority first."""
+    return [interactive_queue(queue), queue, segment_queue(queue)]
+
+
 def job_segments_key(job_id: str) -> str:
     """Phoneme ids of each segment, planned once by the entry task (derived from the text)."""
     return f"{KEY_PREFIX}:job:{job_id}:segments"
@@ -76,6 +98,21 @@ def job_part_key(job_id: str, index: int) -> str:
 
 def part_object_key(job_id: str, index: int) -> str:
     return PART_KEY_TEMPLATE.format(job_id=job_id, index=index)
+
+
+def job_events_channel(job_id: str) -> str:
+    """Redis pub/sub channel on which every change of a job is announced (see ``ttsq.events``)."""
+    return f"{KEY_PREFIX}:events:job:{job_id}"
+
+
+JOB_EVENTS_PATTERN: Final = f"{KEY_PREFIX}:events:job:*"
+"""What an API process subscribes to once, to hear every job's changes."""
+
+
+def job_streamed_key(job_id: str) -> str:
+    """Set by the API once it has sent every part of a streamed job: whichever of it and the worker
+    finishes last deletes the parts."""
+    return f"{KEY_PREFIX}:job:{job_id}:streamed"
 
 
 def job_claim_key(job_id: str, step: str) -> str:

@@ -6,6 +6,7 @@ Exception tree::
     ├── JobNotFound             no record under that id (never created, or expired)
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
     ├── StorageRefused          the object store said no for good (AccessDenied, NoSuchBucket...)
+    ├── RequestRefused          a request the service will not carry out as asked (e.g. a webhook URL)
     └── TransientError          an outage: retrying later can succeed
         ├── StorageUnavailable  the object store cannot be reached or answers 5xx
         ├── StoreUnavailable    Redis (job records) cannot be reached
@@ -52,6 +53,11 @@ class SegmentLost(ServiceError, code="segment_lost"):
 class StorageRefused(ServiceError, code="storage_refused"):
     """The object store refused the request in a way that retrying cannot fix: wrong credentials,
     no such bucket, no permission. The operator has to change the configuration."""
+
+
+class RequestRefused(ServiceError, code="request_refused"):
+    """The request asks for something the service will not do (the API answers 422); subclasses
+    name what, such as ``ttsq.webhook_guard.WebhookUrlRefused``."""
 
 
 class TransientError(ServiceError, code="unavailable"):

@@ -3,7 +3,8 @@
 A job is a JSON record under ``ttsq:job:<id>`` and its text under ``ttsq:job:<id>:text``, both with
 the job TTL. Status changes go through :meth:`JobStore.transition`, a WATCH/MULTI read-modify-write
 that only moves a job from the statuses the caller allows, so a redelivered or late task cannot
-resurrect a finished or canceled job. One step of a job (its entry, a segment, its assembly) runs in
+resurrect a finished or canceled job; each change is announced on the job's channel in the same
+transaction (:mod:`ttsq.events`). One step of a job (its entry, a segment, its assembly) runs in
 one task at a time, under :meth:`JobStore.step_lock`.
 """
 
@@ -20,8 +21,9 @@ from pydantic import BaseModel, Field
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
-from ttsq.constants import job_claim_key, job_key, job_text_key
+from ttsq.constants import job_claim_key, job_events_channel, job_key, job_text_key
 from ttsq.errors import JobNotFound
+from ttsq.events import status_message
 
 
 class JobStatus(StrEnum):
@@ -41,6 +43,34 @@ class JobStatus(StrEnum):
 
 TERMINAL_STATUSES: Final = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED})
 """Statuses a job never leaves."""
+
+
+class Priority(StrEnum):
+    """Which work a worker takes first: interactive jobs (the speech endpoint, short texts, jobs
+    that ask) go ahead of bulk ones (long texts, batches) at the queue and in the batcher."""
+
+    INTERACTIVE = "interactive"
+    BULK = "bulk"
+
+
+class WebhookState(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    """Every attempt failed, or the receiver refused the event for good (4xx)."""
+
+
+class WebhookDelivery(BaseModel):
+    """Where the delivery of a finished job's webhook event stands."""
+
+    event: str
+    """``job.succeeded``, ``job.failed`` or ``job.canceled``."""
+    state: WebhookState = WebhookState.PENDING
+    attempts: int = 0
+    last_status: int | None = None
+    """HTTP status of the last attempt; None if it got no answer."""
+    last_error: str | None = None
+    next_attempt_at: datetime | None = None
 
 
 class JobOptions(BaseModel):
@@ -106,7 +136,34 @@ class JobRecord(BaseModel):
     attempts: int = 0
     progress: JobProgress = Field(default_factory=JobProgress)
     result: JobResult | None = None
+    """The stored audio; None until success, and after success for a streamed job told not to keep it."""
     error: JobError | None = None
+    priority: Priority = Priority.BULK
+    webhook_url: str | None = None
+    webhook: WebhookDelivery | None = None
+    """Set when the job finishes, if it has a ``webhook_url``."""
+    stream: bool = False
+    """The API streams this job's audio from its parts as they are counted (the speech endpoint):
+    even a one-segment job stores its part, and parts are left for the API to read and delete."""
+    keep: bool = True
+    """Store the audio object; only a streamed job may do without."""
+
+
+WEBHOOK_EVENTS: Final = {
+    JobStatus.SUCCEEDED: "job.succeeded",
+    JobStatus.FAILED: "job.failed",
+    JobStatus.CANCELED: "job.canceled",
+}
+"""The webhook event type announcing each terminal status."""
+
+
+def finish_changes(record: JobRecord, status: JobStatus) -> dict[str, Any]:
+    """What every terminal transition writes besides its own changes: the finish time, and a pending
+    webhook delivery if the job has a receiver."""
+    changes: dict[str, Any] = {"finished_at": utcnow()}
+    if record.webhook_url:
+        changes["webhook"] = WebhookDelivery(event=WEBHOOK_EVENTS[status])
+    return changes
 
 
 def new_job_id() -> str:
@@ -164,6 +221,18 @@ class JobStore:
     ) -> JobRecord | None:
         """Like :meth:`transition`, with changes computed from the current record (e.g. to count
         attempts) inside the same atomic read-modify-write."""
+        return self._write(job_id, allowed_from, lambda record: {**changes_of(record), "status": to})
+
+    def update_by(
+        self, job_id: str, allowed_from: Collection[JobStatus], changes_of: Callable[[JobRecord], Mapping[str, Any]]
+    ) -> JobRecord | None:
+        """Change fields other than the status (e.g. webhook delivery), atomically, if the job's
+        status is in ``allowed_from``."""
+        return self._write(job_id, allowed_from, changes_of)
+
+    def _write(
+        self, job_id: str, allowed_from: Collection[JobStatus], changes_of: Callable[[JobRecord], Mapping[str, Any]]
+    ) -> JobRecord | None:
         key = job_key(job_id)
         outcome: list[JobRecord | None] = [None]
 
@@ -175,9 +244,10 @@ class JobStore:
             if record.status not in allowed_from:
                 outcome[0] = None
                 return
-            updated = JobRecord.model_validate({**record.model_dump(), **changes_of(record), "status": to})
+            updated = JobRecord.model_validate({**record.model_dump(), **changes_of(record)})
             pipe.multi()
             pipe.set(key, updated.model_dump_json(), keepttl=True)
+            pipe.publish(job_events_channel(job_id), status_message(updated.status))
             outcome[0] = updated
 
         self._redis.transaction(apply, key)

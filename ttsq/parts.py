@@ -15,6 +15,7 @@ import redis
 
 from ttsq.constants import job_part_key, part_object_key
 from ttsq.errors import SegmentLost
+from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 
 PCM_CONTENT_TYPE = "application/octet-stream"
@@ -69,3 +70,10 @@ class S3PartStore:
 
     def delete(self, job_id: str, indexes: Iterable[int]) -> None:
         self._objects.delete_many([part_object_key(job_id, i) for i in indexes])
+
+
+def make_part_store(settings: Settings, client: redis.Redis, objects: ObjectStore) -> PartStore:
+    """The part store the settings choose (``part_store``), for workers and the streaming API alike."""
+    if settings.part_store == "redis":
+        return RedisPartStore(client, settings.part_ttl_s)
+    return S3PartStore(objects)

@@ -1,7 +1,8 @@
 """Segment bookkeeping of jobs in Redis: the plan, the done set and running sums.
 
 Completion is decided by one Lua script: it adds the segment's index to the job's done set and,
-only if the index was new, adds its timings; it returns how many segments are done. The task that
+only if the index was new, adds its timings and announces it on the job's channel; it returns how
+many segments are done. The task that
 sees ``done == total`` enqueues the assembly, so no chord and no lost counter on redelivery.
 """
 
@@ -14,7 +15,8 @@ from typing import cast
 
 import redis
 
-from ttsq.constants import job_done_key, job_segments_key, job_stats_key
+from ttsq.constants import job_done_key, job_events_channel, job_segments_key, job_stats_key, job_streamed_key
+from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
 from ttsq.jobs import JobRecord, JobStatus
 
 _MARK_DONE = """
@@ -25,7 +27,11 @@ if added == 1 then
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
-return {added, redis.call('SCARD', KEYS[1])}
+local done = redis.call('SCARD', KEYS[1])
+if added == 1 then
+  redis.call('PUBLISH', KEYS[3], string.format(ARGV[5], ARGV[1], done))
+end
+return {added, done}
 """
 
 _PLAN_ONCE = """
@@ -71,8 +77,14 @@ class SegmentStore:
 
     def mark_done(self, job_id: str, index: int, synthesis_ms: float, audio_s: float) -> tuple[bool, int]:
         """Count segment ``index`` once; returns (newly counted, segments done so far)."""
-        keys = [job_done_key(job_id), job_stats_key(job_id)]
-        args = [index, round(synthesis_ms * 1000), round(audio_s * 1_000_000), self._ttl_s]
+        keys = [job_done_key(job_id), job_stats_key(job_id), job_events_channel(job_id)]
+        args: list[int | str] = [
+            index,
+            round(synthesis_ms * 1000),
+            round(audio_s * 1_000_000),
+            self._ttl_s,
+            SEGMENT_MESSAGE_TEMPLATE,
+        ]
         added, done = cast(list[int], self._mark_done(keys=keys, args=args))
         return bool(added), int(done)
 
@@ -83,6 +95,17 @@ class SegmentStore:
             done, stats = pipe.execute()
         sums = {k.decode(): int(v) for k, v in cast(dict[bytes, bytes], stats).items()}
         return Progress(int(done), round(sums.get("synthesis_us", 0) / 1000), sums.get("audio_us", 0) / 1_000_000)
+
+    def done_indexes(self, job_id: str) -> set[int]:
+        """Which segments are counted done (a streaming reader starts from these)."""
+        members = cast(set[bytes], self._redis.smembers(job_done_key(job_id)))
+        return {int(m) for m in members}
+
+    def mark_streamed(self, job_id: str) -> None:
+        self._redis.set(job_streamed_key(job_id), b"1", ex=self._ttl_s)
+
+    def was_streamed(self, job_id: str) -> bool:
+        return bool(self._redis.exists(job_streamed_key(job_id)))
 
     def drop_plan(self, job_id: str) -> None:
         """The plan is the bulky part (every segment's ids); drop it once the job is finished."""

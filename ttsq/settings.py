@@ -9,7 +9,7 @@ import json
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Self
+from typing import Final, Literal, Self
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +18,10 @@ from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
 from tts_core.device import Device
 from ttsq.constants import DEFAULT_QUEUE, PLACEHOLDER_SECRETS
+from ttsq.webhook_signing import parse_secrets
+
+DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800)
+"""5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: eleven attempts over about a day."""
 
 NONE_VALUE = "null"
 """How an environment variable says "None" (pydantic-settings' ``env_parse_none_str``)."""
@@ -68,6 +72,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         env_parse_none_str=NONE_VALUE,
         extra="ignore",
+        hide_input_in_errors=True,  # errors name the setting, never echo a secret
     )
 
     environment: Literal["development", "production"] = "development"
@@ -98,6 +103,25 @@ class Settings(BaseSettings):
     """Longest wait between two such retries (exponential backoff with full jitter up to this)."""
     api_url: str = "http://127.0.0.1:8000"
     """Where clients such as ``ttsq say`` reach the API."""
+    interactive_max_chars: int = Field(1000, ge=0)
+    """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
+    openai_voices: dict[str, str] = Field(default_factory=dict)
+    """OpenAI voice names (``alloy``, ``nova``…) mapped to ttsq voice ids for ``/v1/audio/speech``, as
+    JSON (``{"nova": "en_US-joe-medium"}``); names not mapped speak with the default voice."""
+    webhook_secret: SecretStr | None = None
+    """Standard Webhooks signing secret(s), ``whsec_<base64>``; several, space-separated, while one is
+    rotated (each delivery is signed with all). Jobs with a ``webhook_url`` are refused without one."""
+    webhook_allow_private: bool = False
+    """Allow webhook URLs on loopback, private, link-local and other non-public addresses (development)."""
+    webhook_connect_timeout_s: float = Field(5.0, gt=0, le=60)
+    webhook_timeout_s: float = Field(15.0, gt=0, le=300)
+    """Whole delivery attempt, from connecting to the last byte of the answer."""
+    webhook_retry_schedule_s: list[float] = Field(
+        default_factory=lambda: [float(d) for d in DEFAULT_WEBHOOK_RETRY_SCHEDULE_S], min_length=0, max_length=50
+    )
+    """Waits before each retry of a failed delivery (jittered); attempts = len + 1."""
+    webhook_concurrency: int = Field(16, ge=1, le=512)
+    """Threads of a webhook delivery worker: receivers are slow I/O, not CPU."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
@@ -107,6 +131,10 @@ class Settings(BaseSettings):
             secret = self.s3.secret_access_key
             if secret is not None and secret.get_secret_value() in PLACEHOLDER_SECRETS:
                 raise ValueError("TTSQ_S3__SECRET_ACCESS_KEY is a placeholder; set a real secret in production")
+        if any(delay < 0 for delay in self.webhook_retry_schedule_s):
+            raise ValueError("webhook_retry_schedule_s must not contain negative waits")
+        if self.webhook_secret is not None:
+            parse_secrets(self.webhook_secret.get_secret_value())  # names what is wrong, never the secret
         return self
 
 

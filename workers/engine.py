@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from typing import Final
 
 from tts_core.audio import FloatAudio
 from tts_core.batching import BatchResult, DynamicBatcher
@@ -21,6 +22,7 @@ from tts_core.device import Device
 from tts_core.runtime import resolve_device
 from tts_core.segments import group_segments, plan_utterances
 from tts_core.voice import Voice
+from ttsq.jobs import Priority
 from ttsq.settings import Settings, get_settings
 from workers.tuning import batch_plan
 
@@ -32,6 +34,9 @@ _WARM_UP_LENGTHS = (64, 400)
 
 BatchKey = tuple[str, SynthesisConfig]
 """Items share an inference call only with the same voice and options."""
+
+BATCH_PRIORITY: Final = {Priority.INTERACTIVE: 0, Priority.BULK: 1}
+"""Batcher order of each job class (lower first)."""
 
 SegmentPlan = list[list[list[int]]]
 """A job's segments, each a list of utterances' phoneme ids."""
@@ -90,11 +95,17 @@ class Engine:
         return self.voice(voice_id).synthesize_ids(batch, config)
 
     def synthesize(
-        self, voice_id: str, config: SynthesisConfig, utterances: Sequence[Sequence[int]], tag: str
+        self,
+        voice_id: str,
+        config: SynthesisConfig,
+        utterances: Sequence[Sequence[int]],
+        tag: str,
+        priority: Priority = Priority.BULK,
     ) -> list[BatchResult]:
-        """Synthesise utterances through the batcher (they may share calls with other tasks')."""
+        """Synthesise utterances through the batcher (they may share calls with other tasks');
+        interactive utterances overtake queued bulk ones."""
         self.voice(voice_id)  # load in the caller's thread, not in the batcher's
-        return self.batcher.run_all((voice_id, config), utterances, tag)
+        return self.batcher.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
 
     def warm_up(self) -> None:
         """Load the default voice and any configured to preload, then run each batch shape once."""

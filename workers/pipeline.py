@@ -23,7 +23,17 @@ from tts_core.config import SynthesisConfig
 from tts_core.formats import AudioFormat, encode, encode_stream
 from ttsq.constants import result_key
 from ttsq.errors import SegmentLost, error_code
-from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, JobStore, utcnow
+from ttsq.jobs import (
+    JobError,
+    JobRecord,
+    JobResult,
+    JobStatus,
+    JobStore,
+    Priority,
+    WebhookState,
+    finish_changes,
+    utcnow,
+)
 from ttsq.parts import PartStore, iter_parts
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings
@@ -41,11 +51,14 @@ _STARTABLE = tuple(status for status in JobStatus if not status.terminal)
 class TaskSender(Protocol):
     """Sends a job's follow-up tasks (the worker gives one that publishes through Celery)."""
 
-    def segments(self, job_id: str, count: int) -> None:
-        """One segment task for each index below ``count``."""
+    def segments(self, job_id: str, count: int, priority: Priority) -> None:
+        """One segment task for each index below ``count``, on the queue of the job's class."""
 
-    def assembly(self, job_id: str) -> None:
+    def assembly(self, job_id: str, priority: Priority) -> None:
         """The task that joins a job's parts."""
+
+    def webhook(self, job_id: str) -> None:
+        """The delivery of a finished job's webhook event."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,7 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
 def _speak(ctx: JobContext, record: JobRecord, utterances: list[list[int]], tag: str) -> SegmentAudio:
     """Synthesise one segment's utterances through the batcher, joined with sentence pauses."""
     config = synthesis_config(record, ctx.settings)
-    results = ctx.engine.synthesize(record.voice, config, utterances, tag)
+    results = ctx.engine.synthesize(record.voice, config, utterances, tag, record.priority)
     sample_rate = ctx.engine.sample_rate(record.voice)
     pcm = speech_pcm([r.audio for r in results], config.sentence_pause_s, sample_rate)
     return SegmentAudio(pcm, sum(r.share_ms for r in results), pcm.size / sample_rate)
@@ -103,22 +116,30 @@ def start_job(job_id: str, ctx: JobContext) -> None:
     record = ctx.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
     if record is None:
         log.info("job %s is no longer runnable; skipping", job_id)
+        _announce_unsent(ctx.jobs.get(job_id), ctx)
         return
     max_ids = ctx.settings.segment_max_ids
     segments = ctx.engine.plan_segments(record.voice, ctx.jobs.text(job_id), max_ids)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
         record = record.model_copy(update={"progress": progress})
-        _finish_single(job_id, record, _speak(ctx, record, segments[0], f"{job_id}/0"), ctx)
+        audio = _speak(ctx, record, segments[0], f"{job_id}/0")
+        if record.stream:  # the API sends this part while the object is encoded and stored
+            ctx.parts.put(job_id, 0, audio.pcm.tobytes())
+            ctx.segments.mark_done(job_id, 0, audio.synthesis_ms, audio.audio_s)
+        _finish_single(job_id, record, audio, ctx)
         return
     if ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
         return
     ctx.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
-    ctx.send.segments(job_id, len(segments))
+    ctx.send.segments(job_id, len(segments), record.priority)
 
 
 def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: JobContext) -> None:
+    if not record.keep:
+        _succeed(job_id, record, None, round(audio.synthesis_ms), audio.audio_s, ctx)
+        return
     sample_rate = ctx.engine.sample_rate(record.voice)
     encoded = encode(audio.pcm, sample_rate, AudioFormat.parse(record.format))
     key = result_key(job_id, encoded.format.extension)
@@ -130,17 +151,39 @@ def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: Job
         sample_rate=sample_rate,
         content_type=encoded.content_type,
     )
-    _succeed(job_id, record, result, round(audio.synthesis_ms), ctx)
+    _succeed(job_id, record, result, round(audio.synthesis_ms), result.duration_s, ctx)
 
 
-def _succeed(job_id: str, record: JobRecord, result: JobResult, synthesis_ms: int, ctx: JobContext) -> bool:
+def _succeed(
+    job_id: str, record: JobRecord, result: JobResult | None, synthesis_ms: int, audio_s: float, ctx: JobContext
+) -> bool:
     total = record.progress.segments_total or 1
-    progress = record.progress.with_sums(total, synthesis_ms, result.duration_s)
-    changes = {"finished_at": utcnow(), "result": result, "progress": progress}
-    done = ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes)
+    progress = record.progress.with_sums(total, synthesis_ms, audio_s)
+
+    def changes(current: JobRecord) -> dict[str, Any]:
+        return {**finish_changes(current, JobStatus.SUCCEEDED), "result": result, "progress": progress}
+
+    done = ctx.jobs.transition_by(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes)
     if done is not None:
-        log.info("job %s succeeded: %.2fs of audio, rtf %s", job_id, result.duration_s, progress.rtf)
+        log.info("job %s succeeded: %.2fs of audio, rtf %s", job_id, audio_s, progress.rtf)
+        if record.stream and ctx.segments.was_streamed(job_id):  # the API is done with the parts
+            ctx.parts.delete(job_id, range(total))
+        _announce(done, ctx)
     return done is not None
+
+
+def _announce(record: JobRecord, ctx: JobContext) -> None:
+    """A finished job with a receiver gets its webhook delivery sent (the status change itself was
+    already published by the transition)."""
+    if record.webhook is not None:
+        ctx.send.webhook(record.id)
+
+
+def _announce_unsent(record: JobRecord, ctx: JobContext) -> None:
+    """A step retried after its job finished (the broker refused the webhook task the first time)
+    sends the delivery again if no attempt was made; the delivery task drops duplicates."""
+    if record.webhook is not None and record.webhook.state is WebhookState.PENDING and record.webhook.attempts == 0:
+        _announce(record, ctx)
 
 
 def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
@@ -166,7 +209,7 @@ def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
             ctx.parts.delete(job_id, [index])
             return
     if done >= total:
-        ctx.send.assembly(job_id)
+        ctx.send.assembly(job_id, record.priority)
 
 
 def assemble_job(job_id: str, ctx: JobContext) -> None:
@@ -179,10 +222,16 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; nothing to assemble", job_id, record.status.value)
+        _announce_unsent(record, ctx)
         return
     sums = ctx.segments.progress(job_id)
     if sums.done < total:
         raise SegmentLost(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
+    if not record.keep:  # streamed from the parts by the API; nothing to store
+        audio_s = sums.audio_s + (total - 1) * ctx.settings.sentence_pause_s
+        if _succeed(job_id, record, None, sums.synthesis_ms, audio_s, ctx):
+            cleanup(job_id, total, ctx, keep_parts=True)
+        return
     audio_format = AudioFormat.parse(record.format)
     sample_rate = ctx.engine.sample_rate(record.voice)
     key = result_key(job_id, audio_format.extension)
@@ -199,21 +248,31 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
         sample_rate=sample_rate,
         content_type=audio_format.content_type,
     )
-    if _succeed(job_id, record, result, sums.synthesis_ms, ctx):
-        cleanup(job_id, total, ctx)
+    if _succeed(job_id, record, result, sums.synthesis_ms, result.duration_s, ctx):
+        cleanup(job_id, total, ctx, keep_parts=record.stream)
 
 
-def cleanup(job_id: str, total: int, ctx: JobContext) -> None:
+def cleanup(job_id: str, total: int, ctx: JobContext, keep_parts: bool = False) -> None:
     """Drop a multi-segment job's parts and plan; the small done set and sums stay until the job
-    expires, as the record of what each segment counted."""
-    ctx.parts.delete(job_id, range(total))
+    expires, as the record of what each segment counted. A streamed job's parts are left to whichever
+    of the API (once it sent them) and the worker (once the job succeeded) comes last; their TTL
+    covers an API that dies mid-stream."""
+    if not keep_parts:
+        ctx.parts.delete(job_id, range(total))
     ctx.segments.drop_plan(job_id)
 
 
 def fail_job(job_id: str, ctx: JobContext, error: BaseException) -> None:
     """Record a permanent failure with the error's stable code; a finished or canceled job is left alone."""
     job_error = JobError(code=error_code(error), message=str(error))
-    failed = ctx.jobs.transition(job_id, _STARTABLE, JobStatus.FAILED, {"finished_at": utcnow(), "error": job_error})
-    total = failed.progress.segments_total if failed else None
-    if total and total > 1:
+
+    def changes(current: JobRecord) -> dict[str, Any]:
+        return {**finish_changes(current, JobStatus.FAILED), "error": job_error}
+
+    failed = ctx.jobs.transition_by(job_id, _STARTABLE, JobStatus.FAILED, changes)
+    if failed is None:
+        return
+    total = failed.progress.segments_total
+    if total and (total > 1 or failed.stream):
         cleanup(job_id, total, ctx)
+    _announce(failed, ctx)

@@ -27,10 +27,11 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import LockError
 
 from tts_core.errors import TTSError
-from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, segment_queue
+from ttsq.broker import entry_queue, segments_queue
+from ttsq.constants import ASSEMBLE_TASK, DELIVER_WEBHOOK_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, WEBHOOK_QUEUE
 from ttsq.errors import JobNotFound, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
-from ttsq.jobs import JobStore
-from ttsq.parts import PartStore, RedisPartStore, S3PartStore
+from ttsq.jobs import JobStore, Priority
+from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.settings import get_settings
 from ttsq.storage import ObjectStore
@@ -67,14 +68,19 @@ class CelerySender:
     def __init__(self, queue: str) -> None:
         self._queue = queue
 
-    def segments(self, job_id: str, count: int) -> None:
+    def segments(self, job_id: str, count: int, priority: Priority) -> None:
         with _publishing():
             for index in range(count):
-                synthesize_segment.apply_async((job_id, index), queue=segment_queue(self._queue))
+                synthesize_segment.apply_async((job_id, index), queue=segments_queue(self._queue, priority))
 
-    def assembly(self, job_id: str) -> None:
+    def assembly(self, job_id: str, priority: Priority) -> None:
         with _publishing():
-            assemble.apply_async((job_id,), queue=self._queue)
+            assemble.apply_async((job_id,), queue=entry_queue(self._queue, priority))
+
+    def webhook(self, job_id: str) -> None:
+        """The first attempt (number 0) of the job's webhook delivery, on the webhook queue."""
+        with _publishing():
+            app.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
 
 
 @contextlib.contextmanager
@@ -92,9 +98,7 @@ def job_context() -> JobContext:
 
     client = redis.Redis.from_url(_settings.redis_url, socket_timeout=30, socket_connect_timeout=5)
     objects = ObjectStore(_settings.s3)
-    parts: PartStore = (
-        RedisPartStore(client, _settings.part_ttl_s) if _settings.part_store == "redis" else S3PartStore(objects)
-    )
+    parts = make_part_store(_settings, client, objects)
     jobs = JobStore(client, _settings.job_ttl_s)
     segments = SegmentStore(client, _settings.job_ttl_s)
     return JobContext(_settings, jobs, segments, parts, objects, get_engine(), CelerySender(_settings.queue))

@@ -3,27 +3,39 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from typing import Annotated
+from collections.abc import AsyncIterator
+from typing import Annotated, Final
 
 import redis
-from fastapi import APIRouter, Depends, Header, Path, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 from kombu.exceptions import OperationalError
 
 from api.deps import StateDep
 from api.errors import ApiError
 from api.schemas import ErrorPublic, JobCreate, JobPublic
 from api.state import AppState
+from api.webhook_urls import check_webhook_url
 from tts_core.text import check_text
-from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.broker import entry_queue
+from ttsq.constants import MAX_WAIT_S, SYNTHESIZE_TASK
 from ttsq.errors import JobNotFound, QueueUnavailable, StoreUnavailable
-from ttsq.jobs import JobRecord, JobStatus, new_job_id, utcnow
-from ttsq.progress import live_progress
+from ttsq.events import EventKind
+from ttsq.jobs import JobRecord, JobStatus, Priority, new_job_id, utcnow
+from ttsq.public import public_job
+from ttsq.settings import Settings
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+RESYNC_S: Final = 30.0
+"""A waiter re-reads its job at least this often, even if no event came (a lost message costs a
+late answer, never a stuck one)."""
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorPublic} for code in (400, 404, 409, 413, 415, 422, 503)
@@ -48,9 +60,21 @@ JobId = Annotated[str, Depends(_job_id)]
 
 
 def _public(state: AppState, record: JobRecord) -> JobPublic:
-    record = live_progress(record, state.segments)
-    url = state.objects.presigned_get_url(record.result.key) if record.result else None
-    return JobPublic.from_record(record, url)
+    return public_job(record, state.segments, state.objects)
+
+
+async def read_job(state: AppState, job_id: str) -> JobPublic:
+    """The job's public view, read off the event loop (Redis and presigning are blocking calls)."""
+    return await run_in_threadpool(lambda: _public(state, state.jobs.get(job_id)))
+
+
+async def _existing_job_id(job_id: JobId, state: StateDep) -> str:
+    """404 before a stream starts, not inside it."""
+    await run_in_threadpool(state.jobs.get, job_id)
+    return job_id
+
+
+ExistingJobId = Annotated[str, Depends(_existing_job_id)]
 
 
 @router.post(
@@ -67,6 +91,8 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
     check_text(body.text, settings.max_text_chars)
     voice = body.voice or settings.default_voice
     state.catalog.get(voice)
+    if body.webhook_url is not None:
+        check_webhook_url(body.webhook_url, settings)
     record = JobRecord(
         id=new_job_id(),
         voice=voice,
@@ -75,24 +101,93 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
         options=body.options(),
         metadata=body.metadata,
         created_at=utcnow(),
+        priority=body.priority or default_priority(len(body.text), settings),
+        webhook_url=body.webhook_url,
     )
-    try:
-        state.jobs.create(record, body.text)
-    except redis.RedisError as e:
-        raise StoreUnavailable(f"job store unavailable: {e}") from e
-    try:
-        state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=settings.queue)
-    except (OperationalError, redis.RedisError) as e:
-        state.jobs.delete(record.id)
-        raise QueueUnavailable(f"job queue unavailable: {e}") from e
-    log.info("job %s queued: voice=%s format=%s chars=%d", record.id, voice, record.format, record.characters)
+    submit(state, record, body.text)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return _public(state, record)
 
 
+def default_priority(characters: int, settings: Settings) -> Priority:
+    return Priority.INTERACTIVE if characters <= settings.interactive_max_chars else Priority.BULK
+
+
+def submit(state: AppState, record: JobRecord, text: str) -> None:
+    """Store the job and queue its entry task; nothing is left behind if either fails."""
+    try:
+        state.jobs.create(record, text)
+    except redis.RedisError as e:
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    queue = entry_queue(state.settings.queue, record.priority)
+    try:
+        state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
+    except (OperationalError, redis.RedisError) as e:
+        state.jobs.delete(record.id)
+        raise QueueUnavailable(f"job queue unavailable: {e}") from e
+    log.info(
+        "job %s queued: voice=%s format=%s chars=%d priority=%s",
+        record.id, record.voice, record.format, record.characters, record.priority.value,
+    )  # fmt: skip
+
+
 @router.get("/{job_id}", response_model=JobPublic, responses=_ERRORS, summary="Get a job's status")
-def get_job(job_id: JobId, state: StateDep) -> JobPublic:
-    return _public(state, state.jobs.get(job_id))
+async def get_job(
+    job_id: JobId,
+    state: StateDep,
+    wait: Annotated[
+        float,
+        Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the job to finish before answering (long poll)."),
+    ] = 0,
+) -> JobPublic:
+    """The job now, or, with ``wait``, as soon as it is finished (or when ``wait`` runs out)."""
+    if wait <= 0:
+        return await read_job(state, job_id)
+    deadline = time.monotonic() + wait
+    async with state.hub.subscribe(job_id) as events:
+        job = await read_job(state, job_id)
+        while not job.status.terminal:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            first = await events.next(min(remaining, RESYNC_S))
+            heard = [first, *events.drain()]
+            if any(event is None or event.kind is not EventKind.SEGMENT for event in heard):
+                job = await read_job(state, job_id)
+        return job
+
+
+@router.get(
+    "/{job_id}/events",
+    response_class=EventSourceResponse,
+    responses={404: {"model": ErrorPublic}},
+    summary="Follow a job's changes as Server-Sent Events",
+)
+async def job_events(job_id: ExistingJobId, state: StateDep) -> AsyncIterator[ServerSentEvent]:
+    """The job at once, then one event per change (``running``, ``progress``, and the terminal
+    status, each named so and carrying the job's JSON), then the stream ends."""
+    async with state.hub.subscribe(job_id) as events:
+        job = await read_job(state, job_id)
+        number = 0
+        yield ServerSentEvent(data=job, event=job.status.value, id=str(number))
+        while not job.status.terminal:
+            await events.next(RESYNC_S)
+            events.drain()
+            current = await read_job(state, job_id)
+            name = change_name(job, current)
+            job = current
+            if name is not None:
+                number += 1
+                yield ServerSentEvent(data=job, event=name, id=str(number))
+
+
+def change_name(before: JobPublic, after: JobPublic) -> str | None:
+    """What an SSE client is told changed: the new status, ``progress``, or nothing."""
+    if after.status is not before.status:
+        return after.status.value
+    if after.progress.segments_done != before.progress.segments_done:
+        return "progress"
+    return None
 
 
 @router.get(

@@ -16,9 +16,12 @@ from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.ops.client import ClientError, TTSQClient
+from ttsq.ops.commands import webhook_worker_argv
 from ttsq.ops.dev import DevError, DevPorts, run_dev
+from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from ttsq.settings import get_settings
+from ttsq.webhook_signing import parse_secrets
 
 FORMATS = tuple(f.value for f in AudioFormat)
 
@@ -91,6 +94,38 @@ def worker(gpus: str | None, cpu: bool, concurrency: int | None, name: str, logl
     if len(specs) == 1:
         os.execve(specs[0].argv[0], specs[0].argv, {**os.environ, **specs[0].env})
     sys.exit(run_workers(specs))
+
+
+@main.command("webhook-worker")
+@click.option("--concurrency", type=int, default=None, help="Delivery threads (default: TTSQ_WEBHOOK_CONCURRENCY, 16).")
+@click.option("--name", default="webhooks@%h", show_default=True, help="Celery node name.")
+@click.option("--loglevel", default="INFO", show_default=True)
+def webhook_worker(concurrency: int | None, name: str, loglevel: str) -> None:
+    """Run the webhook delivery worker (queue 'webhooks'; loads no model)."""
+    argv = webhook_worker_argv(concurrency or get_settings().webhook_concurrency, name, loglevel)
+    os.execv(argv[0], argv)
+
+
+@main.command("webhook-listen")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=9000, show_default=True)
+@click.option("--secret", default=None, help="whsec_… (default: TTSQ_WEBHOOK_SECRET; ttsq dev keeps one in .ttsq/).")
+def webhook_listen(host: str, port: int, secret: str | None) -> None:
+    """Receive webhook events locally: verify each signature and print one line per event."""
+    configured = get_settings().webhook_secret
+    value = secret or (configured.get_secret_value() if configured else None)
+    if value is None:
+        raise click.UsageError("no secret: pass --secret or set TTSQ_WEBHOOK_SECRET")
+    try:
+        keys = parse_secrets(value)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    listener = WebhookListener(keys, host, port, echo=lambda line: click.echo(line))
+    click.echo(f"listening on {listener.url} (Ctrl-C stops)")
+    try:
+        listener.serve_forever()
+    except KeyboardInterrupt:
+        listener.stop()
 
 
 @main.command()

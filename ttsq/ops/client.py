@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from ttsq.constants import MAX_WAIT_S
 from ttsq.jobs import JobStatus
 
 
@@ -31,6 +32,7 @@ class TTSQClient:
 
     def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
+        self._timeout_s = timeout_s
 
     def __enter__(self) -> TTSQClient:
         return self
@@ -45,22 +47,26 @@ class TTSQClient:
         job: dict[str, Any] = response.json()
         return job
 
-    def get(self, job_id: str) -> dict[str, Any]:
-        response = self._http.get(f"/v1/jobs/{job_id}")
+    def get(self, job_id: str, wait_s: float = 0.0) -> dict[str, Any]:
+        """The job; with ``wait_s``, once it is finished or after that many seconds."""
+        params = {"wait": round(wait_s, 3)} if wait_s > 0 else None
+        response = self._http.get(f"/v1/jobs/{job_id}", params=params, timeout=self._timeout_s + wait_s)
         _raise_for_error(response)
         job: dict[str, Any] = response.json()
         return job
 
-    def wait(self, job_id: str, timeout_s: float, poll_s: float = 0.2) -> dict[str, Any]:
-        """Poll until the job finishes; raise :class:`ClientError` unless it succeeded."""
+    def wait(self, job_id: str, timeout_s: float) -> dict[str, Any]:
+        """Wait for the job to finish with the API's long poll (``?wait=``: the server answers the
+        moment it finishes); raise :class:`ClientError` unless it succeeded."""
         deadline = time.monotonic() + timeout_s
         while True:
-            job = self.get(job_id)
+            remaining = deadline - time.monotonic()
+            wait_s = max(0.0, min(MAX_WAIT_S, remaining))
+            job = self.get(job_id, wait_s)
             if JobStatus(job["status"]).terminal:
                 break
-            if time.monotonic() > deadline:
+            if remaining <= 0:
                 raise ClientError(f"job {job_id} still {job['status']} after {timeout_s:.0f}s")
-            time.sleep(poll_s)
         if job["status"] != JobStatus.SUCCEEDED:
             error = job.get("error") or {}
             raise ClientError(f"job {job_id} {job['status']}: {error.get('code')}: {error.get('message')}")

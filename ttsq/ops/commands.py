@@ -1,19 +1,29 @@
-"""Command lines of ttsq's own long-running processes: a worker, the API, Flower."""
+"""Command lines of ttsq's own long-running processes: a worker, the webhook worker, the API, Flower."""
 
 from __future__ import annotations
 
 import sys
 
-from ttsq.constants import segment_queue
+from ttsq.constants import WEBHOOK_QUEUE, consumed_queues
 
 
 def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
     """A Celery worker on the threads pool: one model per process, shared by its threads, taking
-    from the job queue and its segment queue in turn."""
+    from the interactive, job and segment queues in that order."""
     return [
         sys.executable, "-m", "celery", "-A", "workers.app", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
-        "--queues", f"{queue},{segment_queue(queue)}", "--hostname", node_name, "--loglevel", loglevel,
+        "--queues", ",".join(consumed_queues(queue)), "--hostname", node_name, "--loglevel", loglevel,
+        "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+
+
+def webhook_worker_argv(concurrency: int, node_name: str, loglevel: str = "INFO") -> list[str]:
+    """The webhook delivery worker: its own app (no model), many threads, since receivers are slow I/O."""
+    return [
+        sys.executable, "-m", "celery", "-A", "workers.webhooks", "worker",
+        "--pool", "threads", "--concurrency", str(concurrency),
+        "--queues", WEBHOOK_QUEUE, "--hostname", node_name, "--loglevel", loglevel,
         "--without-gossip", "--without-mingle",
     ]  # fmt: skip
 

@@ -7,7 +7,9 @@ child on Ctrl-C or SIGTERM. Every child gets every setting (``settings_env``).
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 import signal
 import threading
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from pydantic import SecretStr
 
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.errors import ServiceError
-from ttsq.ops.commands import api_argv, flower_argv
+from ttsq.ops.commands import api_argv, flower_argv, webhook_worker_argv
 from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
 from ttsq.ops.processes import ManagedProcess, port_in_use, wait_until
 from ttsq.ops.workerpool import default_worker
@@ -99,6 +101,16 @@ class DevStack:
         )
         self.settings = self.settings.model_copy(update={"s3": s3})
 
+    def _webhook_settings(self) -> None:
+        """Development receivers live on this machine: allow private addresses unless the settings say
+        otherwise, and sign with a secret kept in the data directory unless one is configured."""
+        changes: dict[str, object] = {}
+        if "webhook_allow_private" not in self.settings.model_fields_set:
+            changes["webhook_allow_private"] = True
+        if self.settings.webhook_secret is None:
+            changes["webhook_secret"] = SecretStr(dev_webhook_secret(self.data_dir))
+        self.settings = self.settings.model_copy(update=changes)
+
     def _spawn(
         self, name: str, argv: list[str], log_name: str | None, env: dict[str, str] | None = None
     ) -> ManagedProcess:
@@ -112,8 +124,10 @@ class DevStack:
         _require_free(self.ports.flower, "Flower", "--flower-port")
         self._own_redis()
         self._own_s3()
+        self._webhook_settings()
         worker = default_worker(self.settings, "worker1@%h", "INFO")
         self._spawn("worker", worker.argv, None, worker.env)
+        self._spawn("webhooks", webhook_worker_argv(self.settings.webhook_concurrency, "webhooks@%h"), "webhooks.log")
         api = self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
@@ -136,14 +150,27 @@ class DevStack:
             process.stop()
 
 
+def dev_webhook_secret(data_dir: Path) -> str:
+    """A signing secret made once per data directory, so receivers keep verifying across restarts."""
+    path = data_dir / "webhook-secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
 def banner(ports: DevPorts, settings: Settings) -> str:
     api = f"http://{LOOPBACK}:{ports.api}"
+    secret_file = "its webhook-secret file" if settings.webhook_secret else "TTSQ_WEBHOOK_SECRET"
     return f"""
 ttsq is ready.
+  Web page   {api}/
   API        {api}   (OpenAPI docs: {api}/docs)
   Flower     http://{LOOPBACK}:{ports.flower}
   Redis      {settings.redis_url}
   S3         {settings.s3.endpoint_url}
+  Webhooks   signed with the secret in the data directory ({secret_file}); private receivers allowed
 Try:
   curl -s -X POST {api}/v1/jobs -H 'content-type: application/json' -d '{{"text":"Hello from the queue."}}'
   curl -s {api}/v1/jobs/<id>

@@ -1,0 +1,230 @@
+"""``POST /v1/audio/speech``: OpenAI's speech endpoint, answered by a ttsq job.
+
+The request becomes an interactive job flagged ``stream``: the worker stores each segment's PCM as
+a part and announces it; this route waits for the parts through the event hub and encodes them in
+order into the response, so the first sound leaves while later segments are still synthesised.
+The job is otherwise a job like any other: queue, batching, record, and (unless ``keep`` is false)
+the stored object, which ``GET /v1/jobs/{id}`` then lists as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Final, Literal
+
+import numpy as np
+from fastapi import APIRouter, Depends
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import StateDep
+from api.errors import ApiError
+from api.routes.jobs import RESYNC_S, require_json, submit
+from api.schemas import ErrorPublic
+from api.state import AppState
+from api.waiting import Subscription
+from tts_core.audio import silence
+from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
+from tts_core.formats import AudioFormat, StreamEncoder, encode
+from tts_core.text import check_text
+from ttsq.jobs import JobOptions, JobRecord, JobStatus, Priority, new_job_id, utcnow
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/audio", tags=["openai"])
+
+OPENAI_VOICE_NAMES: Final = frozenset(
+    {"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse", "marin", "cedar"}
+)
+"""OpenAI's voice names: each speaks with the voice ``openai_voices`` maps it to, else the default."""
+
+OFFERED_FORMATS: Final = {
+    "mp3": AudioFormat.MP3,
+    "flac": AudioFormat.FLAC,
+    "wav": AudioFormat.WAV,
+    "pcm": None,
+}
+"""OpenAI ``response_format`` values ttsq encodes well; ``None`` is raw PCM (stored as WAV). Opus
+needs 48 kHz-family rates and AAC an encoder libsndfile lacks: both are refused, not faked."""
+
+PCM_MEDIA_TYPE: Final = "audio/pcm"
+
+
+class VoiceRef(BaseModel):
+    """OpenAI's voice object form, ``{"id": ...}``."""
+
+    id: str
+
+
+class SpeechCreate(BaseModel):
+    """The body OpenAI's ``audio.speech.create`` sends, plus ttsq's ``keep``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="Accepted and ignored (tts-1, tts-1-hd, gpt-4o-mini-tts…): the voice decides.")
+    input: str = Field(description="Text to speak.")
+    voice: str | VoiceRef = Field(description="A ttsq voice id or an OpenAI voice name (see openai_voices).")
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1])
+    instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take no instructions.")
+    stream_format: Literal["audio", "sse"] | None = Field(None, description="Only 'audio' is offered.")
+    keep: bool = Field(True, description="ttsq: also store the audio as the job's object (default true).")
+
+
+def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
+    settings = state.settings
+    name = voice.id if isinstance(voice, VoiceRef) else voice
+    mapped = settings.openai_voices.get(name)
+    if mapped is not None:
+        return mapped
+    if name in OPENAI_VOICE_NAMES and name not in state.catalog.ids():
+        return settings.default_voice
+    return name
+
+
+def _response_format(body: SpeechCreate) -> AudioFormat | None:
+    if body.response_format not in OFFERED_FORMATS:
+        offered = ", ".join(OFFERED_FORMATS)
+        raise ApiError(
+            422,
+            "unsupported_format",
+            f"response_format {body.response_format!r} is not offered; choose one of: {offered}",
+        )
+    if body.stream_format == "sse":
+        raise ApiError(422, "unsupported_stream_format", "stream_format 'sse' is not offered; use 'audio'")
+    return OFFERED_FORMATS[body.response_format]
+
+
+@router.post(
+    "/speech",
+    response_class=Response,
+    responses={
+        200: {"content": {"audio/mpeg": {}, "audio/flac": {}, "audio/wav": {}, PCM_MEDIA_TYPE: {}}},
+        **{code: {"model": ErrorPublic} for code in (400, 413, 415, 422, 500, 503)},
+    },
+    dependencies=[Depends(require_json)],
+    summary="Speak text, answering with the audio (OpenAI-compatible)",
+)
+async def create_speech(body: SpeechCreate, state: StateDep) -> Response:
+    """Queue an interactive job, wait for its first audio, then stream the rest as it is made."""
+    audio_format = _response_format(body)
+    check_text(body.input, state.settings.max_text_chars)
+    voice = _resolve_voice(state, body.voice)
+    info = state.catalog.get(voice)
+    record = JobRecord(
+        id=new_job_id(),
+        voice=voice,
+        format=(audio_format or AudioFormat.WAV).value,
+        characters=len(body.input),
+        options=JobOptions(speed=body.speed),
+        metadata={"source": "openai"},
+        created_at=utcnow(),
+        priority=Priority.INTERACTIVE,
+        stream=True,
+        keep=body.keep,
+    )
+    await run_in_threadpool(submit, state, record, body.input)
+    reader = PartReader(state, record.id)
+    await reader.open()
+    try:
+        first = await reader.next_part()
+    except BaseException:
+        await reader.close()
+        raise
+    media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
+    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(info.config.sample_rate)}
+    if reader.total == 1:  # all there is: one whole file, with its length, and no chunked encoding
+        await reader.close()
+        return Response(_whole(first, info.config.sample_rate, audio_format), media_type=media_type, headers=headers)
+    stream = _encoded(reader, first, StreamEncoder(audio_format, info.config.sample_rate), state)
+    return StreamingResponse(stream, media_type=media_type, headers=headers)
+
+
+def _whole(pcm: np.ndarray, sample_rate: int, audio_format: AudioFormat | None) -> bytes:
+    if audio_format is None:
+        return pcm.astype("<i2", copy=False).tobytes()
+    return encode(pcm, sample_rate, audio_format).data
+
+
+async def _encoded(
+    reader: PartReader, first: np.ndarray, encoder: StreamEncoder, state: AppState
+) -> AsyncIterator[bytes]:
+    gap = silence(state.settings.sentence_pause_s, state.catalog.get(reader.voice).config.sample_rate)
+    try:
+        yield encoder.write(first)
+        while (pcm := await reader.next_part_or_end()) is not None:
+            yield encoder.write(gap) + encoder.write(pcm)
+        yield encoder.close()
+    finally:
+        await reader.close()
+
+
+class PartReader:
+    """A streamed job's parts in order, as the workers count them done; deletes them once read."""
+
+    def __init__(self, state: AppState, job_id: str) -> None:
+        self._state = state
+        self.job_id = job_id
+        self.voice = ""
+        self.total: int | None = None
+        self._next = 0
+        self._context = state.hub.subscribe(job_id)
+        self._events: Subscription | None = None
+
+    async def open(self) -> None:
+        self._events = await self._context.__aenter__()
+
+    async def close(self) -> None:
+        await self._context.__aexit__(None, None, None)
+        await run_in_threadpool(self._release)
+
+    def _release(self) -> None:
+        """Delete the parts if the worker is done with them too; else leave that to the worker
+        (the flag is set before the status is read, so one of the two always sees the other)."""
+        self._state.segments.mark_streamed(self.job_id)
+        if self._state.jobs.get(self.job_id).status.terminal and self.total:
+            self._state.parts.delete(self.job_id, range(self.total))
+
+    async def next_part(self) -> np.ndarray:
+        """The next part, waiting for it; raises if the job failed before it came."""
+        pcm = await self.next_part_or_end()
+        if pcm is None:
+            raise ApiError(500, "stream_ended", f"job {self.job_id} finished without audio")
+        return pcm
+
+    async def next_part_or_end(self) -> np.ndarray | None:
+        """The next part, or None once every part was read."""
+        assert self._events is not None
+        while True:
+            record, done = await run_in_threadpool(self._look)
+            if self.total is not None and self._next >= self.total:
+                return None
+            if self._next in done:
+                data = await run_in_threadpool(self._state.parts.get, self.job_id, self._next)
+                self._next += 1
+                return np.frombuffer(data, dtype=np.int16)
+            if record.status is not JobStatus.RUNNING and record.status is not JobStatus.QUEUED:
+                _raise_unfinished(record)
+            await self._events.next(RESYNC_S)
+            self._events.drain()
+
+    def _look(self) -> tuple[JobRecord, set[int]]:
+        """The record and the done set. A one-segment job's total is written only at its success,
+        after its part: a part counted while the total is unknown means a one-segment job."""
+        record = self._state.jobs.get(self.job_id)
+        done = self._state.segments.done_indexes(self.job_id)
+        self.voice = record.voice
+        total = record.progress.segments_total
+        self.total = total if total is not None else (1 if done else None)
+        return record, done
+
+
+def _raise_unfinished(record: JobRecord) -> None:
+    if record.status is JobStatus.SUCCEEDED:  # counted parts vanished (expired): nothing to stream
+        raise ApiError(500, "segment_lost", f"job {record.id} succeeded but its parts are gone")
+    error = record.error
+    code = error.code if error else record.status.value
+    message = error.message if error else f"job {record.id} is {record.status.value}"
+    raise ApiError(500, code, message)

@@ -1,0 +1,129 @@
+"""Waiting on jobs without polling: one pub/sub connection per API process, shared by every waiter.
+
+The hub subscribes once to every job's channel (``ttsq:events:job:*``) and hands each message to
+the waiters of that job, so a thousand open long polls or event streams cost a thousand small
+asyncio queues, no threads and no Redis commands while nothing happens. If the connection drops,
+the hub reconnects and tells every waiter to re-read its job (``resync``), since messages sent
+meanwhile are lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Final
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from ttsq.constants import JOB_EVENTS_PATTERN, job_events_channel
+from ttsq.events import EventKind, JobEvent, parse_event
+
+log = logging.getLogger(__name__)
+
+RECONNECT_DELAY_S: Final = 1.0
+_RESYNC: Final = JobEvent(kind=EventKind.RESYNC)
+
+
+class Subscription:
+    """The events of one job for one waiter, in arrival order."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self._queue: asyncio.Queue[JobEvent] = asyncio.Queue()
+
+    def put(self, event: JobEvent) -> None:
+        self._queue.put_nowait(event)
+
+    async def next(self, timeout_s: float) -> JobEvent | None:
+        """The next event, or None if none came within ``timeout_s``."""
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout_s)
+        except TimeoutError:
+            return None
+
+    def drain(self) -> list[JobEvent]:
+        """Events already waiting, so a burst costs one read of the job, not one per event."""
+        events = []
+        while not self._queue.empty():
+            events.append(self._queue.get_nowait())
+        return events
+
+
+class EventHub:
+    """Fans job events out from Redis to this process's waiters."""
+
+    def __init__(self, redis_url: str) -> None:
+        self._client = aioredis.Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=15)
+        self._waiters: dict[str, set[Subscription]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    async def start(self, timeout_s: float = 5.0) -> None:
+        """Start listening; returns once subscribed (or after ``timeout_s`` if Redis is down, in
+        which case the hub keeps retrying and waiters fall back to their timeouts)."""
+        self._task = asyncio.create_task(self._listen(), name="ttsq-event-hub")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), timeout_s)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._client.aclose()
+
+    @property
+    def waiters(self) -> int:
+        return sum(len(subs) for subs in self._waiters.values())
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, job_id: str) -> AsyncIterator[Subscription]:
+        """Events of ``job_id`` from now on; enter it *before* reading the job, so that no change
+        between the read and the first wait is missed."""
+        subscription = Subscription(job_id)
+        self._waiters.setdefault(job_id, set()).add(subscription)
+        try:
+            yield subscription
+        finally:
+            subs = self._waiters.get(job_id)
+            if subs is not None:
+                subs.discard(subscription)
+                if not subs:
+                    del self._waiters[job_id]
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                await self._pump()
+            except (RedisError, OSError) as e:
+                log.warning("job event listener lost Redis (%s); reconnecting", type(e).__name__)
+            self._ready.clear()
+            await asyncio.sleep(RECONNECT_DELAY_S)
+
+    async def _pump(self) -> None:
+        async with self._client.pubsub() as pubsub:
+            await pubsub.psubscribe(JOB_EVENTS_PATTERN)
+            self._ready.set()
+            self._broadcast_resync()  # whatever happened while disconnected was not heard
+            async for message in pubsub.listen():
+                if message.get("type") == "pmessage":
+                    self._dispatch(message["channel"], message["data"])
+
+    def _dispatch(self, channel: bytes | str, data: bytes | str) -> None:
+        name = channel.decode() if isinstance(channel, bytes) else channel
+        job_id = name.rsplit(":", 1)[-1]
+        subs = self._waiters.get(job_id)
+        if not subs or name != job_events_channel(job_id):
+            return
+        event = parse_event(data)
+        if event is not None:
+            for subscription in subs:
+                subscription.put(event)
+
+    def _broadcast_resync(self) -> None:
+        for subs in self._waiters.values():
+            for subscription in subs:
+                subscription.put(_RESYNC)

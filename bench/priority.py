@@ -1,0 +1,63 @@
+"""``priority`` section: interactive latency on an idle worker, then on the same worker while a
+half-hour bulk narration runs. The goal: the loaded p99 within 2x the idle p99."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from bench import corpus
+from bench.stack import BenchStack
+from ttsq.jobs import JobStatus
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    ordered = statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else values * 99
+    return {"p50": ordered[49], "p95": ordered[94], "p99": ordered[98]}
+
+
+def _latencies(stack: BenchStack, texts: list[str], count: int) -> dict[str, Any]:
+    """``count`` short interactive jobs, one a second: submit, long-poll, and time both the server's
+    finish (``finished_at`` minus the client's clock before the POST; same host) and the answer."""
+    finished, answered = [], []
+    start = time.monotonic()
+    for n in range(count):
+        time.sleep(max(0.0, start + n - time.monotonic()))
+        submitted = time.time()
+        job = stack.http.post("/v1/jobs", json={"text": texts[n % len(texts)]}).json()
+        done = stack.http.get(f"/v1/jobs/{job['id']}", params={"wait": 60}).json()
+        answered.append(1000 * (time.time() - submitted))
+        if done["status"] != JobStatus.SUCCEEDED or done["priority"] != "interactive":
+            raise RuntimeError(f"interactive job {job['id']}: {done['status']} {done['priority']}")
+        finished_at = stack.jobs.get(job["id"]).finished_at
+        assert finished_at is not None
+        finished.append(1000 * (finished_at.timestamp() - submitted))
+    return {"jobs": count, "finished_ms": _percentiles(finished), "answered_ms": _percentiles(answered)}
+
+
+def priority(stack: BenchStack, samples: int, narration_copies: int = 2) -> dict[str, Any]:
+    """Idle round, then the same texts while ``narration_copies`` x the ~17-minute narration runs as
+    one bulk job on the same single worker; the bulk job must still be running at the end."""
+    stack.start_workers(1)
+    texts = corpus.short_messages()
+    idle = _latencies(stack, texts, samples)
+    bulk = stack.submit(" ".join([corpus.narration()] * narration_copies), priority="bulk")
+    while stack.jobs.get(bulk.job_id).progress.segments_total is None:
+        time.sleep(0.2)
+    loaded = _latencies(stack, texts, samples)
+    still = stack.jobs.get(bulk.job_id)
+    if still.status is not JobStatus.RUNNING:
+        raise RuntimeError(f"the bulk job was {still.status.value} before the loaded round ended: raise its size")
+    progress = {
+        "segments_done_at_end": stack.segments_done(bulk.job_id),
+        "segments_total": still.progress.segments_total,
+    }
+    (record,) = stack.wait_all([bulk])
+    return {
+        "idle": idle,
+        "loaded": loaded,
+        "bulk_job": {**progress, "audio_s": record.result.duration_s if record.result else None},
+        "p99_loaded_over_idle": loaded["finished_ms"]["p99"] / idle["finished_ms"]["p99"],
+        "p50_loaded_over_idle": loaded["finished_ms"]["p50"] / idle["finished_ms"]["p50"],
+    }

@@ -1,0 +1,128 @@
+"""Waiting without polling: Server-Sent Events and the long poll, against a real worker."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import IdleQueueApi
+from tests.test_segment_jobs import PARAGRAPH
+
+SENTENCE = "Pushed, not polled: this job tells its listeners when it changes."
+
+
+def long_text(paragraphs: int) -> str:
+    return " ".join([PARAGRAPH] * paragraphs)
+
+
+def read_events(response: httpx.Response) -> list[tuple[str, dict[str, Any], str]]:
+    """(event name, data, id) of each event until the server ends the stream."""
+    events, name, data, event_id = [], "message", "", ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            data += line.removeprefix("data: ")
+        elif line.startswith("id: "):
+            event_id = line.removeprefix("id: ")
+        elif line == "" and data:
+            events.append((name, json.loads(data), event_id))
+            name, data, event_id = "message", "", ""
+    return events
+
+
+def test_events_stream_a_job_from_queued_to_succeeded_in_order(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json={"text": long_text(3)}).json()
+    with client.stream("GET", f"/v1/jobs/{job['id']}/events", timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = read_events(response)
+    names = [name for name, _, _ in events]
+    statuses = [data["status"] for _, data, _ in events]
+    assert names[-1] == "succeeded"
+    assert "running" in names
+    # Statuses only move forward, each event is the job's JSON, ids count up from 0.
+    order = ["queued", "running", "succeeded"]
+    assert statuses == sorted(statuses, key=order.index)
+    assert [event_id for _, _, event_id in events] == [str(n) for n in range(len(events))]
+    assert events[-1][1]["result"]["url"].startswith("http")
+    done = [data["progress"]["segments_done"] for name, data, _ in events if name == "progress"]
+    assert done == sorted(done)
+    assert done, "a multi-segment job reports progress between running and succeeded"
+    assert events[-1][1]["progress"]["segments_done"] == events[-1][1]["progress"]["segments_total"] > 1
+
+
+def test_events_of_a_finished_job_end_after_one_event(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json={"text": SENTENCE}).json()
+    client.get(f"/v1/jobs/{job['id']}", params={"wait": 30})
+    with client.stream("GET", f"/v1/jobs/{job['id']}/events") as response:
+        events = read_events(response)
+    assert [name for name, _, _ in events] == ["succeeded"]
+
+
+def test_events_of_an_unknown_job_are_a_404_not_a_stream(client: httpx.Client) -> None:
+    response = client.get("/v1/jobs/00000000-0000-4000-8000-000000000000/events")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "job_not_found"
+
+
+def test_long_poll_answers_as_soon_as_the_job_finishes(client: httpx.Client) -> None:
+    """The answer comes within 100 ms of the job's own finish time (same host, same clock)."""
+    lags = []
+    for _ in range(3):
+        job = client.post("/v1/jobs", json={"text": SENTENCE}).json()
+        response = client.get(f"/v1/jobs/{job['id']}", params={"wait": 30})
+        answered = time.time()
+        done = response.json()
+        assert done["status"] == "succeeded"
+        lags.append(answered - datetime.fromisoformat(done["finished_at"]).timestamp())
+    assert max(lags) < 0.1, lags
+
+
+def test_long_poll_of_a_job_that_does_not_finish_returns_after_wait(idle_queue_api: IdleQueueApi) -> None:
+    job = idle_queue_api.client.post("/v1/jobs", json={"text": SENTENCE}).json()
+    started = time.monotonic()
+    response = idle_queue_api.client.get(f"/v1/jobs/{job['id']}", params={"wait": 1.5}, timeout=10)
+    waited = time.monotonic() - started
+    assert response.status_code == 200
+    assert response.json()["status"] == "queued"
+    assert 1.4 <= waited < 5
+
+
+@pytest.mark.parametrize("wait", [-1, 61, "soon"])
+def test_long_poll_refuses_waits_out_of_range(client: httpx.Client, wait: int | str) -> None:
+    response = client.get("/v1/jobs/00000000-0000-4000-8000-000000000000", params={"wait": wait})
+    assert response.status_code == 422
+    assert "wait" in response.json()["error"]["message"]
+
+
+def test_many_waiters_share_one_job_and_all_hear_the_end(client: httpx.Client, api_url: str) -> None:
+    """Twenty long polls and twenty event streams on one job, from threads: all get the final state."""
+    job = client.post("/v1/jobs", json={"text": long_text(2)}).json()
+    finals: list[str] = []
+    lock = threading.Lock()
+
+    def poll() -> None:
+        with httpx.Client(base_url=api_url, timeout=60) as own:
+            status = own.get(f"/v1/jobs/{job['id']}", params={"wait": 60}).json()["status"]
+        with lock:
+            finals.append(status)
+
+    def stream() -> None:
+        with httpx.Client(base_url=api_url, timeout=60) as own, own.stream("GET", f"/v1/jobs/{job['id']}/events") as r:
+            last = read_events(r)[-1][0]
+        with lock:
+            finals.append(last)
+
+    threads = [threading.Thread(target=poll) for _ in range(20)] + [threading.Thread(target=stream) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert finals == ["succeeded"] * 40

@@ -1,0 +1,115 @@
+"""``POST /v1/audio/speech`` through the official ``openai`` client, against the real stack."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+
+from tests.conftest import wait_for_job
+from tests.test_segment_jobs import PARAGRAPH
+
+SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects."
+SAMPLE_RATE = 22050
+
+
+@pytest.fixture
+def openai_client(api_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{api_url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
+        yield client
+
+
+def decode(data: bytes, response_format: str) -> tuple[np.ndarray, int]:
+    if response_format == "pcm":
+        return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768, SAMPLE_RATE
+    audio, rate = soundfile.read(io.BytesIO(data), dtype="float32")
+    return audio, rate
+
+
+@pytest.mark.parametrize("response_format", ["mp3", "flac", "wav", "pcm"])
+def test_openai_client_gets_playable_audio_in_each_offered_format(
+    openai_client: openai.OpenAI, response_format: str
+) -> None:
+    response = openai_client.audio.speech.create(
+        model="tts-1",
+        voice="alloy",
+        input=SENTENCE,
+        response_format=response_format,  # type: ignore[arg-type]
+    )
+    audio, rate = decode(response.content, response_format)
+    assert rate == SAMPLE_RATE
+    duration = audio.shape[0] / rate
+    assert 2.0 < duration < 8.0, duration
+    assert np.sqrt(np.mean(audio**2)) > 0.01  # speech, not silence
+
+
+def test_the_speech_job_is_a_job_like_any_other(openai_client: openai.OpenAI, client: httpx.Client) -> None:
+    raw = openai_client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=SENTENCE)
+    job_id = raw.headers["x-ttsq-job-id"]
+    job = wait_for_job(client, job_id)
+    assert job["status"] == "succeeded"
+    assert job["priority"] == "interactive"
+    assert job["format"] == "mp3"
+    stored = httpx.get(job["result"]["url"]).content
+    assert stored == raw.content  # the same encoder, the same bytes
+
+
+def test_long_input_streams_segments_in_order(openai_client: openai.OpenAI, client: httpx.Client) -> None:
+    """A multi-segment text arrives in several chunks, and the streamed WAV holds what the job stored."""
+    text = " ".join([PARAGRAPH] * 3)
+    chunks: list[bytes] = []
+    with openai_client.audio.speech.with_streaming_response.create(
+        model="tts-1", voice="alloy", input=text, response_format="wav"
+    ) as response:
+        job_id = response.headers["x-ttsq-job-id"]
+        chunks.extend(response.iter_bytes())
+    streamed = b"".join(chunks)
+    job = wait_for_job(client, job_id)
+    assert job["progress"]["segments_total"] > 1
+    pcm_streamed = np.frombuffer(streamed[44:], dtype="<i2")
+    stored, rate = soundfile.read(io.BytesIO(httpx.get(job["result"]["url"]).content), dtype="int16")
+    assert rate == SAMPLE_RATE
+    assert np.array_equal(pcm_streamed, stored)
+
+
+def test_streamed_parts_are_deleted_once_sent(openai_client: openai.OpenAI, client: httpx.Client, redis_client) -> None:
+    text = " ".join([PARAGRAPH] * 2)
+    raw = openai_client.audio.speech.with_raw_response.create(model="tts-1", voice="alloy", input=text)
+    job = wait_for_job(client, raw.headers["x-ttsq-job-id"])
+    assert job["status"] == "succeeded"
+    assert not list(redis_client.scan_iter(f"ttsq:job:{job['id']}:part:*"))
+
+
+def test_keep_false_streams_without_storing(openai_client: openai.OpenAI, client: httpx.Client) -> None:
+    raw = openai_client.audio.speech.with_raw_response.create(
+        model="tts-1", voice="alloy", input=SENTENCE, response_format="wav", extra_body={"keep": False}
+    )
+    assert soundfile.read(io.BytesIO(raw.content))[1] == SAMPLE_RATE
+    job = wait_for_job(client, raw.headers["x-ttsq-job-id"])
+    assert job["status"] == "succeeded"
+    assert job["result"] is None
+    assert job["progress"]["audio_s"] > 2
+
+
+@pytest.mark.parametrize("response_format", ["opus", "aac"])
+def test_formats_not_offered_are_refused_by_name(openai_client: openai.OpenAI, response_format: str) -> None:
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        openai_client.audio.speech.create(
+            model="tts-1",
+            voice="alloy",
+            input=SENTENCE,
+            response_format=response_format,  # type: ignore[arg-type]
+        )
+    assert refused.value.status_code == 422
+    assert response_format in refused.value.response.json()["error"]["message"]
+
+
+def test_unknown_voice_is_refused(openai_client: openai.OpenAI) -> None:
+    with pytest.raises(openai.APIStatusError) as refused:
+        openai_client.audio.speech.create(model="tts-1", voice="nobody-here", input=SENTENCE)
+    assert refused.value.response.json()["error"]["code"] == "voice_not_found"

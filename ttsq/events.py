@@ -1,0 +1,51 @@
+"""Announcements of job changes over Redis pub/sub, so waiting clients are pushed, not polling.
+
+Every status change is published by :meth:`ttsq.jobs.JobStore.transition_by` in the same MULTI as
+the write, and every counted segment by :meth:`ttsq.progress.SegmentStore.mark_done` in the same
+script as the count, on the job's channel (:func:`ttsq.constants.job_events_channel`). A message
+only says *what* changed; a listener that needs the job reads the record itself, so a missed
+message costs at most a late wake-up, never a wrong state.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+
+class EventKind(StrEnum):
+    STATUS = "status"
+    """The job's status (or what its record holds) changed."""
+    SEGMENT = "segment"
+    """One more segment of a multi-segment job was counted done; its part is stored."""
+    RESYNC = "resync"
+    """Local only: the listener's connection was lost and restored; events may have been missed."""
+
+
+class JobEvent(BaseModel):
+    """One announcement on a job's channel."""
+
+    kind: EventKind
+    status: str | None = None
+    """The new status (``status`` events), a :class:`ttsq.jobs.JobStatus` value."""
+    index: int | None = None
+    """The segment counted (``segment`` events)."""
+    done: int | None = None
+    """Segments done so far (``segment`` events)."""
+
+
+def status_message(status: str) -> str:
+    return JobEvent(kind=EventKind.STATUS, status=status).model_dump_json(exclude_none=True)
+
+
+SEGMENT_MESSAGE_TEMPLATE = '{"kind":"segment","index":%s,"done":%s}'
+"""What the segment-counting Lua script publishes (``string.format`` with index and count)."""
+
+
+def parse_event(raw: bytes | str) -> JobEvent | None:
+    """The event in a pub/sub message, or None for anything unreadable (never fatal to a listener)."""
+    try:
+        return JobEvent.model_validate_json(raw)
+    except ValueError:
+        return None

@@ -1,0 +1,163 @@
+"""Webhook delivery: its own Celery app, queue and worker, so a slow or dead receiver never holds a
+synthesis thread, and this worker never loads a model.
+
+One task run makes at most one attempt. The job record keeps the delivery's state; a task carries
+the job id and the number of attempts made when it was sent, so a duplicate or stale task (its
+number no longer matches) does nothing. Waits longer than half the broker's visibility timeout are
+made in hops (the task sends itself again with the same number), because Redis would redeliver a
+message held unacknowledged for longer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+import redis
+from celery import Celery
+from redis.exceptions import LockError
+
+from ttsq.broker import celery_config
+from ttsq.constants import DELIVER_WEBHOOK_TASK, WEBHOOK_QUEUE
+from ttsq.errors import JobNotFound
+from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookState, utcnow
+from ttsq.progress import SegmentStore
+from ttsq.public import public_job
+from ttsq.settings import Settings, get_settings
+from ttsq.storage import ObjectStore
+from ttsq.webhook_delivery import Attempt, deliver, next_delay
+from ttsq.webhook_signing import parse_secrets, signed_headers
+
+log = logging.getLogger(__name__)
+
+_settings = get_settings()
+
+app = Celery("ttsq-webhooks", config_source={**celery_config(_settings), "imports": []}, set_as_current=False)
+app.conf.task_default_queue = WEBHOOK_QUEUE
+
+
+@dataclass(frozen=True)
+class WebhookContext:
+    settings: Settings
+    jobs: JobStore
+    segments: SegmentStore
+    objects: ObjectStore
+
+
+@lru_cache
+def webhook_context() -> WebhookContext:
+    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=30, socket_connect_timeout=5)
+    return WebhookContext(
+        _settings,
+        JobStore(client, _settings.job_ttl_s),
+        SegmentStore(client, _settings.job_ttl_s),
+        ObjectStore(_settings.s3),
+    )
+
+
+@dataclass(frozen=True)
+class NextRun:
+    """When to run the delivery task again, and with which attempt number."""
+
+    countdown_s: float
+    attempt: int
+
+
+def event_id(record: JobRecord) -> str:
+    """The same on every attempt of the event, so receivers can drop repeats."""
+    status = record.status.value
+    return f"msg_{record.id.replace('-', '')}_{status}"
+
+
+def event_body(record: JobRecord, ctx: WebhookContext) -> bytes:
+    """``{type, timestamp, data}``; data is the job as ``GET /v1/jobs/{id}`` shows it (links, never audio)."""
+    assert record.webhook is not None
+    data = public_job(record, ctx.segments, ctx.objects).model_dump(mode="json")
+    finished = record.finished_at or utcnow()
+    body = {"type": record.webhook.event, "timestamp": finished.isoformat(), "data": data}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def run_delivery(job_id: str, attempt: int, ctx: WebhookContext) -> NextRun | None:
+    """Attempt the delivery if it is due and this task is current; returns when to run again."""
+    record = ctx.jobs.get(job_id)
+    hook = record.webhook
+    if hook is None or record.webhook_url is None or hook.state is not WebhookState.PENDING:
+        return None
+    if hook.attempts != attempt:
+        log.info("job %s: webhook task for attempt %d is stale (%d made); dropping", job_id, attempt, hook.attempts)
+        return None
+    now = utcnow()
+    if hook.next_attempt_at is not None and hook.next_attempt_at > now:
+        return NextRun((hook.next_attempt_at - now).total_seconds(), attempt)
+    outcome = _attempt(record, ctx)
+    delay = None
+    if not outcome.delivered and outcome.retryable:
+        delay = next_delay(attempt + 1, ctx.settings.webhook_retry_schedule_s, outcome.retry_after_s)
+    state = WebhookState.DELIVERED if outcome.delivered else WebhookState.PENDING if delay else WebhookState.FAILED
+    changes = {
+        "state": state,
+        "attempts": attempt + 1,
+        "last_status": outcome.status,
+        "last_error": outcome.error,
+        "next_attempt_at": now + timedelta(seconds=delay) if delay is not None else None,
+    }
+
+    def update(current: JobRecord) -> dict[str, Any]:
+        assert current.webhook is not None
+        return {"webhook": current.webhook.model_copy(update=changes)}
+
+    ctx.jobs.update_by(job_id, TERMINAL_STATUSES, update)
+    log.info("job %s: webhook attempt %d: %s (status %s)", job_id, attempt + 1, state.value, outcome.status)
+    return NextRun(delay, attempt + 1) if delay is not None else None
+
+
+def _attempt(record: JobRecord, ctx: WebhookContext) -> Attempt:
+    settings = ctx.settings
+    assert record.webhook_url is not None
+    if settings.webhook_secret is None:
+        return Attempt(False, False, None, "the webhook worker has no TTSQ_WEBHOOK_SECRET", None)
+    secrets = parse_secrets(settings.webhook_secret.get_secret_value())
+    body = event_body(record, ctx)
+    headers = signed_headers(secrets, event_id(record), int(utcnow().timestamp()), body)
+    return deliver(
+        record.webhook_url,
+        headers,
+        body,
+        allow_private=settings.webhook_allow_private,
+        connect_timeout_s=settings.webhook_connect_timeout_s,
+        timeout_s=settings.webhook_timeout_s,
+    )
+
+
+@app.task(
+    name=DELIVER_WEBHOOK_TASK,
+    ignore_result=True,
+    autoretry_for=(redis.ConnectionError, redis.TimeoutError),
+    retry_backoff=2,
+    retry_jitter=True,
+    max_retries=_settings.task_max_retries,
+)
+def deliver_webhook(job_id: str, attempt: int) -> None:
+    """One attempt at delivering a finished job's event (see the module docstring)."""
+    ctx = webhook_context()
+    lock = ctx.jobs.step_lock(job_id, "webhook", round(ctx.settings.webhook_timeout_s) + 60)
+    if not lock.acquire():
+        log.info("job %s: webhook delivery already running; dropping this duplicate", job_id)
+        return
+    try:
+        following = run_delivery(job_id, attempt, ctx)
+    except JobNotFound:
+        log.warning("job %s has no record (expired); dropping its webhook", job_id)
+        return
+    finally:
+        with contextlib.suppress(LockError):  # expired: the attempt outlived its lock
+            lock.release()
+    if following is not None:
+        hop = min(following.countdown_s, ctx.settings.visibility_timeout_s / 2)
+        deliver_webhook.apply_async((job_id, following.attempt), countdown=hop, queue=WEBHOOK_QUEUE)
