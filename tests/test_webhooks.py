@@ -155,9 +155,7 @@ def test_a_receiver_failing_twice_gets_three_attempts_with_one_id(client: httpx.
     assert len({a.headers["webhook-id"] for a in attempts}) == 1
 
 
-def test_a_receiver_that_always_fails_ends_failed_after_every_attempt(
-    client: httpx.Client, receiver: Receiver
-) -> None:
+def test_a_receiver_that_always_fails_ends_failed_after_every_attempt(client: httpx.Client, receiver: Receiver) -> None:
     url = receiver.path(500)
     job = submit(client, url)
     done = wait_for_webhook(client, job["id"])
