@@ -68,8 +68,8 @@ def address_category(address: IPAddress) -> str | None:
         (address.is_link_local, "link-local"),
         (address.is_multicast, "multicast"),
         (isinstance(address, ipaddress.IPv4Address) and address in _SHARED, "shared (CGNAT)"),
-        (address.is_private, "private"),
         (address.is_reserved, "reserved"),
+        (address.is_private, "private"),
         (not address.is_global, "non-public"),
     )
     return next((name for refused, name in checks if refused), None)
