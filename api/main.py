@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, jobs, speech, voices
+from api.routes import health, jobs, speech, voices, web
 from api.state import AppState
 from ttsq.settings import Settings, get_settings
 
@@ -40,4 +40,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(health.router)
+    app.include_router(web.router)
+    web.mount_static(app)
     return app
