@@ -11,6 +11,10 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``batching``: throughput and per-item latency at max_batch 1..32.
 * ``long``: one ~20-minute narration on 1 worker and on 2, one inference thread each.
 * ``parts``: cost of storing and fetching one segment's PCM in Redis and in S3.
+* ``priority``: interactive latency idle, then while a half-hour bulk narration runs on the same worker.
+* ``peer``: Piper's own HTTP server against ``/v1/audio/speech`` and submit + ``?wait=`` + download:
+  latency, 8-client throughput, time to first byte of a 2,000-character stream, stage breakdown.
+* ``waiters``: 1,000 open event streams, then 1,000 long polls, on one API process: RSS and CPU.
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
 
 Prints a Markdown table and writes everything, with the machine, to ``bench/results/``.
@@ -33,7 +37,10 @@ import redis
 
 from bench import corpus
 from bench.machine import describe
+from bench.peer import peer
+from bench.priority import priority
 from bench.stack import BenchStack, Submitted
+from bench.waiters import waiters
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.segments import group_segments
@@ -43,7 +50,7 @@ from ttsq.parts import PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"
-SECTIONS = ("throughput", "interactive", "batching", "long", "parts")
+SECTIONS = ("throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters")
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 
 
@@ -265,10 +272,72 @@ def table(result: dict[str, Any]) -> str:
     for name, part in result.get("parts", {}).items():
         label = f"segment part in {name} (3 s of PCM, {part['part_bytes'] // 1024} KiB)"
         rows.append((label, f"put {part['put_ms']:.2f} ms, get {part['get_ms']:.2f} ms"))
+    rows.extend(push_rows(result))
     if mem := result.get("memory"):
         value = f"{mem['rss_after_warmup_mib']:.0f} -> {mem['rss_end_mib']:.0f} MiB ({mem['growth']:+.1%})"
         rows.append((f"worker RSS over {mem['segments']} segments after warm-up", value))
     return "\n".join(["| Measure | Result |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)])
+
+
+def push_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the priority, peer and waiters sections."""
+    rows: list[tuple[str, str]] = []
+    if pri := result.get("priority"):
+        idle, loaded = pri["idle"]["finished_ms"], pri["loaded"]["finished_ms"]
+        rows.append(
+            (f"interactive idle, {pri['idle']['jobs']} jobs: p50 / p99", f"{idle['p50']:.0f} / {idle['p99']:.0f} ms")
+        )
+        label = f"interactive beside a {pri['bulk_job']['audio_s'] / 60:.0f}-min bulk job: p50 / p99"
+        rows.append((label, f"{loaded['p50']:.0f} / {loaded['p99']:.0f} ms"))
+        rows.append(("loaded p99 / idle p99 (goal <= 2x)", f"**{pri['p99_loaded_over_idle']:.2f}x**"))
+    if peer_result := result.get("peer"):
+        lat = peer_result["latency_ms"]
+        for name, label in (("peer", "Piper HTTP server"), ("speech", "POST /v1/audio/speech"),
+                            ("submit_wait_fetch", "POST + ?wait= + GET audio")):  # fmt: skip
+            rows.append(
+                (
+                    f"{label}: p50 / p95 / p99",
+                    f"{lat[name]['p50']:.0f} / {lat[name]['p95']:.0f} / {lat[name]['p99']:.0f} ms",
+                )
+            )
+        rows.append(("speech p50 / peer p50 (goal <= 1.15x)", f"**{peer_result['speech_p50_over_peer']:.2f}x**"))
+        rows.append(("speech p99 / its p50 (goal <= 2x)", f"{peer_result['speech_p99_over_own_p50']:.2f}x"))
+        rows.append(("submit-wait-fetch p50 / peer p50 (goal <= 1.3x)", f"**{peer_result['swf_p50_over_peer']:.2f}x**"))
+        flows = peer_result["throughput"]
+        value = ", ".join(f"{n} {f['audio_per_wall']:.1f}" for n, f in flows.items())
+        rows.append(("8 clients, s audio/s", value))
+        ratios = f"{peer_result['speech_throughput_over_peer']:.2f}x, {peer_result['swf_throughput_over_peer']:.2f}x"
+        rows.append(("8-client throughput / peer: speech, submit-wait-fetch (goal >= 0.95x)", ratios))
+        stream = peer_result["streaming_2000_chars"]
+        rows.append((f"speech endpoint, {stream['characters']} chars: first / last byte",
+                     f"{stream['first_byte_ms']:.0f} / {stream['last_byte_ms']:.0f} ms"))  # fmt: skip
+        st = peer_result["stages_ms"]
+        rows.append(("submit-wait-fetch stages (median ms)", ", ".join(f"{k} {v:.1f}" for k, v in st.items())))
+    for kind, held in (result.get("waiters") or {}).items():
+        label = f"{held['waiters']} {kind.replace('_', ' ')} waiters on one API process"
+        rss = f"RSS {held['rss_before_mib']:.0f} -> {held['rss_held_mib']:.0f} MiB"
+        cpu = f"CPU {held['api_cpu_s_over_hold']:.2f} s over {held['hold_s']:.0f} s"
+        value = f"{rss}, {cpu}, all heard the end: {held['all_heard_succeeded']}"
+        rows.append((label, value))
+    return rows
+
+
+def run_section(name: str, stack: BenchStack, root: Path, texts: list[str], quick: bool) -> dict[str, Any]:
+    """One section's results, under the keys the table reads."""
+    if name == "throughput":
+        raw, e2e = throughput(stack, texts, 1 if quick else 3)
+        return {"raw": raw, "e2e": e2e}
+    runs: dict[str, Callable[[], Any]] = {
+        "interactive": lambda: interactive(stack, 15 if quick else 60),
+        "batching": lambda: batching_curve(stack, BATCH_SIZES[:3] if quick else BATCH_SIZES, 16 if quick else 64),
+        "long": lambda: long_job(stack, corpus.narration()[:3000] if quick else corpus.narration()),
+        "parts": lambda: part_stores(stack),
+        "priority": lambda: priority(stack, 10 if quick else 40, 1 if quick else 2),
+        "peer": lambda: peer(stack, root, quick),
+        "waiters": lambda: waiters(stack),
+        "memory": lambda: memory(stack, 1000 if quick else 10_000),
+    }
+    return {name: runs[name]()}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -286,21 +355,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ttsq-bench-") as root:
         stack = BenchStack(Path(root))
         try:
-            if "throughput" in sections:
-                result["raw"], result["e2e"] = throughput(stack, texts, 1 if args.quick else 3)
-            if "interactive" in sections:
-                result["interactive"] = interactive(stack, 15 if args.quick else 60)
-            if "batching" in sections:
-                result["batching"] = batching_curve(
-                    stack, BATCH_SIZES[:3] if args.quick else BATCH_SIZES, 16 if args.quick else 64
-                )
-            if "long" in sections:
-                text = corpus.narration()
-                result["long"] = long_job(stack, text[:3000] if args.quick else text)
-            if "parts" in sections:
-                result["parts"] = part_stores(stack)
-            if "memory" in sections:
-                result["memory"] = memory(stack, 1000 if args.quick else 10_000)
+            for name in sections:
+                result.update(run_section(name, stack, Path(root), texts, args.quick))
         finally:
             stack.close()
     result["finished_at"] = datetime.now(UTC).isoformat()

@@ -11,8 +11,12 @@ import openai
 import pytest
 import soundfile
 
-from tests.conftest import wait_for_job
+from api.main import create_app
+from tests.conftest import FOLDER_VOICE_ID, serve, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
+from tts_core.catalog import DEFAULT_VOICE_ID
+from ttsq.ops.processes import ManagedProcess
+from ttsq.settings import Settings
 
 SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects."
 SAMPLE_RATE = 22050
@@ -113,3 +117,15 @@ def test_unknown_voice_is_refused(openai_client: openai.OpenAI) -> None:
     with pytest.raises(openai.APIStatusError) as refused:
         openai_client.audio.speech.create(model="tts-1", voice="nobody-here", input=SENTENCE)
     assert refused.value.response.json()["error"]["code"] == "voice_not_found"
+
+
+def test_openai_voice_names_follow_the_configured_map(settings: Settings, worker: ManagedProcess) -> None:
+    mapped = settings.model_copy(update={"openai_voices": {"nova": FOLDER_VOICE_ID}})
+    with serve(create_app(mapped)) as url, openai.OpenAI(base_url=f"{url}/v1", api_key="unused") as client:
+        nova = client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=SENTENCE)
+        echo = client.audio.speech.with_raw_response.create(model="tts-1", voice="echo", input=SENTENCE)
+        own = client.audio.speech.with_raw_response.create(
+            model="tts-1", voice={"id": DEFAULT_VOICE_ID}, input=SENTENCE
+        )
+        voices = [httpx.get(f"{url}/v1/jobs/{r.headers['x-ttsq-job-id']}").json()["voice"] for r in (nova, echo, own)]
+    assert voices == [FOLDER_VOICE_ID, DEFAULT_VOICE_ID, DEFAULT_VOICE_ID]

@@ -78,8 +78,9 @@ def test_a_job_runs_from_the_page_with_live_progress_and_plays(browser: webdrive
         )
     )
     assert abs(duration - job["result"]["duration_s"]) < 0.15
-    assert browser.find_element("id", "player").get_attribute("src").endswith(f"/v1/jobs/{job_id}/audio")
+    assert str(browser.find_element("id", "player").get_attribute("src")).endswith(f"/v1/jobs/{job_id}/audio")
     download = browser.find_element("id", "download").get_attribute("href")
+    assert download is not None
     assert urlsplit(download).path == urlsplit(job["result"]["url"]).path
     audio, rate = soundfile.read(io.BytesIO(httpx.get(download).content))
     assert abs(len(audio) / rate - job["result"]["duration_s"]) < 0.15

@@ -118,6 +118,7 @@ class DynamicBatcher(Generic[K]):
         max_wait_ms: float = 0.0,
         max_padding: float = DEFAULT_MAX_PADDING,
         history: int = 1000,
+        name: str = "ttsq-batcher",
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -133,7 +134,7 @@ class DynamicBatcher(Generic[K]):
         self._counter = itertools.count()
         self.calls = 0
         self.items = 0
-        self._thread = threading.Thread(target=self._loop, name="ttsq-batcher", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, key: K, ids: Sequence[int], tag: str = "", priority: int = 0) -> Future[BatchResult]:

@@ -1,7 +1,10 @@
 """The model side of a worker process: voices loaded once, and one batcher in front of them.
 
-Task threads never call a session themselves: they hand phoneme ids to the batcher and wait, and
-the batcher thread runs every inference call of the process. This is the module that loads the
+Task threads never call a session themselves: they hand phoneme ids to a batcher and wait. Each
+process has two: bulk work goes through one, interactive work through the other, on its own thread,
+so an interactive utterance never waits for a bulk inference call in progress (calls cannot be
+interrupted); the two threads may run the same session at once (ONNX Runtime sessions are
+thread-safe) and share the cores while they do. This is the module that loads the
 inference runtime (ONNX Runtime, espeak-ng); the task module imports it only when a worker starts.
 """
 
@@ -15,7 +18,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from tts_core.audio import FloatAudio
-from tts_core.batching import BatchResult, DynamicBatcher
+from tts_core.batching import BatchRecord, BatchResult, DynamicBatcher
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.device import Device
@@ -54,6 +57,9 @@ class Engine:
         self._lock = threading.Lock()
         plan = batch_plan(settings.worker, device)
         self.batcher: DynamicBatcher[BatchKey] = DynamicBatcher(self._run, plan.max_batch, plan.max_wait_ms)
+        self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
+            self._run, plan.max_batch, plan.max_wait_ms, name="ttsq-batcher-interactive"
+        )
         log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
 
     def voice(self, voice_id: str) -> Voice:
@@ -102,10 +108,15 @@ class Engine:
         tag: str,
         priority: Priority = Priority.BULK,
     ) -> list[BatchResult]:
-        """Synthesise utterances through the batcher (they may share calls with other tasks');
-        interactive utterances overtake queued bulk ones."""
+        """Synthesise utterances through the batcher of their class (they may share calls with other
+        tasks' utterances of the same class)."""
         self.voice(voice_id)  # load in the caller's thread, not in the batcher's
-        return self.batcher.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
+        lane = self.interactive if priority is Priority.INTERACTIVE else self.batcher
+        return lane.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
+
+    def records(self) -> list[BatchRecord]:
+        """Recent inference calls of both batchers, oldest first."""
+        return sorted([*self.batcher.records(), *self.interactive.records()], key=lambda r: r.started_at)
 
     def warm_up(self) -> None:
         """Load the default voice and any configured to preload, then run each batch shape once."""
@@ -119,6 +130,7 @@ class Engine:
             size *= 2
 
     def close(self) -> None:
+        self.interactive.close()
         self.batcher.close()
 
 

@@ -273,6 +273,8 @@ def fail_job(job_id: str, ctx: JobContext, error: BaseException) -> None:
     if failed is None:
         return
     total = failed.progress.segments_total
-    if total and (total > 1 or failed.stream):
+    if total and total > 1:
         cleanup(job_id, total, ctx)
+    elif failed.stream:  # a one-segment streamed job may have stored its part before failing
+        ctx.parts.delete(job_id, [0])
     _announce(failed, ctx)

@@ -129,13 +129,14 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
     """``celery inspect batches``: this worker's batching settings and its most recent calls."""
     engine = job_context().engine
     batcher = engine.batcher
-    recent = batcher.records()[-limit:] if limit > 0 else []
+    records = engine.records()
+    recent = records[-limit:] if limit > 0 else []
     return {
         "device": engine.device.value,
         "max_batch": batcher.max_batch,
         "max_wait_ms": batcher.max_wait_ms,
-        "calls": batcher.calls,
-        "items": batcher.items,
+        "calls": batcher.calls + engine.interactive.calls,
+        "items": batcher.items + engine.interactive.items,
         "recent": [asdict(r) for r in recent],
     }
 

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
 
 from api.deps import StateDep
 from api.errors import ApiError
@@ -136,8 +137,8 @@ async def create_speech(body: SpeechCreate, state: StateDep) -> Response:
     media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
     headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(info.config.sample_rate)}
     if reader.total == 1:  # all there is: one whole file, with its length, and no chunked encoding
-        await reader.close()
-        return Response(_whole(first, info.config.sample_rate, audio_format), media_type=media_type, headers=headers)
+        data = _whole(first, info.config.sample_rate, audio_format)
+        return Response(data, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
     stream = _encoded(reader, first, StreamEncoder(audio_format, info.config.sample_rate), state)
     return StreamingResponse(stream, media_type=media_type, headers=headers)
 
