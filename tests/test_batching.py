@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import TimeoutError as FuturesTimeout
 
 import numpy as np
 import pytest
@@ -158,3 +159,21 @@ def test_close_finishes_queued_items_of_every_priority_first() -> None:
     model.release.set()
     batcher.close()
     assert all(f.done() and f.exception() is None for f in futures)
+
+
+def test_a_deferring_batcher_starts_no_call_while_the_preferred_one_is_busy() -> None:
+    preferred_model = GatedModel()
+    preferred = DynamicBatcher(preferred_model, max_batch=1, name="preferred")
+    deferring = DynamicBatcher(FakeModel(), max_batch=1, defer_to=preferred)
+    held = preferred.submit("voice", [1] * 4)
+    assert preferred_model.started.wait(5)
+    waiting = deferring.submit("voice", [2] * 4)
+    with pytest.raises(FuturesTimeout):  # the preferred call is still running: no call here
+        waiting.result(timeout=0.3)
+    preferred_model.release.set()
+    held.result(timeout=5)
+    waiting.result(timeout=5)
+    first, second = preferred.records()[0], deferring.records()[0]
+    assert second.started_at >= first.started_at + first.run_ms / 1000 - 0.01
+    preferred.close()
+    deferring.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,12 @@ def test_dockerfile_copies_every_package() -> None:
         assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.MULTILINE), package
     assert "celeryconfig.py" in dockerfile
     assert re.search(r"^FROM python:3\.11", dockerfile, re.MULTILINE)
+
+
+def test_the_web_page_ships_in_the_package() -> None:
+    """The image installs ttsq with ``pip install .``: the page's files must be package data."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["api"]
+    static = ROOT / "api" / "static"
+    shipped = {path.name for pattern in patterns for path in (ROOT / "api").glob(pattern)}
+    assert shipped == {path.name for path in static.iterdir()} >= {"index.html", "app.js", "style.css"}

@@ -99,6 +99,10 @@ def plan_batches(items: Sequence[BatchItem[K]], max_batch: int, max_padding: flo
     return groups
 
 
+MAX_DEFER_S: Final = 2.0
+"""Longest a deferring batcher waits for the other to go idle before each call, so a flood of
+preferred work slows the other's calls but never stops them."""
+
 _STOP: Final = object()
 _STOP_PRIORITY: Final = 2**31
 """After every item: closing finishes what is queued first."""
@@ -119,7 +123,10 @@ class DynamicBatcher(Generic[K]):
         max_padding: float = DEFAULT_MAX_PADDING,
         history: int = 1000,
         name: str = "ttsq-batcher",
+        defer_to: DynamicBatcher[K] | None = None,
     ) -> None:
+        """``defer_to``: another batcher whose work goes first: before each call this one waits
+        (up to ``MAX_DEFER_S``) until that one is idle, so the two do not share the cores."""
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         if max_wait_ms < 0:
@@ -134,6 +141,11 @@ class DynamicBatcher(Generic[K]):
         self._counter = itertools.count()
         self.calls = 0
         self.items = 0
+        self._defer_to = defer_to
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -143,8 +155,22 @@ class DynamicBatcher(Generic[K]):
             raise RuntimeError("batcher is stopped")
         arrival = next(self._counter)
         request: BatchItem[K] = BatchItem(key, ids, tag or str(arrival), priority)
+        with self._pending_lock:
+            self._pending += 1
+            self._idle.clear()
+        request.future.add_done_callback(self._settled)
         self._queue.put((priority, arrival, request))
         return request.future
+
+    def _settled(self, _: Future[BatchResult]) -> None:
+        with self._pending_lock:
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.set()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Block until no item is queued or running here (or ``timeout_s`` passed); True if idle."""
+        return self._idle.wait(timeout_s)
 
     def run_all(self, key: K, batch: Sequence[Sequence[int]], tag: str = "", priority: int = 0) -> list[BatchResult]:
         """Submit several items at once (so they can share calls) and wait for all of them."""
@@ -185,6 +211,8 @@ class DynamicBatcher(Generic[K]):
             assert isinstance(first, BatchItem)
             pending, stopping = self._collect(first)
             for group in plan_batches(pending, self.max_batch, self.max_padding):
+                if self._defer_to is not None:
+                    self._defer_to.wait_idle(MAX_DEFER_S)
                 self._execute(group)
 
     def _execute(self, group: list[BatchItem[K]]) -> None:

@@ -3,8 +3,9 @@
 Task threads never call a session themselves: they hand phoneme ids to a batcher and wait. Each
 process has two: bulk work goes through one, interactive work through the other, on its own thread,
 so an interactive utterance never waits for a bulk inference call in progress (calls cannot be
-interrupted); the two threads may run the same session at once (ONNX Runtime sessions are
-thread-safe) and share the cores while they do. This is the module that loads the
+interrupted; ONNX Runtime sessions may be run from two threads at once). The bulk batcher starts no
+new call while interactive work is queued or running, so interactive calls soon have the cores to
+themselves. This is the module that loads the
 inference runtime (ONNX Runtime, espeak-ng); the task module imports it only when a worker starts.
 """
 
@@ -56,9 +57,11 @@ class Engine:
         self._voices: dict[str, Voice] = {}
         self._lock = threading.Lock()
         plan = batch_plan(settings.worker, device)
-        self.batcher: DynamicBatcher[BatchKey] = DynamicBatcher(self._run, plan.max_batch, plan.max_wait_ms)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
             self._run, plan.max_batch, plan.max_wait_ms, name="ttsq-batcher-interactive"
+        )
+        self.batcher: DynamicBatcher[BatchKey] = DynamicBatcher(
+            self._run, plan.max_batch, plan.max_wait_ms, defer_to=self.interactive
         )
         log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
 
