@@ -6,15 +6,13 @@ from __future__ import annotations
 import base64
 import random
 import re
-import threading
 import time
 from collections.abc import Iterator
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
+from tests.receiver import Answer, Receiver
 from tests.test_webhooks import spec_signature
 from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.webhook_delivery import Attempt, deliver, next_delay, retry_after
@@ -117,51 +115,22 @@ def test_a_name_that_does_not_resolve_is_refused() -> None:
         resolve_allowed("no-such-host.invalid", 80, allow_private=True)
 
 
-class Scripted:
-    """A real HTTP server answering every POST with one status and headers, or never ('hang')."""
-
-    def __init__(self, status: int | str, headers: dict[str, str] | None = None) -> None:
-        self.requests: list[dict[str, str]] = []
-        server_self = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                server_self.requests.append({k.lower(): v for k, v in self.headers.items()})
-                if status == "hang":
-                    time.sleep(3)
-                    return
-                self.send_response(int(status))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://localhost:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    yield server
+    server.close()
 
 
-@pytest.fixture
-def scripted() -> Iterator[list[Scripted]]:
-    servers: list[Scripted] = []
-    yield servers
-    for server in servers:
-        server.close()
+def local(url: str) -> str:
+    """The same receiver by name, so the attempt resolves it and pins the address it checked."""
+    return url.replace("127.0.0.1", "localhost")
 
 
-def attempt(servers: list[Scripted], status: int | str, headers: dict[str, str] | None = None) -> Attempt:
-    server = Scripted(status, headers)
-    servers.append(server)
-    return deliver(server.url, {"webhook-id": "msg_9"}, BODY, allow_private=True, connect_timeout_s=1.0, timeout_s=1.0)
+def attempt(receiver: Receiver, answer: Answer) -> tuple[Attempt, str]:
+    url = local(receiver.path(answer))
+    result = deliver(url, {"webhook-id": "msg_9"}, BODY, allow_private=True, connect_timeout_s=1.0, timeout_s=1.0)
+    return result, url
 
 
 @pytest.mark.parametrize(
@@ -170,28 +139,28 @@ def attempt(servers: list[Scripted], status: int | str, headers: dict[str, str] 
      (400, False, False), (404, False, False), (410, False, False), (302, False, False)],
 )  # fmt: skip
 def test_answers_decide_delivered_and_retryable(
-    scripted: list[Scripted], status: int, delivered: bool, retryable: bool
+    receiver: Receiver, status: int, delivered: bool, retryable: bool
 ) -> None:
-    result = attempt(scripted, status, {"location": "http://10.0.0.1/"} if status == 302 else None)
+    result, url = attempt(receiver, (status, {"location": "http://10.0.0.1/"} if status == 302 else {}))
     assert (result.delivered, result.retryable, result.status) == (delivered, retryable, status)
-    assert len(scripted[0].requests) == 1  # a redirect is not followed
+    assert len(receiver.at(url)) == 1  # a redirect is not followed
 
 
-def test_the_request_carries_the_name_not_the_pinned_address(scripted: list[Scripted]) -> None:
-    attempt(scripted, 200)
-    request = scripted[0].requests[0]
-    assert request["host"] == f"localhost:{scripted[0].server.server_address[1]}"
-    assert request["webhook-id"] == "msg_9"
+def test_the_request_carries_the_name_not_the_pinned_address(receiver: Receiver) -> None:
+    _, url = attempt(receiver, 200)
+    [request] = receiver.at(url)
+    assert request.headers["host"] == f"localhost:{receiver.server.server_address[1]}"
+    assert request.headers["webhook-id"] == "msg_9"
 
 
-def test_429_gives_its_retry_after(scripted: list[Scripted]) -> None:
-    result = attempt(scripted, 429, {"retry-after": "7"})
+def test_429_gives_its_retry_after(receiver: Receiver) -> None:
+    result, _ = attempt(receiver, (429, {"retry-after": "7"}))
     assert (result.retryable, result.retry_after_s) == (True, 7.0)
 
 
-def test_a_silent_receiver_times_out_as_retryable(scripted: list[Scripted]) -> None:
+def test_a_silent_receiver_times_out_as_retryable(receiver: Receiver) -> None:
     started = time.monotonic()
-    result = attempt(scripted, "hang")
+    result, _ = attempt(receiver, "hang")
     assert time.monotonic() - started < 2.5
     assert (result.delivered, result.retryable, result.status) == (False, True, None)
     assert "timed out" in (result.error or "")
@@ -203,13 +172,12 @@ def test_nobody_listening_is_retryable_and_names_only_the_host() -> None:
     assert result.error == "could not reach localhost:9 (ConnectError)"
 
 
-def test_the_guard_runs_again_at_delivery(scripted: list[Scripted]) -> None:
-    server = Scripted(200)
-    scripted.append(server)
-    result = deliver(server.url, {}, BODY, allow_private=False, connect_timeout_s=1, timeout_s=1)
+def test_the_guard_runs_again_at_delivery(receiver: Receiver) -> None:
+    url = local(receiver.path(200))
+    result = deliver(url, {}, BODY, allow_private=False, connect_timeout_s=1, timeout_s=1)
     assert (result.delivered, result.retryable) == (False, False)
     assert "loopback" in (result.error or "")
-    assert server.requests == []
+    assert receiver.at(url) == []
 
 
 def test_retry_after_reads_seconds_and_dates() -> None:

@@ -10,12 +10,9 @@ import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -23,6 +20,7 @@ import pytest
 
 from api.main import create_app
 from tests.conftest import TEST_WEBHOOK_RETRIES, TEST_WEBHOOK_SECRET, create_record, enqueue, serve
+from tests.receiver import Receiver
 from ttsq.jobs import JobStore
 from ttsq.ops.processes import ManagedProcess
 from ttsq.settings import Settings
@@ -38,64 +36,11 @@ def spec_signature(secret: str, msg_id: str, timestamp: str, body: bytes) -> str
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
-@dataclass
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    at: float = field(default_factory=time.time)
-
-
-class Receiver:
-    """An HTTP server answering each path with a script of statuses (the last one repeats);
-    ``hang`` in a script means: never answer within the sender's timeout."""
-
-    def __init__(self) -> None:
-        self.received: list[Received] = []
-        self.scripts: dict[str, list[int | str]] = {}
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                with receiver._lock:
-                    receiver.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                    script = receiver.scripts.get(self.path, [200])
-                    answer = script.pop(0) if len(script) > 1 else script[0]
-                if answer == "hang":
-                    time.sleep(5)
-                    return
-                self.send_response(int(answer))
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def path(self, *script: int | str) -> str:
-        """A fresh path answering with ``script``; returns its full URL."""
-        name = f"/{uuid.uuid4().hex}"
-        self.scripts[name] = list(script)
-        return self.url + name
-
-    def at(self, url: str) -> list[Received]:
-        path = url.removeprefix(self.url)
-        with self._lock:
-            return [r for r in self.received if r.path == path]
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
     server = Receiver()
     yield server
-    server.server.shutdown()
-    server.server.server_close()
+    server.close()
 
 
 @pytest.fixture(autouse=True)
