@@ -160,9 +160,13 @@ def dev_webhook_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def banner(ports: DevPorts, settings: Settings) -> str:
+def banner(ports: DevPorts, settings: Settings, data_dir: Path) -> str:
     api = f"http://{LOOPBACK}:{ports.api}"
-    secret_file = "its webhook-secret file" if settings.webhook_secret else "TTSQ_WEBHOOK_SECRET"
+    secret_file = data_dir / "webhook-secret"
+    generated = "webhook_secret" not in Settings().model_fields_set
+    secret = f"the secret in {secret_file}" if generated else "TTSQ_WEBHOOK_SECRET"
+    listen = f'ttsq webhook-listen --secret "$(cat {secret_file})"' if generated else "ttsq webhook-listen"
+    receivers = "private receivers allowed" if settings.webhook_allow_private else "public receivers only"
     return f"""
 ttsq is ready.
   Web page   {api}/
@@ -170,10 +174,11 @@ ttsq is ready.
   Flower     http://{LOOPBACK}:{ports.flower}
   Redis      {settings.redis_url}
   S3         {settings.s3.endpoint_url}
-  Webhooks   signed with the secret in the data directory ({secret_file}); private receivers allowed
+  Webhooks   signed with {secret}; {receivers}
+             a local receiver: {listen}
 Try:
   curl -s -X POST {api}/v1/jobs -H 'content-type: application/json' -d '{{"text":"Hello from the queue."}}'
-  curl -s {api}/v1/jobs/<id>
+  curl -s '{api}/v1/jobs/<id>?wait=30'      # answers when the job is done
   curl -sL {api}/v1/jobs/<id>/audio -o hello.wav
 Ctrl-C stops everything.
 """
@@ -186,7 +191,7 @@ def run_dev(data_dir: Path, ports: DevPorts) -> int:
     signal.signal(signal.SIGTERM, stack.request_stop)
     try:
         stack.start()
-        print(banner(ports, stack.settings), flush=True)
+        print(banner(ports, stack.settings, data_dir), flush=True)
         return stack.supervise()
     finally:
         print("ttsq dev: stopping…", flush=True)
