@@ -27,12 +27,22 @@ class JobCreate(BaseModel):
     text: str = Field(description="Text to speak (plain text). Up to the server's character limit.")
     voice: str | None = Field(None, description="Voice id from GET /v1/voices; the server default if omitted.")
     format: AudioFormat = Field(DEFAULT_FORMAT, description="Output container/codec.")
-    speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description="Speaking rate multiplier.")
+    speed: float = Field(
+        DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True, description="Speaking rate multiplier."
+    )
     noise_scale: float | None = Field(
-        None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], description="Timbre variation; voice default if omitted."
+        None,
+        ge=NOISE_RANGE[0],
+        le=NOISE_RANGE[1],
+        strict=True,
+        description="Timbre variation; voice default if omitted.",
     )
     noise_w: float | None = Field(
-        None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], description="Rhythm variation; voice default if omitted."
+        None,
+        ge=NOISE_RANGE[0],
+        le=NOISE_RANGE[1],
+        strict=True,
+        description="Rhythm variation; voice default if omitted.",
     )
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Free-form JSON object stored with the job and returned as is."

@@ -147,6 +147,11 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("speed too high", {"json": {"text": "hi", "speed": 10}}, 422, "speed: Input should be less than or equal to 4"),
     ("speed zero", {"json": {"text": "hi", "speed": 0}}, 422, "speed: Input should be greater than or equal to 0.25"),
     ("noise too high", {"json": {"text": "hi", "noise_scale": 3}}, 422, "noise_scale: Input should be less than"),
+    ("speed a boolean", {"json": {"text": "hi", "speed": True}}, 422, "speed: Input should be a valid number"),
+    ("noise a boolean", {"json": {"text": "hi", "noise_w": False}}, 422, "noise_w: Input should be a valid number"),
+    ("speed a string", {"json": {"text": "hi", "speed": "1.5"}}, 422, "speed: Input should be a valid number"),
+    ("priority unknown", {"json": {"text": "hi", "priority": "urgent"}}, 422, "priority: Input should be"),
+    ("webhook not http", {"json": {"text": "hi", "webhook_url": "file:///etc/passwd"}}, 422, "must use http or https"),
     ("unknown field", {"json": {"text": "hi", "sped": 1}}, 422, "sped: Extra inputs are not permitted"),
     ("metadata not object", {"json": {"text": "hi", "metadata": [1]}}, 422, "metadata: Input should be a valid dict"),
     (

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 
 import httpx
+import redis
 
 from tests.conftest import wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
+from ttsq.ops.processes import ManagedProcess
 
 
 def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(client: httpx.Client) -> None:
@@ -34,3 +36,16 @@ def test_an_interactive_job_overtakes_a_running_bulk_job(client: httpx.Client) -
     assert bulk_then["status"] == "running", "the bulk job finished first: nothing was overtaken"
     assert bulk_then["progress"]["segments_done"] < bulk_then["progress"]["segments_total"]
     assert wait_for_job(client, bulk["id"], 240)["status"] == "succeeded"
+
+
+def test_the_worker_asks_redis_for_interactive_work_first(redis_client: redis.Redis, worker: ManagedProcess) -> None:
+    """What the worker really sends (Redis MONITOR): one BRPOP over its queues, interactive first,
+    then bulk entries, then bulk segments; Redis answers from the first non-empty list."""
+    deadline = time.monotonic() + 30
+    with redis_client.monitor() as monitor:  # type: ignore[no-untyped-call]
+        for entry in monitor.listen():
+            words = entry["command"].split()
+            if words[0] == "BRPOP" and "tts" in words:
+                assert words[1:4] == ["tts.interactive", "tts", "tts.segments"]
+                return
+            assert time.monotonic() < deadline, "no BRPOP from the worker within 30 s"

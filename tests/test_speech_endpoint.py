@@ -129,3 +129,10 @@ def test_openai_voice_names_follow_the_configured_map(settings: Settings, worker
         )
         voices = [httpx.get(f"{url}/v1/jobs/{r.headers['x-ttsq-job-id']}").json()["voice"] for r in (nova, echo, own)]
     assert voices == [FOLDER_VOICE_ID, DEFAULT_VOICE_ID, DEFAULT_VOICE_ID]
+
+
+def test_a_boolean_speed_is_refused(client: httpx.Client) -> None:
+    body = {"model": "tts-1", "input": SENTENCE, "voice": "alloy", "speed": True}
+    response = client.post("/v1/audio/speech", json=body)
+    assert response.status_code == 422
+    assert "speed: Input should be a valid number" in response.json()["error"]["message"]

@@ -68,7 +68,8 @@ class SpeechCreate(BaseModel):
     input: str = Field(description="Text to speak.")
     voice: str | VoiceRef = Field(description="A ttsq voice id or an OpenAI voice name (see openai_voices).")
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
-    speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1])
+    speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
+    """Strict: a number, not ``true`` or ``"1"``."""
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take no instructions.")
     stream_format: Literal["audio", "sse"] | None = Field(None, description="Only 'audio' is offered.")
     keep: bool = Field(True, description="ttsq: also store the audio as the job's object (default true).")
