@@ -12,7 +12,8 @@ import pytest
 import soundfile
 
 from api.main import create_app
-from tests.conftest import FOLDER_VOICE_ID, serve, wait_for_job
+from api.routes import speech
+from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, serve, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
 from tts_core.catalog import DEFAULT_VOICE_ID
 from ttsq.ops.processes import ManagedProcess
@@ -136,3 +137,16 @@ def test_a_boolean_speed_is_refused(client: httpx.Client) -> None:
     response = client.post("/v1/audio/speech", json=body)
     assert response.status_code == 422
     assert "speed: Input should be a valid number" in response.json()["error"]["message"]
+
+
+def test_no_worker_means_a_504_naming_the_job_not_a_hang(
+    idle_queue_api: IdleQueueApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(speech, "PART_TIMEOUT_S", 1.0)
+    body = {"model": "tts-1", "input": SENTENCE, "voice": "alloy"}
+    response = idle_queue_api.client.post("/v1/audio/speech", json=body, timeout=30)
+    assert response.status_code == 504
+    error = response.json()["error"]
+    assert error["code"] == "speech_timeout"
+    job_id = error["message"].rsplit("/", 1)[-1]  # the message says where the job can be followed
+    assert idle_queue_api.client.get(f"/v1/jobs/{job_id}").json()["status"] == "queued"

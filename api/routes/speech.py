@@ -10,6 +10,7 @@ the stored object, which ``GET /v1/jobs/{id}`` then lists as usual.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Final, Literal
 
@@ -51,6 +52,10 @@ OFFERED_FORMATS: Final = {
 needs 48 kHz-family rates and AAC an encoder libsndfile lacks: both are refused, not faked."""
 
 PCM_MEDIA_TYPE: Final = "audio/pcm"
+
+PART_TIMEOUT_S: Final = 120.0
+"""Longest wait for the next segment's audio before the request gives up (504); a segment takes
+seconds, so this only fires when no worker takes the job. Module-level so tests can shorten it."""
 
 
 class VoiceRef(BaseModel):
@@ -104,7 +109,7 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
     response_class=Response,
     responses={
         200: {"content": {"audio/mpeg": {}, "audio/flac": {}, "audio/wav": {}, PCM_MEDIA_TYPE: {}}},
-        **{code: {"model": ErrorPublic} for code in (400, 413, 415, 422, 500, 503)},
+        **{code: {"model": ErrorPublic} for code in (400, 413, 415, 422, 500, 503, 504)},
     },
     dependencies=[Depends(require_json)],
     summary="Speak text, answering with the audio (OpenAI-compatible)",
@@ -197,9 +202,14 @@ class PartReader:
         return pcm
 
     async def next_part_or_end(self) -> np.ndarray | None:
-        """The next part, or None once every part was read."""
+        """The next part, or None once every part was read; 504 if it takes longer than
+        ``PART_TIMEOUT_S`` (no worker, or a stuck one: the job itself goes on)."""
         assert self._events is not None
+        deadline = time.monotonic() + PART_TIMEOUT_S
         while True:
+            if time.monotonic() > deadline:
+                message = f"no audio for {PART_TIMEOUT_S:.0f} s; the job goes on: GET /v1/jobs/{self.job_id}"
+                raise ApiError(504, "speech_timeout", message)
             record, done = await run_in_threadpool(self._look)
             if self.total is not None and self._next >= self.total:
                 return None
@@ -209,7 +219,7 @@ class PartReader:
                 return np.frombuffer(data, dtype=np.int16)
             if record.status is not JobStatus.RUNNING and record.status is not JobStatus.QUEUED:
                 _raise_unfinished(record)
-            await self._events.next(RESYNC_S)
+            await self._events.next(min(RESYNC_S, max(0.0, deadline - time.monotonic())))
             self._events.drain()
 
     def _look(self) -> tuple[JobRecord, set[int]]:
