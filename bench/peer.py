@@ -3,15 +3,19 @@
 The peer is ``piper-tts`` (its Flask ``piper.http_server``) in a virtual environment of its own under
 ``.ttsq/bench/peer-venv``, made on first use from PyPI: piper-tts pulls the CPU ``onnxruntime``, which
 must never land in ttsq's environment beside ``onnxruntime-gpu``. Both speak with the same model file
-(ttsq's default voice). Three ways, same short texts, alternating request by request: the peer's
-``POST /synthesize``; ttsq's ``POST /v1/audio/speech``; and submit + ``?wait=`` + audio download.
-Then 8 concurrent clients on each, one way after the other.
+(ttsq's default voice) and the same pause between sentences. Three ways, same short texts, alternating
+request by request: the peer's ``POST /synthesize``; ttsq's ``POST /v1/audio/speech``; and submit +
+``?wait=`` + audio download. Then 8 concurrent clients on each, one way after the other.
+
+A way the API does not offer (404 on its first request, as before ``/v1/audio/speech`` existed) is
+recorded under ``missing`` with the answer it got, and left out of the figures rather than faked.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -24,35 +28,51 @@ import httpx
 
 from bench import corpus
 from bench.stack import BenchStack
-from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
+from tts_core.catalog import VoiceCatalog
+from ttsq.jobs import JobStatus
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import Settings
 
 PEER_PACKAGE: Final = "piper-tts[http]==1.8.0"
-PEER_VENV: Final = Path(".ttsq/bench/peer-venv")
-WAV_HEADER_BYTES: Final = 44
+"""Pinned so runs compare; 1.8.0 installs on Python 3.11-3.13 and serves ``POST /synthesize`` (JSON)."""
+PEER_VENV: Final = Path(__file__).resolve().parents[1] / ".ttsq" / "bench" / "peer-venv"
 CLIENTS: Final = 8
+WAIT_S: Final = 30
+STREAM_CHARS: Final = 2000
 
 Request = Callable[[httpx.Client, str], bytes]
-"""One way of turning text into audio bytes, with the client given."""
+"""One way of turning text into WAV bytes, with the client given."""
+
+
+class Missing(Exception):
+    """The API under test does not offer this way (404/405): recorded as missing, not measured."""
 
 
 def peer_python(venv: Path = PEER_VENV) -> Path:
-    """The peer's interpreter, installing piper-tts into its own venv the first time."""
+    """The peer's interpreter, installing piper-tts into its own venv unless a finished install of
+    the same package spec is there (the stamp is written last, so an interrupted install is redone)."""
     python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if stamp.is_file() and stamp.read_text() == PEER_PACKAGE:
+        return python
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", PEER_PACKAGE], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", PEER_PACKAGE], check=True)
+    stamp.write_text(PEER_PACKAGE)
     return python
 
 
 class PeerServer:
-    """Piper's HTTP server on a free port, with ttsq's default voice model."""
+    """Piper's HTTP server on a free port, with the model file of ttsq's default voice."""
 
-    def __init__(self, root: Path) -> None:
-        model, _config = bundled_voices()[DEFAULT_VOICE_ID]
+    def __init__(self, root: Path, settings: Settings) -> None:
+        voice = VoiceCatalog.discover(settings.voices_dir).get(settings.default_voice)
+        self.model = voice.model_path
         self.port = free_port()
-        argv = [str(peer_python()), "-m", "piper.http_server", "-m", str(model), "--host", "127.0.0.1",
-                "--port", str(self.port), "--data-dir", str(model.parent)]  # fmt: skip
+        # --data-dir: where it would look up voices by name; the model is given by path, so nothing downloads.
+        argv = [str(peer_python()), "-m", "piper.http_server", "-m", str(self.model), "--host", "127.0.0.1",
+                "--port", str(self.port), "--data-dir", str(self.model.parent),
+                "--sentence-silence", str(settings.sentence_pause_s)]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("TTSQ_")}
         self.process = ManagedProcess("piper-http", argv, root / "peer.log", env).start()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -68,11 +88,34 @@ class PeerServer:
         self.process.stop()
 
 
+def wav_audio_s(data: bytes) -> float:
+    """Seconds of audio in a PCM WAV: the format from its ``fmt`` chunk, the length from the bytes
+    after the ``data`` chunk header (a streamed WAV's sizes are placeholders)."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise ValueError(f"not a WAV file: {data[:12]!r}")
+    offset, frame_rate = 12, 0
+    while offset + 8 <= len(data):
+        chunk, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8], "little")
+        body = offset + 8
+        if chunk == b"fmt ":
+            _tag, _channels, rate, _byte_rate, block_align = struct.unpack_from("<HHIIH", data, body)
+            frame_rate = rate * block_align
+        elif chunk == b"data" and frame_rate:
+            return (len(data) - body) / frame_rate
+        offset = body + size + (size & 1)
+    raise ValueError("WAV without fmt and data chunks")
+
+
+def _offered(response: httpx.Response) -> httpx.Response:
+    if response.status_code in (404, 405):
+        request = response.request
+        raise Missing(f"{request.method} {request.url.path}: {response.status_code} {response.text[:200]}")
+    return response.raise_for_status()
+
+
 def peer_request(url: str) -> Request:
     def run(client: httpx.Client, text: str) -> bytes:
-        response = client.post(f"{url}/synthesize", json={"text": text})
-        response.raise_for_status()
-        return response.content
+        return client.post(f"{url}/synthesize", json={"text": text}).raise_for_status().content
 
     return run
 
@@ -80,22 +123,27 @@ def peer_request(url: str) -> Request:
 def speech_request(url: str, keep: bool = True) -> Request:
     def run(client: httpx.Client, text: str) -> bytes:
         body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav", "keep": keep}
-        response = client.post(f"{url}/v1/audio/speech", json=body)
-        response.raise_for_status()
-        return response.content
+        return _offered(client.post(f"{url}/v1/audio/speech", json=body)).content
 
     return run
 
 
+def wait_terminal(client: httpx.Client, url: str, job_id: str) -> dict[str, Any]:
+    """The job once terminal: ``?wait=`` answers at the end, or when the wait runs out (or at once,
+    from an API that ignores it), so ask again until it is."""
+    while True:
+        job: dict[str, Any] = client.get(f"{url}/v1/jobs/{job_id}", params={"wait": WAIT_S}).raise_for_status().json()
+        if JobStatus(job["status"]).terminal:
+            return job
+
+
 def submit_wait_fetch_request(url: str) -> Request:
     def run(client: httpx.Client, text: str) -> bytes:
-        job = client.post(f"{url}/v1/jobs", json={"text": text, "format": "wav"}).json()
-        done = client.get(f"{url}/v1/jobs/{job['id']}", params={"wait": 30}).json()
-        if done["status"] != "succeeded":
+        job = client.post(f"{url}/v1/jobs", json={"text": text, "format": "wav"}).raise_for_status().json()
+        done = wait_terminal(client, url, job["id"])
+        if done["status"] != JobStatus.SUCCEEDED:
             raise RuntimeError(f"job {job['id']} {done['status']}: {done['error']}")
-        audio = client.get(f"{url}/v1/jobs/{job['id']}/audio", follow_redirects=True)
-        audio.raise_for_status()
-        return audio.content
+        return client.get(f"{url}/v1/jobs/{job['id']}/audio", follow_redirects=True).raise_for_status().content
 
     return run
 
@@ -105,12 +153,23 @@ def _ms_percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98], "n": len(values)}
 
 
+def offered_ways(ways: dict[str, Request], text: str) -> tuple[dict[str, Request], dict[str, str]]:
+    """Each way warmed once; those answering 404/405 set apart with what they answered."""
+    offered, missing = {}, {}
+    with httpx.Client(timeout=60) as client:
+        for name, way in ways.items():
+            try:
+                wav_audio_s(way(client, text))
+                offered[name] = way
+            except Missing as e:
+                missing[name] = str(e)
+    return offered, missing
+
+
 def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, dict[str, float]]:
     """Each text through each way in turn, ``rounds`` times; text to last byte, in ms."""
     times: dict[str, list[float]] = {name: [] for name in ways}
     with httpx.Client(timeout=60) as client:
-        for way in ways.values():  # warm each path once
-            way(client, texts[0])
         for _ in range(rounds):
             for text in texts:
                 for name, way in ways.items():
@@ -120,17 +179,17 @@ def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str
     return {name: _ms_percentiles(values) for name, values in times.items()}
 
 
-def throughput(way: Request, texts: list[str], per_client: int, sample_rate: int) -> dict[str, float]:
+def throughput(way: Request, texts: list[str], per_client: int) -> dict[str, float]:
     """``CLIENTS`` threads, each sending ``per_client`` texts back to back; requests and audio per second."""
-    audio_bytes = [0] * CLIENTS
+    audio_s = [0.0] * CLIENTS
     errors: list[BaseException] = []
 
     def client_loop(index: int) -> None:
         with httpx.Client(timeout=120) as client:
             for n in range(per_client):
                 try:
-                    audio_bytes[index] += len(way(client, texts[(index + n) % len(texts)])) - WAV_HEADER_BYTES
-                except (httpx.HTTPError, RuntimeError) as e:
+                    audio_s[index] += wav_audio_s(way(client, texts[(index + n) % len(texts)]))
+                except (httpx.HTTPError, RuntimeError, ValueError) as e:
                     errors.append(e)
 
     threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(CLIENTS)]
@@ -142,8 +201,14 @@ def throughput(way: Request, texts: list[str], per_client: int, sample_rate: int
     wall = time.perf_counter() - started
     if errors:
         raise RuntimeError(f"{len(errors)} requests failed, first: {errors[0]!r}")
-    audio_s = sum(audio_bytes) / 2 / sample_rate
-    return {"requests_per_s": CLIENTS * per_client / wall, "audio_per_wall": audio_s / wall, "wall_s": wall}
+    return {"requests": CLIENTS * per_client, "requests_per_s": CLIENTS * per_client / wall,
+            "audio_s": sum(audio_s), "audio_per_wall": sum(audio_s) / wall, "wall_s": wall}  # fmt: skip
+
+
+def stream_text(limit: int = STREAM_CHARS) -> str:
+    """Whole sentences of the corpus paragraphs, up to about ``limit`` characters."""
+    text = " ".join(corpus.paragraphs())[:limit]
+    return text[: text.rfind(". ") + 1] or text
 
 
 def time_to_first_byte(url: str, text: str) -> dict[str, float]:
@@ -151,29 +216,33 @@ def time_to_first_byte(url: str, text: str) -> dict[str, float]:
     body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav"}
     started = time.perf_counter()
     first = None
-    size = 0
+    data = bytearray()
     with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=300) as response:
         response.raise_for_status()
         for chunk in response.iter_bytes():
             if first is None:
                 first = time.perf_counter()
-            size += len(chunk)
+            data += chunk
+    last = time.perf_counter()
     assert first is not None
     return {"characters": len(text), "first_byte_ms": 1000 * (first - started),
-            "last_byte_ms": 1000 * (time.perf_counter() - started), "bytes": size}  # fmt: skip
+            "last_byte_ms": 1000 * (last - started), "bytes": len(data),
+            "audio_s": wav_audio_s(bytes(data))}  # fmt: skip
 
 
 def stages(stack: BenchStack, texts: list[str]) -> dict[str, float]:
     """Where a submit-wait-fetch request's milliseconds go (medians), from the client's clock and
-    the job record (same host, same clock)."""
+    the job record (same host, same clock): API (submit -> created_at), queue (created -> started,
+    what ``progress.queued_ms`` counts), synthesis, finish (started -> finished minus synthesis:
+    encode, upload, record), answer (finished -> the long poll's answer), download (the audio)."""
     rows: dict[str, list[float]] = {k: [] for k in ("api", "queue", "synthesis", "finish", "answer", "download")}
-    with httpx.Client(base_url=stack.url, timeout=60) as client:
+    with httpx.Client(timeout=60) as client:
         for text in texts:
             t0 = time.time()
-            job = client.post("/v1/jobs", json={"text": text, "format": "wav"}).json()
-            client.get(f"/v1/jobs/{job['id']}", params={"wait": 30})
+            job = client.post(f"{stack.url}/v1/jobs", json={"text": text, "format": "wav"}).raise_for_status().json()
+            wait_terminal(client, stack.url, job["id"])
             t_answer = time.time()
-            client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True)
+            client.get(f"{stack.url}/v1/jobs/{job['id']}/audio", follow_redirects=True).raise_for_status()
             t_done = time.time()
             record = stack.jobs.get(job["id"])
             assert record.started_at is not None
@@ -191,33 +260,49 @@ def stages(stack: BenchStack, texts: list[str]) -> dict[str, float]:
     return {name: 1000 * statistics.median(values) for name, values in rows.items()}
 
 
+def _ratio(numerator: dict[str, Any] | None, denominator: dict[str, Any], key: str) -> float | None:
+    return numerator[key] / denominator[key] if numerator is not None else None
+
+
+def summary(lat: dict[str, dict[str, float]], flows: dict[str, dict[str, float]]) -> dict[str, float | None]:
+    """The ratios the goals are stated in; None where the way is missing."""
+    speech, swf, peer_lat = lat.get("speech"), lat.get("submit_wait_fetch"), lat["peer"]
+    return {
+        "speech_p50_over_peer": _ratio(speech, peer_lat, "p50"),
+        "speech_p99_over_own_p50": speech["p99"] / speech["p50"] if speech else None,
+        "swf_p50_over_peer": _ratio(swf, peer_lat, "p50"),
+        "speech_throughput_over_peer": _ratio(flows.get("speech"), flows["peer"], "audio_per_wall"),
+        "swf_throughput_over_peer": _ratio(flows.get("submit_wait_fetch"), flows["peer"], "audio_per_wall"),
+    }
+
+
 def peer(stack: BenchStack, root: Path, quick: bool) -> dict[str, Any]:
-    stack.start_workers(1)
+    settings = stack.start_workers(1)
     texts = corpus.short_messages()
-    server = PeerServer(root)
+    server = PeerServer(root, settings)
     try:
-        ways = {
-            "peer": peer_request(server.url),
-            "speech": speech_request(stack.url),
-            "submit_wait_fetch": submit_wait_fetch_request(stack.url),
-        }
-        lat = latency(ways, texts, 1 if quick else 3)
-        per_client = 3 if quick else 8
-        rate = 22050
-        # The speech endpoint once more without storing the object, to show what storage costs.
-        flow_ways = {**ways, "speech_keep_false": speech_request(stack.url, keep=False)}
-        flows = {name: throughput(way, texts, per_client, rate) for name, way in flow_ways.items()}
+        ways, missing = offered_ways(
+            {
+                "peer": peer_request(server.url),
+                "speech": speech_request(stack.url),
+                "submit_wait_fetch": submit_wait_fetch_request(stack.url),
+                # Once more without storing the object (throughput only), to show what storage costs.
+                "speech_keep_false": speech_request(stack.url, keep=False),
+            },
+            texts[0],
+        )
+        lat = latency({k: w for k, w in ways.items() if k != "speech_keep_false"}, texts, 1 if quick else 3)
+        flows = {name: throughput(way, texts, 3 if quick else 8) for name, way in ways.items()}
     finally:
         server.stop()
-    long_text = " ".join(corpus.paragraphs())[:2000]
     return {
+        "peer_package": PEER_PACKAGE,
+        "model": str(server.model),
+        "texts": len(texts),
+        "missing": missing,
         "latency_ms": lat,
-        "speech_p50_over_peer": lat["speech"]["p50"] / lat["peer"]["p50"],
-        "speech_p99_over_own_p50": lat["speech"]["p99"] / lat["speech"]["p50"],
-        "swf_p50_over_peer": lat["submit_wait_fetch"]["p50"] / lat["peer"]["p50"],
+        **summary(lat, flows),
         "throughput": flows,
-        "speech_throughput_over_peer": flows["speech"]["audio_per_wall"] / flows["peer"]["audio_per_wall"],
-        "swf_throughput_over_peer": flows["submit_wait_fetch"]["audio_per_wall"] / flows["peer"]["audio_per_wall"],
-        "streaming_2000_chars": time_to_first_byte(stack.url, long_text),
+        "streaming_2000_chars": None if "speech" in missing else time_to_first_byte(stack.url, stream_text()),
         "stages_ms": stages(stack, texts[:10] if quick else texts),
     }
