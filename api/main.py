@@ -8,18 +8,23 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, jobs, speech, voices, web
+from api.metrics import ApiMetrics
+from api.request_ids import RequestIdMiddleware
+from api.routes import health, jobs, metrics, speech, voices, web
 from api.state import AppState
+from ttsq import logs
 from ttsq.settings import Settings, get_settings
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; clients to Redis, S3 and the queue are made once, at start-up."""
     resolved = settings or get_settings()
+    api_metrics = ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = AppState.build(resolved)
+        logs.configure(resolved.log_format)  # after uvicorn set up its own logging
+        state = AppState.build(resolved, api_metrics)
         if resolved.s3.create_bucket:
             state.objects.ensure_bucket()
         app.state.ttsq = state
@@ -36,10 +41,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    api_metrics.instrument(app)
+    app.add_middleware(RequestIdMiddleware)
     app.include_router(jobs.router)
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(web.router)
     web.mount_static(app)
     return app

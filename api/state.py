@@ -7,9 +7,11 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
+from api.metrics import ApiMetrics
 from api.waiting import EventHub
 from tts_core.catalog import VoiceCatalog
 from ttsq.broker import make_producer
+from ttsq.constants import WEBHOOK_QUEUE, consumed_queues
 from ttsq.jobs import JobStore
 from ttsq.parts import PartStore, make_part_store
 from ttsq.progress import SegmentStore
@@ -30,13 +32,15 @@ class AppState:
     catalog: VoiceCatalog
     producer: Celery
     hub: EventHub
+    metrics: ApiMetrics
 
     @classmethod
-    def build(cls, settings: Settings) -> AppState:
+    def build(cls, settings: Settings, metrics: ApiMetrics) -> AppState:
         client = redis.Redis.from_url(
             settings.redis_url, socket_timeout=settings.ready_timeout_s, socket_connect_timeout=2
         )
         objects = ObjectStore(settings.s3)
+        metrics.watch(client, [*consumed_queues(settings.queue), WEBHOOK_QUEUE])
         return cls(
             settings=settings,
             redis=client,
@@ -47,6 +51,7 @@ class AppState:
             catalog=VoiceCatalog.discover(settings.voices_dir),
             producer=make_producer(settings),
             hub=EventHub(settings.redis_url),
+            metrics=metrics,
         )
 
     async def close(self) -> None:

@@ -64,7 +64,8 @@ class BenchStack:
         for _ in range(count):
             self._started += 1
             name = f"bench{self._started}"
-            spec = default_worker(settings, f"{name}@%h", "WARNING")
+            own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
+            spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", "WARNING")
             env = {**os.environ, **spec.env}
             self.workers.append(ManagedProcess(name, spec.argv, self.root / f"{name}.log", env).start())
         producer = make_producer(settings)

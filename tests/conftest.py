@@ -99,8 +99,10 @@ def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir
 def start_worker(
     settings: Settings, log_path: Path, name: str, extra_env: dict[str, str] | None = None
 ) -> ManagedProcess:
-    """A real Celery worker process; returns once it answers a ping (model loaded)."""
-    spec = default_worker(settings, f"{name}@%h", "INFO")
+    """A real Celery worker process; returns once it answers a ping (model loaded). Its metrics and
+    probes listen on a free port (``settings.worker.metrics_port`` of the process)."""
+    own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
+    spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", "INFO")
     worker = ManagedProcess(name, spec.argv, log_path, {**os.environ, **spec.env, **(extra_env or {})}).start()
     producer = make_producer(settings)
     try:

@@ -33,6 +33,9 @@ DEFAULT_MAX_PADDING: Final = 0.3
 RunBatch = Callable[[K, list[Sequence[int]]], list[FloatAudio]]
 """Runs one inference call for items sharing a key; returns one trimmed audio array per item."""
 
+ObserveCall = Callable[[K, "BatchRecord"], None]
+"""Told of every inference call once it ended (e.g. to count it in metrics); must not raise."""
+
 
 @dataclass(frozen=True)
 class BatchResult:
@@ -61,6 +64,14 @@ class BatchRecord:
     """How long the oldest item in the call had waited."""
     run_ms: float
     ok: bool
+    output_samples: int = 0
+    """Samples of audio the call returned, all items together (0 if it failed)."""
+
+    @property
+    def padding_share(self) -> float:
+        """Share of the padded input (``size`` x ``max_ids``) that was padding: compute spent on nothing."""
+        padded = self.size * self.max_ids
+        return 1.0 - self.total_ids / padded if padded else 0.0
 
 
 @dataclass
@@ -124,9 +135,11 @@ class DynamicBatcher(Generic[K]):
         history: int = 1000,
         name: str = "ttsq-batcher",
         defer_to: DynamicBatcher[K] | None = None,
+        observe: ObserveCall[K] | None = None,
     ) -> None:
         """``defer_to``: another batcher whose work goes first: before each call this one waits
-        (up to ``MAX_DEFER_S``) until that one is idle, so the two do not share the cores."""
+        (up to ``MAX_DEFER_S``) until that one is idle, so the two do not share the cores.
+        ``observe``: told of each call with its key and record."""
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         if max_wait_ms < 0:
@@ -142,6 +155,7 @@ class DynamicBatcher(Generic[K]):
         self.calls = 0
         self.items = 0
         self._defer_to = defer_to
+        self._observe = observe
         self._pending = 0
         self._pending_lock = threading.Lock()
         self._idle = threading.Event()
@@ -167,6 +181,11 @@ class DynamicBatcher(Generic[K]):
             self._pending -= 1
             if self._pending == 0:
                 self._idle.set()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the batcher thread still runs (a dead one would leave every task waiting)."""
+        return self._thread.is_alive()
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until no item is queued or running here (or ``timeout_s`` passed); True if idle."""
@@ -246,8 +265,14 @@ class DynamicBatcher(Generic[K]):
             wait_ms=(started - min(r.submitted for r in group)) * 1000.0,
             run_ms=run_ms,
             ok=ok,
+            output_samples=sum(len(audio) for audio in outputs) if ok else 0,
         )
         with self._history_lock:
             self._history.append(record)
             self.calls += 1
             self.items += len(group)
+        if self._observe is not None:
+            try:
+                self._observe(group[0].key, record)
+            except Exception:  # an observer's fault must never stop the batcher
+                log.exception("batch observer failed")

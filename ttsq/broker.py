@@ -7,13 +7,19 @@ all take their configuration from :func:`celery_config`.
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Final
 
 from celery import Celery
+from celery.signals import before_task_publish
 
 from ttsq.constants import interactive_queue, segment_queue
 from ttsq.jobs import Priority
 from ttsq.settings import Settings
+
+ENQUEUED_AT_HEADER: Final = "ttsq_enqueued_at"
+"""Message header: when the task was sent (Unix seconds), so the age of a queue's oldest task can be
+read off the queue itself (``ttsq_queue_oldest_age_seconds``, the autoscaling signal)."""
 
 BROKER_CONNECT_TIMEOUT_S = 2
 """A request that finds Redis down answers 503 within seconds instead of hanging."""
@@ -77,3 +83,10 @@ def segments_queue(queue: str, priority: Priority) -> str:
 def make_producer(settings: Settings) -> Celery:
     """A Celery client that only sends tasks by name and broadcasts control commands."""
     return Celery("ttsq", config_source=celery_config(settings), set_as_current=False)
+
+
+@before_task_publish.connect
+def _stamp_enqueue_time(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    """Every task any ttsq process sends carries its send time (a retry gets a new one)."""
+    if headers is not None:
+        headers[ENQUEUED_AT_HEADER] = time.time()

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
+from ttsq import job_stats
 from ttsq.constants import job_claim_key, job_events_channel, job_key, job_text_key
 from ttsq.errors import JobNotFound
 from ttsq.events import status_message
@@ -166,6 +167,20 @@ def finish_changes(record: JobRecord, status: JobStatus) -> dict[str, Any]:
     return changes
 
 
+def _seconds_since(moment: datetime, now: datetime | None = None) -> float:
+    return max(0.0, ((now or utcnow()) - moment).total_seconds())
+
+
+def _count_finish(pipe: redis.client.Pipeline, record: JobRecord) -> None:
+    """Cluster figures of a job that just reached its terminal status (same transaction)."""
+    job_stats.count_finished(pipe, record.status.value, record.error.code if record.error else None)
+    if record.status is JobStatus.SUCCEEDED:
+        latency = _seconds_since(record.created_at, record.finished_at)
+        job_stats.observe(pipe, job_stats.JOB_LATENCY, record.priority.value, latency)
+        if (record.progress.segments_total or 1) == 1:  # its only segment's audio is the result
+            job_stats.observe(pipe, job_stats.FIRST_AUDIO, record.priority.value, latency)
+
+
 def new_job_id() -> str:
     return str(uuid.uuid4())
 
@@ -248,10 +263,18 @@ class JobStore:
             pipe.multi()
             pipe.set(key, updated.model_dump_json(), keepttl=True)
             pipe.publish(job_events_channel(job_id), status_message(updated.status))
+            if updated.status.terminal and not record.status.terminal:
+                _count_finish(pipe, updated)
             outcome[0] = updated
 
         self._redis.transaction(apply, key)
         return outcome[0]
+
+    def count_first_audio(self, record: JobRecord) -> None:
+        """The job's first segment has audio: add its wait to the time-to-first-audio histogram."""
+        with self._redis.pipeline(transaction=True) as pipe:
+            job_stats.observe(pipe, job_stats.FIRST_AUDIO, record.priority.value, _seconds_since(record.created_at))
+            pipe.execute()
 
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,

@@ -23,6 +23,8 @@ from ttsq.webhook_signing import parse_secrets
 DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800)
 """5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: eleven attempts over about a day."""
 
+DEFAULT_WORKER_METRICS_PORT: Final = 9101
+
 NONE_VALUE = "null"
 """How an environment variable says "None" (pydantic-settings' ``env_parse_none_str``)."""
 
@@ -61,6 +63,9 @@ class WorkerSettings(BaseModel):
     """How long the first item waits for company; default by provider (CPU 0, CUDA 10)."""
     preload_voices: list[str] = Field(default_factory=list)
     """Voices loaded at start besides the default one; others load on first use."""
+    metrics_port: int | None = Field(DEFAULT_WORKER_METRICS_PORT, ge=1, le=65535)
+    """Port of the worker's own HTTP server: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``;
+    ``null`` serves none. ``ttsq worker --gpus`` gives its N workers this port and the N-1 above it."""
 
 
 class Settings(BaseSettings):
@@ -76,6 +81,9 @@ class Settings(BaseSettings):
     )
 
     environment: Literal["development", "production"] = "development"
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per log line, with the job id on every line of a job's work and the
+    request id on every line of an API request (for log collectors)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     s3: S3Settings = Field(default_factory=S3Settings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from tts_core.audio import FloatAudio
@@ -28,6 +28,7 @@ from tts_core.segments import group_segments, plan_utterances
 from tts_core.voice import Voice
 from ttsq.jobs import Priority
 from ttsq.settings import Settings, get_settings
+from workers import metrics
 from workers.tuning import batch_plan
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ BatchKey = tuple[str, SynthesisConfig]
 
 BATCH_PRIORITY: Final = {Priority.INTERACTIVE: 0, Priority.BULK: 1}
 """Batcher order of each job class (lower first)."""
+
+CallObserver = Callable[[BatchKey, BatchRecord], None]
 
 SegmentPlan = list[list[list[int]]]
 """A job's segments, each a list of utterances' phoneme ids."""
@@ -58,12 +61,33 @@ class Engine:
         self._lock = threading.Lock()
         plan = batch_plan(settings.worker, device)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
-            self._run, plan.max_batch, plan.max_wait_ms, name="ttsq-batcher-interactive"
+            self._run,
+            plan.max_batch,
+            plan.max_wait_ms,
+            name="ttsq-batcher-interactive",
+            observe=self._observer(Priority.INTERACTIVE),
         )
         self.batcher: DynamicBatcher[BatchKey] = DynamicBatcher(
-            self._run, plan.max_batch, plan.max_wait_ms, defer_to=self.interactive
+            self._run,
+            plan.max_batch,
+            plan.max_wait_ms,
+            defer_to=self.interactive,
+            observe=self._observer(Priority.BULK),
         )
+        metrics.WORKER_INFO.labels(device.value, str(plan.max_batch)).set(1)
         log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
+
+    def _observer(self, lane: Priority) -> CallObserver:
+        def observe(key: BatchKey, record: BatchRecord) -> None:
+            voice_id = key[0]
+            metrics.observe_call(self.device.value, lane.value, self.sample_rate(voice_id), record, voice_id)
+
+        return observe
+
+    @property
+    def healthy(self) -> bool:
+        """Both batcher threads run: without them every task would wait forever."""
+        return self.batcher.alive and self.interactive.alive
 
     def voice(self, voice_id: str) -> Voice:
         """The loaded voice, loading it on first use."""
@@ -80,6 +104,7 @@ class Engine:
         worker = self._settings.worker
         voice = Voice.load(info.model_path, info.config_path, self.device, worker.intra_op_threads, worker.spin_wait)
         voice.speak(_WARM_UP_TEXT, SynthesisConfig())
+        metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
             voice_id,
@@ -115,7 +140,9 @@ class Engine:
         tasks' utterances of the same class)."""
         self.voice(voice_id)  # load in the caller's thread, not in the batcher's
         lane = self.interactive if priority is Priority.INTERACTIVE else self.batcher
-        return lane.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
+        in_flight = metrics.SEGMENTS_IN_FLIGHT.labels(self.device.value)
+        with in_flight.track_inprogress():
+            return lane.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
 
     def records(self) -> list[BatchRecord]:
         """Recent inference calls of both batchers, oldest first."""

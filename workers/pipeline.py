@@ -202,7 +202,9 @@ def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
         audio = _speak(ctx, record, utterances, f"{job_id}/{index}")
         ctx.parts.put(job_id, index, audio.pcm.tobytes())
-        _, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
+        counted, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
+        if counted and done == 1:  # the job's first audio exists from now on
+            ctx.jobs.count_first_audio(record)
         if ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
             # The job failed or was canceled while this segment ran, and its clean-up may have come
             # before this part: remove it, so nothing outlives the job.

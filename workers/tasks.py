@@ -21,20 +21,22 @@ from celery import Task
 from celery.concurrency import get_implementation
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
-from celery.signals import celeryd_after_setup, worker_process_init, worker_shutdown
+from celery.signals import celeryd_after_setup, worker_process_init, worker_ready, worker_shutdown
 from celery.worker.control import inspect_command
 from kombu.exceptions import OperationalError
 from redis.exceptions import LockError
 
+import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
 from tts_core.errors import TTSError
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import ASSEMBLE_TASK, DELIVER_WEBHOOK_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, WEBHOOK_QUEUE
-from ttsq.errors import JobNotFound, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
+from ttsq.errors import JobNotFound, QueueUnavailable, ServiceError, StoreUnavailable, TransientError, error_code
 from ttsq.jobs import JobStore, Priority
 from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.settings import get_settings
 from ttsq.storage import ObjectStore
+from workers import metrics
 from workers.app import app
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
 
@@ -56,6 +58,7 @@ class JobTask(Task):  # type: ignore[type-arg]
     def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         """The step failed for good (an outage outlasting its retries, or a bug): fail the job."""
         job_id = str(args[0])
+        metrics.TASK_FAILURES.labels(error_code(exc)).inc()
         try:
             fail_job(job_id, job_context(), exc)
         except Exception:  # Redis may be the outage itself; the traceback is in the log either way
@@ -113,10 +116,21 @@ def _load_model_in_pool_process(**_: Any) -> None:
 @celeryd_after_setup.connect
 def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
     """Thread pools share the main process, which gets no ``worker_process_init``: load here,
-    after logging is set up and before the consumer takes its first task."""
+    after logging is set up and before the consumer takes its first task. The metrics and probe
+    server starts first, so ``/healthz`` answers while the model loads."""
+    if _settings.worker.metrics_port is not None:
+        metrics.serve(_settings.worker.metrics_port)
     pool = get_implementation(getattr(instance, "pool_cls", "prefork"))
     if not (isinstance(pool, type) and issubclass(pool, PreforkPool | SoloPool)):
-        job_context().engine.warm_up()
+        engine = job_context().engine
+        metrics.PROBES.healthy = lambda: engine.healthy
+        engine.warm_up()
+
+
+@worker_ready.connect
+def _mark_ready(**_: Any) -> None:
+    """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200."""
+    metrics.PROBES.ready.set()
 
 
 @worker_shutdown.connect
@@ -163,6 +177,7 @@ def _run_step(job_id: str, step: str, run: Callable[[JobContext], None]) -> None
         raise
     except (TTSError, ServiceError) as e:
         log.warning("job %s failed: %s", job_id, e.code)
+        metrics.TASK_FAILURES.labels(e.code).inc()
         fail_job(job_id, ctx, e)
 
 

@@ -22,6 +22,7 @@ import redis
 from celery import Celery
 from redis.exceptions import LockError
 
+import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
 from ttsq.broker import celery_config
 from ttsq.constants import DELIVER_WEBHOOK_TASK, WEBHOOK_QUEUE
 from ttsq.errors import JobNotFound

@@ -125,6 +125,7 @@ def submit(state: AppState, record: JobRecord, text: str) -> None:
     except (OperationalError, redis.RedisError) as e:
         state.jobs.delete(record.id)
         raise QueueUnavailable(f"job queue unavailable: {e}") from e
+    state.metrics.submitted.labels(record.voice, record.priority.value).inc()
     log.info(
         "job %s queued: voice=%s format=%s chars=%d priority=%s",
         record.id, record.voice, record.format, record.characters, record.priority.value,

@@ -20,7 +20,7 @@ from ttsq.ops.commands import webhook_worker_argv
 from ttsq.ops.dev import DevError, DevPorts, run_dev
 from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
-from ttsq.settings import get_settings
+from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
 from ttsq.webhook_signing import parse_secrets
 
 FORMATS = tuple(f.value for f in AudioFormat)
@@ -49,10 +49,20 @@ def main() -> None:
     show_default=True,
     help="Ignored if TTSQ_S3__ENDPOINT_URL is set (environment or .env).",
 )
-def dev(data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_port: int) -> None:
+@click.option(
+    "--worker-metrics-port",
+    type=int,
+    default=DEFAULT_WORKER_METRICS_PORT,
+    show_default=True,
+    help="The worker's /metrics, /healthz and /readyz.",
+)
+def dev(
+    data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_port: int, worker_metrics_port: int
+) -> None:
     """Start Redis, SeaweedFS S3, a worker, the API and Flower in the foreground (Ctrl-C stops all)."""
     try:
-        code = run_dev(data_dir.resolve(), DevPorts(api_port, flower_port, redis_port, s3_port))
+        ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port)
+        code = run_dev(data_dir.resolve(), ports)
     except (DevError, DeviceUnavailable, TimeoutError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
     sys.exit(code)

@@ -26,7 +26,7 @@ from ttsq.ops.commands import api_argv, flower_argv, webhook_worker_argv
 from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
 from ttsq.ops.processes import ManagedProcess, port_in_use, wait_until
 from ttsq.ops.workerpool import default_worker
-from ttsq.settings import Settings, settings_env
+from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, Settings, settings_env
 from ttsq.storage import ObjectStore
 
 READY_TIMEOUT_S = 180.0
@@ -42,6 +42,7 @@ class DevPorts:
     flower: int = 5555
     redis: int = 6379
     s3: int = 8333
+    worker_metrics: int = DEFAULT_WORKER_METRICS_PORT
 
 
 def _require_free(port: int, what: str, option: str) -> None:
@@ -122,9 +123,12 @@ class DevStack:
     def start(self) -> None:
         _require_free(self.ports.api, "API", "--api-port")
         _require_free(self.ports.flower, "Flower", "--flower-port")
+        _require_free(self.ports.worker_metrics, "worker metrics", "--worker-metrics-port")
         self._own_redis()
         self._own_s3()
         self._webhook_settings()
+        worker_settings = self.settings.worker.model_copy(update={"metrics_port": self.ports.worker_metrics})
+        self.settings = self.settings.model_copy(update={"worker": worker_settings})
         worker = default_worker(self.settings, "worker1@%h", "INFO")
         self._spawn("worker", worker.argv, None, worker.env)
         self._spawn("webhooks", webhook_worker_argv(self.settings.webhook_concurrency, "webhooks@%h"), "webhooks.log")
@@ -172,6 +176,7 @@ ttsq is ready.
   Web page   {api}/
   API        {api}   (OpenAPI docs: {api}/docs)
   Flower     http://{LOOPBACK}:{ports.flower}
+  Metrics    {api}/metrics (API, queues, jobs)   http://{LOOPBACK}:{ports.worker_metrics}/metrics (worker)
   Redis      {settings.redis_url}
   S3         {settings.s3.endpoint_url}
   Webhooks   signed with {secret}; {receivers}

@@ -58,10 +58,19 @@ def cpu_cores() -> int:
 
 
 def _spec(
-    settings: Settings, name: str, device: Device, loglevel: str, extra_env: dict[str, str] | None = None
+    settings: Settings,
+    name: str,
+    device: Device,
+    loglevel: str,
+    extra_env: dict[str, str] | None = None,
+    port_offset: int = 0,
 ) -> WorkerSpec:
-    """A worker process on ``device``, with task threads matching that device's batching plan."""
-    worker = settings.worker.model_copy(update={"device": device})
+    """A worker process on ``device``, with task threads matching that device's batching plan; the
+    ``port_offset``-th worker of a host serves its metrics that many ports above the configured one."""
+    port = settings.worker.metrics_port
+    worker = settings.worker.model_copy(
+        update={"device": device, "metrics_port": None if port is None else port + port_offset}
+    )
     plan = batch_plan(worker, device)
     env = {**settings_env(settings.model_copy(update={"worker": worker})), **(extra_env or {})}
     return WorkerSpec(name, worker_argv(plan.concurrency, settings.queue, name, loglevel), env)
@@ -69,7 +78,10 @@ def _spec(
 
 def gpu_workers(settings: Settings, gpus: list[int], loglevel: str, host: str | None = None) -> list[WorkerSpec]:
     host = host or socket.gethostname()
-    return [_spec(settings, f"gpu{n}@{host}", Device.CUDA, loglevel, {"CUDA_VISIBLE_DEVICES": str(n)}) for n in gpus]
+    return [
+        _spec(settings, f"gpu{n}@{host}", Device.CUDA, loglevel, {"CUDA_VISIBLE_DEVICES": str(n)}, offset)
+        for offset, n in enumerate(gpus)
+    ]
 
 
 def cpu_worker(settings: Settings, loglevel: str, host: str | None = None) -> WorkerSpec:

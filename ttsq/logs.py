@@ -1,0 +1,93 @@
+"""Log lines that a collector can follow: the job id on every line of a job's work, the request id on
+every line of an API request, and (``TTSQ_LOG_FORMAT=json``) one JSON object per line.
+
+The ids travel in context variables: a worker sets the job id when a task starts (Celery's
+``task_prerun``, in the task's own thread), the API's request-id middleware sets the request id. A
+filter copies them onto every record, so formatters and handlers need no changes of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Final, Literal
+
+from pythonjsonlogger.json import JsonFormatter
+
+job_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_job_id", default=None)
+request_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_request_id", default=None)
+
+JSON_FIELDS: Final = "{asctime}{levelname}{name}{message}{job_id}{request_id}"
+"""Fields of every JSON line besides any ``extra`` given to the call."""
+
+
+_FIRST_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _job_of_task_line(record: logging.LogRecord) -> str | None:
+    """Celery's "Task ... received" lines are logged outside the task, with the task's arguments in
+    ``data``; every ttsq task's first argument is its job id."""
+    data = getattr(record, "data", None)
+    if isinstance(data, dict) and isinstance(args := data.get("args"), str):
+        found = _FIRST_UUID.search(args)
+        return found.group(0) if found else None
+    return None
+
+
+class ContextIdsFilter(logging.Filter):
+    """Puts the current job id and request id on each record (None outside a job or request)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "job_id", None) is None:
+            record.job_id = job_id_var.get() or _job_of_task_line(record)
+        if getattr(record, "request_id", None) is None:
+            record.request_id = request_id_var.get()
+        return True
+
+
+@contextmanager
+def job_context(job_id: str) -> Iterator[None]:
+    """Lines logged inside carry ``job_id``."""
+    token = job_id_var.set(job_id)
+    try:
+        yield
+    finally:
+        job_id_var.reset(token)
+
+
+def json_formatter() -> logging.Formatter:
+    return JsonFormatter(
+        JSON_FIELDS,
+        style="{",
+        datefmt="%Y-%m-%dT%H:%M:%S%z",
+        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        timestamp=False,
+    )
+
+
+def _handlers() -> Iterator[logging.Handler]:
+    seen: set[int] = set()
+    loggers = [
+        logging.getLogger(),
+        *(lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)),
+    ]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if id(handler) not in seen:
+                seen.add(id(handler))
+                yield handler
+
+
+def configure(log_format: Literal["text", "json"]) -> None:
+    """Give every handler configured so far (the root's, Celery's, uvicorn's) the ids filter and, for
+    ``json``, the JSON formatter. Call it after the framework set up its own logging."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO)
+    for handler in _handlers():
+        if not any(isinstance(f, ContextIdsFilter) for f in handler.filters):
+            handler.addFilter(ContextIdsFilter())
+        if log_format == "json":
+            handler.setFormatter(json_formatter())
