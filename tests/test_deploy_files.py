@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -16,6 +17,7 @@ from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TTSQ_SERVICES = ("api", "worker-gpu0", "webhooks", "flower")
+MONITORING = ("prometheus", "grafana")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,12 @@ def settings_field_exists(env_name: str) -> bool:
 
 
 def test_expected_services(compose: dict[str, Any]) -> None:
-    assert set(services(compose)) == {"redis", "s3", "api", "worker-gpu0", "webhooks", "flower"}
+    assert set(services(compose)) == {
+        *("redis", "s3", "api", "worker-gpu0", "webhooks", "flower"),
+        *MONITORING,
+    }
+    for name, service in services(compose).items():  # monitoring is opt-in, the rest always runs
+        assert service.get("profiles", []) == (["monitoring"] if name in MONITORING else []), name
     assert services(compose)["redis"]["image"].startswith("redis:7")
 
 
@@ -136,3 +143,40 @@ def test_the_web_page_ships_in_the_package() -> None:
     static = ROOT / "api" / "static"
     shipped = {path.name for pattern in patterns for path in (ROOT / "api").glob(pattern)}
     assert shipped == {path.name for path in static.iterdir()} >= {"index.html", "app.js", "style.css"}
+
+
+def mounted(service: dict[str, Any], target: str) -> Path:
+    """The repository path mounted at ``target`` in the service."""
+    for volume in service["volumes"]:
+        source, _, rest = str(volume).partition(":")
+        if rest.split(":")[0] == target:
+            return ROOT / source
+    raise AssertionError(f"nothing mounted at {target}")
+
+
+def test_prometheus_scrapes_the_api_and_each_worker_where_they_listen(compose: dict[str, Any]) -> None:
+    prometheus = services(compose)["prometheus"]
+    config = yaml.safe_load(mounted(prometheus, "/etc/prometheus/prometheus.yml").read_text())
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    targets = {t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    api_port = services(compose)["api"]["command"][-1]
+    workers = [name for name in services(compose) if name.startswith("worker-")]
+    expected = {f"api:{api_port}"} | {
+        f"{name}:{services(compose)[name]['environment']['TTSQ_WORKER__METRICS_PORT']}" for name in workers
+    }
+    assert targets == expected
+    assert all(job["metrics_path"] == "/metrics" for job in config["scrape_configs"])
+
+
+def test_grafana_is_provisioned_with_the_dashboard(compose: dict[str, Any]) -> None:
+    grafana = services(compose)["grafana"]
+    provisioning = mounted(grafana, "/etc/grafana/provisioning")
+    providers = yaml.safe_load((provisioning / "dashboards" / "ttsq.yml").read_text())["providers"]
+    dashboards_in_container = providers[0]["options"]["path"]
+    folder = mounted(grafana, dashboards_in_container)
+    dashboard = json.loads((folder / "ttsq.json").read_text())
+    assert dashboard["panels"]
+    assert all(target["expr"] for panel in dashboard["panels"] for target in panel["targets"])
+    source = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"][0]
+    assert source["url"] == "http://prometheus:9090"
+    assert "GF_SECURITY_ADMIN_PASSWORD" in grafana["environment"]
