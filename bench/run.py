@@ -39,6 +39,7 @@ from bench import corpus
 from bench.machine import describe
 from bench.peer import peer
 from bench.priority import priority
+from bench.scaleout import scaleout, scaleout_rows
 from bench.stack import BenchStack, Submitted
 from bench.waiters import waiters
 from tts_core.catalog import VoiceCatalog
@@ -50,7 +51,7 @@ from ttsq.parts import PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"
-SECTIONS = ("throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters")
+SECTIONS = ("throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout")
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 
 
@@ -273,6 +274,8 @@ def table(result: dict[str, Any]) -> str:
         label = f"segment part in {name} (3 s of PCM, {part['part_bytes'] // 1024} KiB)"
         rows.append((label, f"put {part['put_ms']:.2f} ms, get {part['get_ms']:.2f} ms"))
     rows.extend(push_rows(result))
+    if scaled := result.get("scaleout"):
+        rows.extend(scaleout_rows(scaled))
     if mem := result.get("memory"):
         value = f"{mem['rss_after_warmup_mib']:.0f} -> {mem['rss_end_mib']:.0f} MiB ({mem['growth']:+.1%})"
         rows.append((f"worker RSS over {mem['segments']} segments after warm-up", value))
@@ -357,6 +360,7 @@ def run_section(name: str, stack: BenchStack, root: Path, texts: list[str], quic
         "priority": lambda: priority(stack, 10 if quick else 40, 1 if quick else 2),
         "peer": lambda: peer(stack, root, quick),
         "waiters": lambda: waiters(stack),
+        "scaleout": lambda: scaleout(stack, quick),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
     }
     return {name: runs[name]()}

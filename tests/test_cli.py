@@ -106,7 +106,7 @@ class DevProcess:
 
 @pytest.fixture
 def dev_ports() -> dict[str, int]:
-    return {name: free_port() for name in ("api", "flower", "redis", "s3")}
+    return {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics")}
 
 
 def dev_args(data_dir: Path, ports: dict[str, int]) -> list[str]:
@@ -129,6 +129,8 @@ def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports
         api = f"http://127.0.0.1:{dev_ports['api']}"
         assert f"API        {api}" in output
         assert f"Flower     http://127.0.0.1:{dev_ports['flower']}" in output
+        worker_metrics = f"http://127.0.0.1:{dev_ports['worker-metrics']}"
+        assert f"{worker_metrics}/metrics (worker)" in output
         assert f"curl -s -X POST {api}/v1/jobs" in output
         names = {p.name() for p in dev.descendants()}
         assert {"redis-server", "weed"} <= names
@@ -138,6 +140,8 @@ def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports
             assert wait_for_job(client, job["id"])["status"] == "succeeded"
             assert client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True).content[:4] == b"RIFF"
         assert httpx.get(f"http://127.0.0.1:{dev_ports['flower']}/").status_code == 200
+        assert httpx.get(f"{worker_metrics}/readyz").status_code == 200
+        assert "ttsq_inference_seconds_count" in httpx.get(f"{worker_metrics}/metrics").text
         assert (tmp_path / ".ttsq" / "redis").is_dir()
     finally:
         children = dev.descendants()

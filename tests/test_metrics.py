@@ -10,7 +10,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import IdleQueueApi, create_record, enqueue, wait_for_job
+from api.main import create_app
+from tests.conftest import IdleQueueApi, create_record, enqueue, serve, wait_for_job
 from ttsq.jobs import JobStore
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.ops.workerpool import default_worker
@@ -200,3 +201,13 @@ def test_request_ids_are_echoed_or_made(client: httpx.Client) -> None:
     assert made.headers["x-request-id"] != "bad id\twith spaces"
     assert len(made.headers["x-request-id"]) == 32
     assert client.get("/healthz").headers["x-request-id"] != made.headers["x-request-id"]
+
+
+def test_metrics_answer_while_redis_is_down(settings: Settings) -> None:
+    """A scrape during a Redis outage still answers, saying Redis is down, with the process's figures."""
+    unreachable = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"})
+    with serve(create_app(unreachable)) as url:
+        samples = scrape(f"{url}/metrics")
+    assert value(samples, "ttsq_redis_up") == 0
+    assert not any(name.startswith("ttsq_queue_") for name, _ in samples)
+    assert value(samples, "process_cpu_seconds_total") > 0

@@ -51,6 +51,16 @@ def test_one_worker_per_gpu_with_its_own_device_and_name() -> None:
         assert option(spec.argv, "--concurrency") == "9"  # CUDA default max_batch 8, plus one
 
 
+def test_workers_of_one_host_get_their_own_metrics_ports() -> None:
+    settings = Settings(_env_file=None)
+    specs = gpu_workers(settings, [0, 1, 3], "INFO", host="box")
+    assert [s.env["TTSQ_WORKER__METRICS_PORT"] for s in specs] == ["9101", "9102", "9103"]
+    moved = settings.model_copy(update={"worker": settings.worker.model_copy(update={"metrics_port": 9200})})
+    assert [s.env["TTSQ_WORKER__METRICS_PORT"] for s in gpu_workers(moved, [0, 1], "INFO")] == ["9200", "9201"]
+    off = settings.model_copy(update={"worker": settings.worker.model_copy(update={"metrics_port": None})})
+    assert {s.env["TTSQ_WORKER__METRICS_PORT"] for s in gpu_workers(off, [0, 1], "INFO")} == {"null"}
+
+
 def test_cpu_worker_sizes_threads_to_the_cores() -> None:
     spec = cpu_worker(Settings(_env_file=None), "INFO", host="box")
     assert spec.name == "cpu@box"

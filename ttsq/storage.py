@@ -113,6 +113,14 @@ class ObjectStore:
         except BotoCoreError as e:
             raise storage_error(f"the download of {key}", e) from e
 
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key under ``prefix`` (all pages)."""
+        try:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+        except (BotoCoreError, ClientError) as e:
+            raise storage_error(f"a listing of {prefix}", e) from e
+
     def delete_many(self, keys: list[str]) -> None:
         """Delete keys (missing ones are fine), 1000 per request as S3 allows."""
         try:
