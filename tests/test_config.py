@@ -111,10 +111,12 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_batch=4,
         max_wait_ms=2.5,
         preload_voices=["a", "b"],
+        metrics_port=9301,
     )
     chosen = Settings(
         _env_file=None,
         environment="production",
+        log_format="json",
         redis_url="redis://redis.internal:6380/2",
         s3=s3,
         worker=worker,

@@ -4,6 +4,7 @@ names the job, and no line carries the job's text."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ import pytest
 from api.main import create_app
 from tests.conftest import serve, start_worker, wait_for_job
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
-from ttsq.settings import Settings
+from ttsq.ops.commands import api_argv
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import Settings, settings_env
 
 SECRET_WORDS = "Marmalade periwinkle"
 TEXT = " ".join(
@@ -80,3 +83,31 @@ def test_worker_logs_json_with_the_job_id_on_its_lines(json_worker_api: Any) -> 
     assert len(about_tasks) >= 2 * len(task_ids)
     assert all(r["job_id"] == job["id"] for r in about_tasks), about_tasks
     assert {r["job_id"] for r in records} <= {None, job["id"]}
+
+
+def test_api_logs_json_with_the_request_id_and_no_text(settings: Settings, tmp_path: Path) -> None:
+    """The API as ``ttsq dev`` and compose run it (uvicorn in its own process)."""
+    port = free_port()
+    idle = settings.model_copy(update={"queue": f"idle-{uuid.uuid4().hex[:8]}"})  # no worker reads it
+    env = {**os.environ, **settings_env(idle), "TTSQ_LOG_FORMAT": "json"}
+    api = ManagedProcess("json-api", api_argv("127.0.0.1", port), tmp_path / "api.log", env).start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{base}/healthz").status_code == 200, 60, "API", api)
+        answer = httpx.post(
+            f"{base}/v1/jobs",
+            json={"text": f"{SECRET_WORDS} stays out of the API log.", "priority": "bulk"},
+            headers={"X-Request-ID": "req-7"},
+        )
+        assert answer.status_code == 202
+        job_id = answer.json()["id"]
+        log_path = tmp_path / "api.log"
+        wait_until(lambda: job_id in log_path.read_text(), 10, "the job's log line")
+    finally:
+        api.stop()
+    text = log_path.read_text()
+    assert SECRET_WORDS not in text
+    queued = [r for r in json_lines(log_path) if job_id in r["message"]]
+    assert queued
+    assert all(r["request_id"] == "req-7" for r in queued)
+    assert all(r["level"] == "INFO" for r in queued)
