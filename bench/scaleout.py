@@ -11,7 +11,6 @@ default (7,200 s) they come back after two hours (see docs/PERFORMANCE.md).
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import statistics
@@ -23,10 +22,9 @@ from typing import Any, Final
 
 from bench import corpus
 from bench.stack import BenchStack, Submitted
-from ttsq.broker import make_producer
 from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.workerpool import default_worker
+from ttsq.ops.processes import ManagedProcess, wait_until
+from ttsq.ops.workerpool import start_local_worker
 from ttsq.settings import Settings
 
 VISIBILITY_S: Final = 60
@@ -47,21 +45,8 @@ def start_host(stack: BenchStack, settings: Settings, name: str) -> Host:
     """A worker as a separate host would run it: own node name, own data directory, own metrics port."""
     data = stack.root / "hosts" / name
     (data / "tmp").mkdir(parents=True, exist_ok=True)
-    worker = settings.worker.model_copy(update={"metrics_port": free_port()})
-    spec = default_worker(settings.model_copy(update={"worker": worker}), f"{name}@%h", "INFO")
-    env = {**os.environ, **spec.env, "TMPDIR": str(data / "tmp")}
     log = data / "worker.log"
-    process = ManagedProcess(name, spec.argv, log, env).start()
-    producer = make_producer(settings)
-    try:
-        wait_until(
-            lambda: any(name in node for reply in producer.control.ping(timeout=0.5) or [] for node in reply),
-            180,
-            f"host {name}",
-            process,
-        )
-    finally:
-        producer.close()
+    process = start_local_worker(settings, name, log, extra_env={"TMPDIR": str(data / "tmp")})
     return Host(name, process, log)
 
 

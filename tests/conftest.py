@@ -34,7 +34,7 @@ from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
 from ttsq.ops.commands import webhook_worker_argv
 from ttsq.ops.embedded import RedisService, SeaweedService, stack_settings
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.workerpool import default_worker
+from ttsq.ops.workerpool import start_local_worker, wait_for_node
 from ttsq.settings import Settings, settings_env
 
 TEST_BUCKET = "ttsq-test"
@@ -100,24 +100,8 @@ def start_worker(
     settings: Settings, log_path: Path, name: str, extra_env: dict[str, str] | None = None
 ) -> ManagedProcess:
     """A real Celery worker process; returns once it answers a ping (model loaded). Its metrics and
-    probes listen on a free port (``settings.worker.metrics_port`` of the process)."""
-    own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
-    spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", "INFO")
-    worker = ManagedProcess(name, spec.argv, log_path, {**os.environ, **spec.env, **(extra_env or {})}).start()
-    producer = make_producer(settings)
-    try:
-        wait_until(
-            lambda: any(name in reply for r in producer.control.ping(timeout=0.5) or [] for reply in r),
-            120,
-            f"worker {name}",
-            worker,
-        )
-    except BaseException:
-        worker.stop()
-        raise
-    finally:
-        producer.close()
-    return worker
+    probes listen on a free port (``TTSQ_WORKER__METRICS_PORT`` in its ``env``)."""
+    return start_local_worker(settings, name, log_path, extra_env=extra_env, timeout_s=120)
 
 
 @pytest.fixture(scope="session")
@@ -134,19 +118,7 @@ def webhook_worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory)
     argv = webhook_worker_argv(4, f"{name}@%h")
     log_path = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
     process = ManagedProcess(name, argv, log_path, {**os.environ, **settings_env(settings)}).start()
-    producer = make_producer(settings)
-    try:
-        wait_until(
-            lambda: any(name in reply for r in producer.control.ping(timeout=0.5) or [] for reply in r),
-            60,
-            name,
-            process,
-        )
-    except BaseException:
-        process.stop()
-        raise
-    finally:
-        producer.close()
+    wait_for_node(settings, name, process, 60)
     yield process
     process.stop()
 

@@ -13,10 +13,12 @@ import signal
 import socket
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tts_core.device import Device
+from ttsq.broker import make_producer
 from ttsq.ops.commands import worker_argv
-from ttsq.ops.processes import ManagedProcess
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings, settings_env
 from workers.tuning import batch_plan
 
@@ -119,3 +121,37 @@ def run_workers(specs: list[WorkerSpec]) -> int:
         for process in processes:
             process.stop()
     return code
+
+
+def start_local_worker(
+    settings: Settings,
+    name: str,
+    log_path: Path,
+    loglevel: str = "INFO",
+    extra_env: dict[str, str] | None = None,
+    timeout_s: float = 180.0,
+) -> ManagedProcess:
+    """One worker beside others on this machine (tests, bench): node ``<name>@<host>``, its metrics
+    and probes on a free port (in its ``env``); returns once it answers a ping, its model loaded."""
+    own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
+    spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", loglevel)
+    process = ManagedProcess(name, spec.argv, log_path, {**os.environ, **spec.env, **(extra_env or {})}).start()
+    wait_for_node(settings, name, process, timeout_s)
+    return process
+
+
+def wait_for_node(settings: Settings, name: str, process: ManagedProcess, timeout_s: float) -> None:
+    """Until a Celery node whose name contains ``name`` answers a ping; stops ``process`` if it never does."""
+    producer = make_producer(settings)
+    try:
+        wait_until(
+            lambda: any(name in node for reply in producer.control.ping(timeout=0.5) or [] for node in reply),
+            timeout_s,
+            f"worker {name}",
+            process,
+        )
+    except BaseException:
+        process.stop()
+        raise
+    finally:
+        producer.close()
