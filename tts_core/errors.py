@@ -7,6 +7,7 @@ Exception tree::
     │   ├── EmptyText           nothing speakable after normalisation
     │   ├── TextTooLong         more characters than the configured limit
     │   ├── VoiceNotFound       no voice with that id
+    │   ├── UnsupportedText     nothing in the text is in a script the voice reads
     │   ├── UnsupportedFormat   unknown output format
     │   └── InvalidOption       a synthesis option outside its bounds
     ├── VoiceLoadError          a voice's model or config cannot be read
@@ -54,6 +55,18 @@ class VoiceNotFound(InvalidInput, code="voice_not_found"):
         super().__init__(f"unknown voice {voice_id!r}; available voices: {', '.join(available)}")
         self.voice_id = voice_id
         self.available = available
+
+
+class UnsupportedText(InvalidInput, code="unsupported_text"):
+    """Every letter of the text is in a script the voice does not read (Japanese for an English
+    voice, say); the message names the voice, what the text is written in and who could speak it."""
+
+    def __init__(self, voice_id: str, language: str, found: list[str], alternatives: list[str]) -> None:
+        could = f"voices that can: {', '.join(alternatives)}" if alternatives else "no installed voice can"
+        written = ", ".join(found) or "another script"
+        super().__init__(f"voice {voice_id} ({language}) cannot speak text written in {written}; {could}")
+        self.voice_id = voice_id
+        self.alternatives = alternatives
 
 
 class UnsupportedFormat(InvalidInput, code="unsupported_format"):

@@ -90,7 +90,7 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
     settings = state.settings
     check_text(body.text, settings.max_text_chars)
     voice = body.voice or settings.default_voice
-    state.catalog.get(voice)
+    state.catalog.check_speakable(voice, body.text)
     if body.webhook_url is not None:
         check_webhook_url(body.webhook_url, settings)
     record = JobRecord(

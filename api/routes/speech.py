@@ -120,6 +120,7 @@ async def create_speech(body: SpeechCreate, state: StateDep) -> Response:
     check_text(body.input, state.settings.max_text_chars)
     voice = _resolve_voice(state, body.voice)
     info = state.catalog.get(voice)
+    state.catalog.check_speakable(voice, body.input)
     record = JobRecord(
         id=new_job_id(),
         voice=voice,

@@ -1,0 +1,99 @@
+"""Text a voice cannot speak is refused at submit (422 ``unsupported_text``), naming the voice and the
+voices that could; mixed text and text without letters are accepted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import httpx
+import pytest
+import redis
+
+from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi
+from tests.test_jobs_api import job_keys
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.errors import UnsupportedText
+from tts_core.scripts import base_language, can_speak, letter_scripts, scripts_of, speakers_of
+
+JAPANESE = "吾輩は猫である。名前はまだ無い。"
+ARABIC = "مرحبا بكم في خدمة تحويل النص إلى كلام."
+RUSSIAN = "Съешь же ещё этих мягких французских булок."
+GREEK = "Καλημέρα σας."
+MIXED = "Our guest today is 宮沢賢治, the poet."
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "speakable"),
+    [
+        ("Hello there.", "en_US", True),
+        (JAPANESE, "en_US", False),
+        (ARABIC, "en_US", False),
+        (RUSSIAN, "en_US", False),
+        (MIXED, "en_US", True),
+        ("1234567890 42%", "en_US", True),  # no letters: digits are read by every front end
+        (JAPANESE, "ja", True),
+        ("カタカナだけ", "ja", True),
+        ("Only Latin letters here.", "ja", False),
+        ("今日はGitHubの話です。", "ja", True),
+        (RUSSIAN, "ru", True),
+        (ARABIC, "ar", True),
+        ("\uff26\uff55\uff4c\uff4c", "en_US", True),  # fullwidth Latin ("Full") is Latin
+        (GREEK, "xx", True),  # a language not listed refuses nothing
+    ],
+)
+def test_can_speak(text: str, language: str, speakable: bool) -> None:
+    assert can_speak(text, scripts_of(language)) is speakable
+
+
+def test_scripts_are_named_most_letters_first() -> None:
+    assert letter_scripts(JAPANESE) == ["Hiragana", "Han"]  # 8 kana, 6 kanji
+    assert set(letter_scripts(JAPANESE)) == {"Han", "Hiragana"}
+    assert letter_scripts(RUSSIAN) == ["Cyrillic"]
+    assert letter_scripts("12 34") == []
+    assert base_language("en-us") == base_language("EN_GB") == "en"
+    assert speakers_of(RUSSIAN, [("a", "en_US"), ("b", "ru_RU"), ("c", "uk")]) == ["b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("text", "written_in"), [(JAPANESE, "Hiragana, Han"), (ARABIC, "Arabic"), (RUSSIAN, "Cyrillic")]
+)
+def test_an_english_voice_refuses_text_it_cannot_read_and_no_job_is_made(
+    idle_queue_api: IdleQueueApi, redis_client: redis.Redis, text: str, written_in: str
+) -> None:
+    keys_before = job_keys(redis_client)
+    response = idle_queue_api.client.post("/v1/jobs", json={"text": text})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_text"
+    assert error["message"] == (
+        f"voice {DEFAULT_VOICE_ID} (en_US) cannot speak text written in {written_in}; no installed voice can"
+    )
+    assert text not in error["message"]  # the text itself is never echoed
+    assert job_keys(redis_client) == keys_before
+    assert redis_client.llen(idle_queue_api.queue) == 0
+
+
+def test_the_refusal_names_the_voices_that_could_speak_it() -> None:
+    """A catalog with a Russian voice beside the English one (configs as plain data)."""
+    english = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
+    russian = replace(english, id="ru_RU-test-medium", config=replace(english.config, language="ru_RU"))
+    catalog = VoiceCatalog({english.id: english, russian.id: russian})
+    with pytest.raises(UnsupportedText) as refused:
+        catalog.check_speakable(DEFAULT_VOICE_ID, RUSSIAN)
+    assert refused.value.alternatives == ["ru_RU-test-medium"]
+    assert str(refused.value).endswith("written in Cyrillic; voices that can: ru_RU-test-medium")
+    catalog.check_speakable("ru_RU-test-medium", RUSSIAN)
+    catalog.check_speakable(DEFAULT_VOICE_ID, MIXED)
+    with pytest.raises(UnsupportedText):
+        catalog.check_speakable("ru_RU-test-medium", "Only English here.")
+
+
+def test_mixed_text_is_accepted_by_the_api(client: httpx.Client) -> None:
+    for voice in (DEFAULT_VOICE_ID, FOLDER_VOICE_ID):
+        assert client.post("/v1/jobs", json={"text": MIXED, "voice": voice}).status_code == 202
+
+
+def test_the_speech_endpoint_refuses_it_too(client: httpx.Client) -> None:
+    response = client.post("/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": RUSSIAN})
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "unsupported_text"
