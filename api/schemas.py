@@ -74,6 +74,8 @@ class VoicePublic(BaseModel):
     """A voice a job may ask for."""
 
     id: str
+    engine: str
+    """``piper`` or ``kokoro``."""
     language: str
     sample_rate: int
     quality: str

@@ -99,7 +99,13 @@ def raw_limit(texts: list[str], settings: Settings) -> dict[str, Any]:
     """Every utterance of every job, one model call each, sequentially; pauses as the jobs have."""
     info = VoiceCatalog.discover().get(settings.default_voice)
     worker = settings.worker
-    voice = Voice.load(info.model_path, info.config_path, worker.device, worker.intra_op_threads, worker.spin_wait)
+    voice = Voice.load(
+        info.piper_source.model_path,
+        info.piper_source.config_path,
+        worker.device,
+        worker.intra_op_threads,
+        worker.spin_wait,
+    )
     budget = settings.segment_max_ids
     planned = [[u.phoneme_ids for s in group_segments(voice.utterances(t, budget), budget) for u in s] for t in texts]
     config = SynthesisConfig(sentence_pause_s=settings.sentence_pause_s)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from tests.test_japanese import JAPANESE_VOICE_IDS
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
 from tts_core.config import SynthesisConfig, VoiceConfig
 from tts_core.device import Device
@@ -44,8 +45,8 @@ def test_catalog_serves_voices_from_a_folder(tmp_path: Path) -> None:
     shutil.copy(config, tmp_path / "en_US-copy-medium.onnx.json")
     (tmp_path / "orphan.onnx").touch()  # no JSON beside it: not a voice
     catalog = VoiceCatalog.discover(tmp_path)
-    assert catalog.ids() == ["en_US-copy-medium", DEFAULT_VOICE_ID]
-    assert catalog.get("en_US-copy-medium").config.sample_rate == 22050
+    assert catalog.ids() == ["en_US-copy-medium", DEFAULT_VOICE_ID, *JAPANESE_VOICE_IDS]
+    assert catalog.get("en_US-copy-medium").sample_rate == 22050
 
 
 def test_catalog_names_valid_voices_for_an_unknown_id() -> None:

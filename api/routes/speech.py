@@ -142,11 +142,11 @@ async def create_speech(body: SpeechCreate, state: StateDep) -> Response:
         await reader.close()
         raise
     media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
-    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(info.config.sample_rate)}
+    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(info.sample_rate)}
     if reader.total == 1:  # all there is: one whole file, with its length, and no chunked encoding
-        data = _whole(first, info.config.sample_rate, audio_format)
+        data = _whole(first, info.sample_rate, audio_format)
         return Response(data, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
-    stream = _encoded(reader, first, StreamEncoder(audio_format, info.config.sample_rate), state)
+    stream = _encoded(reader, first, StreamEncoder(audio_format, info.sample_rate), state)
     return StreamingResponse(stream, media_type=media_type, headers=headers)
 
 
@@ -159,7 +159,7 @@ def _whole(pcm: np.ndarray, sample_rate: int, audio_format: AudioFormat | None) 
 async def _encoded(
     reader: PartReader, first: np.ndarray, encoder: StreamEncoder, state: AppState
 ) -> AsyncIterator[bytes]:
-    gap = silence(state.settings.sentence_pause_s, state.catalog.get(reader.voice).config.sample_rate)
+    gap = silence(state.settings.sentence_pause_s, state.catalog.get(reader.voice).sample_rate)
     try:
         yield encoder.write(first)
         while (pcm := await reader.next_part_or_end()) is not None:

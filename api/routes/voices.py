@@ -17,11 +17,12 @@ def list_voices(state: StateDep) -> VoicesPublic:
         voices=[
             VoicePublic(
                 id=info.id,
-                language=info.config.language,
-                sample_rate=info.config.sample_rate,
-                quality=info.config.quality,
-                num_speakers=info.config.num_speakers,
-                speakers=info.speakers,
+                engine=info.engine.value,
+                language=info.language,
+                sample_rate=info.sample_rate,
+                quality=info.quality,
+                num_speakers=info.num_speakers,
+                speakers=list(info.speakers),
                 default=info.id == default,
             )
             for info in state.catalog.all()

