@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator
 
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
@@ -44,6 +44,11 @@ class JobCreate(BaseModel):
         strict=True,
         description="Rhythm variation; voice default if omitted.",
     )
+    speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = Field(
+        None,
+        description="Speaker of a multi-speaker voice: a name from GET /v1/voices (`speakers`) or its index; "
+        "the voice's first speaker if omitted.",
+    )
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Free-form JSON object stored with the job and returned as is."
     )
@@ -66,8 +71,9 @@ class JobCreate(BaseModel):
             raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes of JSON")
         return value
 
-    def options(self) -> JobOptions:
-        return JobOptions(speed=self.speed, noise_scale=self.noise_scale, noise_w=self.noise_w)
+    def options(self, speaker_id: int | None = None) -> JobOptions:
+        """The options as stored, with the speaker resolved to the model's id by the caller."""
+        return JobOptions(speed=self.speed, noise_scale=self.noise_scale, noise_w=self.noise_w, speaker_id=speaker_id)
 
 
 class VoicePublic(BaseModel):

@@ -27,6 +27,7 @@ from mypy_boto3_s3 import S3Client
 from pydantic import SecretStr
 
 from api.main import create_app
+from tests.voices import write_multi_speaker_voice
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, interactive_queue
@@ -68,11 +69,13 @@ def s3_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServ
 
 @pytest.fixture(scope="session")
 def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A voices folder with the bundled model under a second id, as an operator would add a voice."""
+    """A voices folder with the bundled model under a second id, as an operator would add a voice, and
+    a two-speaker voice made from it (tests/voices.py)."""
     folder = tmp_path_factory.mktemp("voices")
     model, config = bundled_voices()[DEFAULT_VOICE_ID]
     (folder / f"{FOLDER_VOICE_ID}.onnx").symlink_to(model)
     shutil.copy(config, folder / f"{FOLDER_VOICE_ID}.onnx.json")
+    write_multi_speaker_voice(folder)
     return folder
 
 

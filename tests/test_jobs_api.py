@@ -17,6 +17,7 @@ from mypy_boto3_s3 import S3Client
 
 from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
+from tests.voices import MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID
 
 HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
@@ -121,6 +122,7 @@ def test_voices_lists_bundled_and_folder_voices(client: httpx.Client) -> None:
     assert voices == [
         {"id": FOLDER_VOICE_ID, **joe, "default": False},
         {"id": DEFAULT_VOICE_ID, **joe, "default": True},
+        {"id": MULTI_SPEAKER_VOICE_ID, **joe, "num_speakers": 2, "speakers": ["brisk", "slow"], "default": False},
         *({"id": voice_id, **kokoro, "speakers": [], "default": False} for voice_id in JAPANESE_VOICE_IDS),
     ]
 

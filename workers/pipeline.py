@@ -96,6 +96,7 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
         noise_scale=record.options.noise_scale,
         noise_w=record.options.noise_w,
         sentence_pause_s=settings.sentence_pause_s,
+        speaker_id=record.options.speaker_id,
     )
 
 

@@ -91,6 +91,7 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
     check_text(body.text, settings.max_text_chars)
     voice = body.voice or settings.default_voice
     state.catalog.check_speakable(voice, body.text)
+    speaker_id = state.catalog.get(voice).speaker_index(body.speaker)
     if body.webhook_url is not None:
         check_webhook_url(body.webhook_url, settings)
     record = JobRecord(
@@ -98,7 +99,7 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
         voice=voice,
         format=body.format.value,
         characters=len(body.text),
-        options=body.options(),
+        options=body.options(speaker_id),
         metadata=body.metadata,
         created_at=utcnow(),
         priority=body.priority or default_priority(len(body.text), settings),
