@@ -17,6 +17,16 @@ def paragraphs() -> list[str]:
     return [p.strip() for p in (CORPUS / "paragraphs.txt").read_text().split("\n\n") if p.strip()]
 
 
+def ja_short() -> list[str]:
+    """Short Japanese messages, one per line."""
+    return [line.strip() for line in (CORPUS / "ja_short.txt").read_text().splitlines() if line.strip()]
+
+
+def ja_paragraphs() -> list[str]:
+    """Japanese prose paragraphs separated by blank lines."""
+    return [p.strip() for p in (CORPUS / "ja_paragraphs.txt").read_text().split("\n\n") if p.strip()]
+
+
 def narration() -> str:
     """About twenty minutes of continuous narration."""
     return (CORPUS / "narration.txt").read_text().strip()

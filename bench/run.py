@@ -36,6 +36,7 @@ import numpy as np
 import redis
 
 from bench import corpus
+from bench.japanese import japanese, japanese_rows
 from bench.machine import describe
 from bench.peer import peer
 from bench.priority import priority
@@ -44,14 +45,17 @@ from bench.stack import BenchStack, Submitted
 from bench.waiters import waiters
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
+from tts_core.runtime import resolve_device
 from tts_core.segments import group_segments
-from tts_core.voice import Voice
 from ttsq.jobs import JobRecord
 from ttsq.parts import PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings
+from workers.engine import load_voice
 
 RESULTS = Path(__file__).parent / "results"
-SECTIONS = ("throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout")
+SECTIONS = (
+    "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
+)  # fmt: skip
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 
 
@@ -95,17 +99,11 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return median
 
 
-def raw_limit(texts: list[str], settings: Settings) -> dict[str, Any]:
+def raw_limit(texts: list[str], settings: Settings, voice_id: str | None = None) -> dict[str, Any]:
     """Every utterance of every job, one model call each, sequentially; pauses as the jobs have."""
-    info = VoiceCatalog.discover().get(settings.default_voice)
+    info = VoiceCatalog.discover().get(voice_id or settings.default_voice)
     worker = settings.worker
-    voice = Voice.load(
-        info.piper_source.model_path,
-        info.piper_source.config_path,
-        worker.device,
-        worker.intra_op_threads,
-        worker.spin_wait,
-    )
+    voice = load_voice(info, resolve_device(worker.device), worker.intra_op_threads, worker.spin_wait)
     budget = settings.segment_max_ids
     planned = [[u.phoneme_ids for s in group_segments(voice.utterances(t, budget), budget) for u in s] for t in texts]
     config = SynthesisConfig(sentence_pause_s=settings.sentence_pause_s)
@@ -128,9 +126,9 @@ def finished_span(jobs: list[Submitted], records: list[JobRecord]) -> float:
     return last - min(j.submitted_at for j in jobs)
 
 
-def end_to_end(stack: BenchStack, texts: list[str]) -> dict[str, Any]:
+def end_to_end(stack: BenchStack, texts: list[str], voice_id: str | None = None) -> dict[str, Any]:
     stack.start_workers(1)
-    jobs = [stack.submit(text) for text in texts]
+    jobs = [stack.submit(text, **({"voice": voice_id} if voice_id else {})) for text in texts]
     records = stack.wait_all(jobs)
     wall = finished_span(jobs, records)
     audio = sum(r.result.duration_s for r in records if r.result)
@@ -280,6 +278,8 @@ def table(result: dict[str, Any]) -> str:
         label = f"segment part in {name} (3 s of PCM, {part['part_bytes'] // 1024} KiB)"
         rows.append((label, f"put {part['put_ms']:.2f} ms, get {part['get_ms']:.2f} ms"))
     rows.extend(push_rows(result))
+    if ja := result.get("japanese"):
+        rows.extend(japanese_rows(ja))
     if scaled := result.get("scaleout"):
         rows.extend(scaleout_rows(scaled))
     if mem := result.get("memory"):
@@ -367,6 +367,7 @@ def run_section(name: str, stack: BenchStack, root: Path, texts: list[str], quic
         "peer": lambda: peer(stack, root, quick),
         "waiters": lambda: waiters(stack),
         "scaleout": lambda: scaleout(stack, quick),
+        "japanese": lambda: japanese(stack, quick, raw_limit, end_to_end),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
     }
     return {name: runs[name]()}

@@ -107,14 +107,7 @@ class Engine:
         info = self.catalog.get(voice_id)
         started = time.perf_counter()
         worker = self._settings.worker
-        voice: SpeechModel
-        if isinstance(info.source, KokoroSource):
-            voice = KokoroVoice.load(info.source.name, self.device, worker.intra_op_threads, worker.spin_wait)
-        else:
-            source = info.source
-            voice = Voice.load(
-                source.model_path, source.config_path, self.device, worker.intra_op_threads, worker.spin_wait
-            )
+        voice = load_voice(info, self.device, worker.intra_op_threads, worker.spin_wait)
         voice.speak(_WARM_UP_TEXTS[info.engine], SynthesisConfig())
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
@@ -178,6 +171,14 @@ class Engine:
     def close(self) -> None:
         self.interactive.close()
         self.batcher.close()
+
+
+def load_voice(info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+    """A voice loaded with its engine's own code, on ``device``."""
+    if isinstance(info.source, KokoroSource):
+        return KokoroVoice.load(info.source.name, device, intra_op_threads, spin_wait)
+    files = info.source
+    return Voice.load(files.model_path, files.config_path, device, intra_op_threads, spin_wait)
 
 
 def front_end_of(info: VoiceInfo) -> FrontEnd:
