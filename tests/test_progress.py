@@ -9,6 +9,7 @@ import redis
 from mypy_boto3_s3 import S3Client
 from redis.exceptions import LockError
 
+from tts_core.segments import PlannedUtterance
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore
 from ttsq.parts import RedisPartStore, S3PartStore
@@ -33,9 +34,11 @@ def test_a_segment_is_counted_once(segments: SegmentStore) -> None:
 
 
 def test_the_first_plan_is_kept(segments: SegmentStore) -> None:
-    assert segments.save_plan("job-b", [[[1, 5, 2]], [[1, 6, 2], [1, 7, 2]]])
-    assert not segments.save_plan("job-b", [[[9]]])  # a redelivered entry task does not replace it
-    assert segments.segment("job-b", 1) == [[1, 6, 2], [1, 7, 2]]
+    second = [PlannedUtterance([1, 6, 2]), PlannedUtterance([1, 7, 2], rate=0.8, pause_after_s=2.0)]
+    assert segments.save_plan("job-b", [[PlannedUtterance([1, 5, 2], pause_before_s=0.5)], second])
+    assert not segments.save_plan("job-b", [[PlannedUtterance([9])]])  # a redelivered entry task keeps the plan
+    assert segments.segment("job-b", 1) == second
+    assert segments.segment("job-b", 0) == [PlannedUtterance([1, 5, 2], pause_before_s=0.5)]
     assert segments.segment("job-b", 2) is None
     segments.drop_plan("job-b")
     assert segments.segment("job-b", 0) is None

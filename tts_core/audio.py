@@ -41,6 +41,17 @@ def speech_pcm(utterances: Sequence[FloatAudio], pause_s: float, sample_rate: in
     return join_with_pauses([to_int16(audio) for audio in utterances], pause_s, sample_rate)
 
 
+def timed_pcm(
+    utterances: Sequence[FloatAudio], before_s: Sequence[float], after_s: Sequence[float], sample_rate: int
+) -> PCM16:
+    """Utterances with their own silence before and after each (exact SSML breaks, paragraph and
+    sentence pauses): one 16-bit run."""
+    pieces: list[PCM16] = []
+    for audio, before, after in zip(utterances, before_s, after_s, strict=True):
+        pieces.extend((silence(before, sample_rate), to_int16(audio), silence(after, sample_rate)))
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
+
+
 def rms_dbfs(pcm: PCM16) -> float:
     """Loudness as RMS in dB relative to full scale; -inf for silence."""
     if pcm.size == 0:

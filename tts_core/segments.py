@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText
@@ -26,6 +26,10 @@ class Utterance:
 
     text: str
     phoneme_ids: list[int]
+
+    @property
+    def ids(self) -> list[int]:
+        return self.phoneme_ids
 
 
 class FrontEnd(Protocol):
@@ -49,6 +53,38 @@ class PiperFrontEnd:
 
     def phoneme_ids(self, sentence: str) -> list[list[int]]:
         return [phoneme_ids(p, self._config.phoneme_id_map) for p in phonemize(sentence, self._config.espeak_voice)]
+
+
+@dataclass(frozen=True)
+class PlannedUtterance:
+    """An utterance as a job's plan keeps it: model ids, its rate (times the job's speed) and the
+    silence around it. ``pause_after_s`` None means the job's sentence pause (none after the job's
+    last utterance); a number is exact (an SSML break or paragraph pause)."""
+
+    ids: list[int]
+    rate: float = 1.0
+    pause_after_s: float | None = None
+    pause_before_s: float = 0.0
+    """Only a job's first utterance has one: a break before any speech."""
+
+    def to_json(self) -> list[object]:
+        return [self.ids, self.rate, self.pause_after_s, self.pause_before_s]
+
+    @classmethod
+    def from_json(cls, data: list[object]) -> PlannedUtterance:
+        ids, rate, after, before = data
+        assert isinstance(ids, list)
+        return cls(
+            [int(i) for i in ids],
+            float(str(rate)),
+            None if after is None else float(str(after)),
+            float(str(before)),
+        )
+
+
+def plain(utterances: Sequence[Utterance]) -> list[PlannedUtterance]:
+    """Utterances of plain text: normal rate, sentence pauses."""
+    return [PlannedUtterance(u.phoneme_ids) for u in utterances]
 
 
 def plan_utterances(text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
@@ -84,12 +120,20 @@ def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[Utterance]:
     return fitted
 
 
-def group_segments(utterances: Sequence[Utterance], max_ids: int = DEFAULT_SEGMENT_IDS) -> list[list[Utterance]]:
+class _HasIds(Protocol):
+    @property
+    def ids(self) -> list[int]: ...
+
+
+U = TypeVar("U", bound=_HasIds)
+
+
+def group_segments(utterances: Sequence[U], max_ids: int = DEFAULT_SEGMENT_IDS) -> list[list[U]]:
     """Pack consecutive utterances into segments whose id counts sum to at most ``max_ids``."""
-    segments: list[list[Utterance]] = []
+    segments: list[list[U]] = []
     size = 0
     for utterance in utterances:
-        length = len(utterance.phoneme_ids)
+        length = len(utterance.ids)
         if segments and size + length <= max_ids:
             segments[-1].append(utterance)
             size += length

@@ -15,6 +15,7 @@ from typing import cast
 
 import redis
 
+from tts_core.segments import PlannedUtterance
 from ttsq.constants import job_done_key, job_events_channel, job_segments_key, job_stats_key, job_streamed_key
 from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
 from ttsq.jobs import JobRecord, JobStatus
@@ -62,15 +63,15 @@ class SegmentStore:
         self._mark_done = client.register_script(_MARK_DONE)
         self._plan_once = client.register_script(_PLAN_ONCE)
 
-    def save_plan(self, job_id: str, segments: Sequence[Sequence[Sequence[int]]]) -> bool:
-        """Store each segment's utterance ids, unless a plan exists (a redelivered entry task
-        keeps the first plan). Returns whether this call wrote it."""
-        encoded = [json.dumps([list(ids) for ids in segment], separators=(",", ":")) for segment in segments]
+    def save_plan(self, job_id: str, segments: Sequence[Sequence[PlannedUtterance]]) -> bool:
+        """Store each segment's planned utterances (ids, rate, pauses), unless a plan exists (a
+        redelivered entry task keeps the first plan). Returns whether this call wrote it."""
+        encoded = [json.dumps([u.to_json() for u in segment], separators=(",", ":")) for segment in segments]
         return bool(self._plan_once(keys=[job_segments_key(job_id)], args=[self._ttl_s, *encoded]))
 
-    def segment(self, job_id: str, index: int) -> list[list[int]] | None:
+    def segment(self, job_id: str, index: int) -> list[PlannedUtterance] | None:
         raw = cast(bytes | None, self._redis.lindex(job_segments_key(job_id), index))
-        return None if raw is None else cast(list[list[int]], json.loads(raw))
+        return None if raw is None else [PlannedUtterance.from_json(item) for item in json.loads(raw)]
 
     def is_done(self, job_id: str, index: int) -> bool:
         return bool(self._redis.sismember(job_done_key(job_id), str(index)))

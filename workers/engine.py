@@ -26,7 +26,7 @@ from tts_core.device import Device
 from tts_core.kokoro import KOKORO_MAX_IDS, KokoroVoice
 from tts_core.kokoro import front_end as kokoro_front_end
 from tts_core.runtime import resolve_device
-from tts_core.segments import FrontEnd, PiperFrontEnd, group_segments, plan_utterances
+from tts_core.segments import FrontEnd, PiperFrontEnd, PlannedUtterance, group_segments, plain, plan_utterances
 from tts_core.voice import Voice
 from ttsq.jobs import Priority
 from ttsq.settings import Settings, get_settings
@@ -50,7 +50,7 @@ CallObserver = Callable[[BatchKey, BatchRecord], None]
 SpeechModel = Voice | KokoroVoice
 """A loaded voice of any engine: both plan utterances, synthesise id batches and speak text."""
 
-SegmentPlan = list[list[list[int]]]
+SegmentPlan = list[list[PlannedUtterance]]
 """A job's segments, each a list of utterances' phoneme ids."""
 
 
@@ -128,8 +128,8 @@ class Engine:
         of at most ``max_ids``; needs the voice's front end only, not its model."""
         info = self.catalog.get(voice_id)
         budget = min(max_ids, KOKORO_MAX_IDS) if info.engine is EngineName.KOKORO else max_ids
-        utterances = plan_utterances(text, front_end_of(info), budget)
-        return [[u.phoneme_ids for u in segment] for segment in group_segments(utterances, max_ids)]
+        utterances = plain(plan_utterances(text, front_end_of(info), budget))
+        return group_segments(utterances, max_ids)
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:
         voice_id, config = key

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from tts_core.audio import PCM16, speech_pcm
-from tts_core.config import SynthesisConfig
+from tts_core.audio import PCM16, timed_pcm
+from tts_core.batching import BatchResult
+from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.formats import AudioFormat, encode, encode_stream
+from tts_core.segments import PlannedUtterance
 from ttsq.constants import result_key
 from ttsq.errors import SegmentLost, error_code
 from ttsq.jobs import (
@@ -100,13 +102,33 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
     )
 
 
-def _speak(ctx: JobContext, record: JobRecord, utterances: list[list[int]], tag: str) -> SegmentAudio:
-    """Synthesise one segment's utterances through the batcher, joined with sentence pauses."""
+def _speak(
+    ctx: JobContext, record: JobRecord, utterances: list[PlannedUtterance], tag: str, last: bool
+) -> SegmentAudio:
+    """Synthesise one segment's utterances through the batcher (those of one rate share calls) and
+    join them with their pauses; a segment that is not the job's last ends with the pause after its
+    last utterance, so parts are simply concatenated."""
     config = synthesis_config(record, ctx.settings)
-    results = ctx.engine.synthesize(record.voice, config, utterances, tag, record.priority)
+    results: dict[int, BatchResult] = {}
+    for rate, indexes in _by_rate(utterances).items():
+        rated = replace(config, speed=min(max(config.speed * rate, SPEED_RANGE[0]), SPEED_RANGE[1]))
+        ids = [utterances[i].ids for i in indexes]
+        results.update(zip(indexes, ctx.engine.synthesize(record.voice, rated, ids, tag, record.priority), strict=True))
+    ordered = [results[i] for i in range(len(utterances))]
+    after = [config.sentence_pause_s if u.pause_after_s is None else u.pause_after_s for u in utterances]
+    if last and utterances[-1].pause_after_s is None:
+        after[-1] = 0.0
     sample_rate = ctx.engine.sample_rate(record.voice)
-    pcm = speech_pcm([r.audio for r in results], config.sentence_pause_s, sample_rate)
-    return SegmentAudio(pcm, sum(r.share_ms for r in results), pcm.size / sample_rate)
+    before = [u.pause_before_s for u in utterances]
+    pcm = timed_pcm([r.audio for r in ordered], before, after, sample_rate)
+    return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate)
+
+
+def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
+    groups: dict[float, list[int]] = {}
+    for index, utterance in enumerate(utterances):
+        groups.setdefault(utterance.rate, []).append(index)
+    return groups
 
 
 def start_job(job_id: str, ctx: JobContext) -> None:
@@ -124,7 +146,7 @@ def start_job(job_id: str, ctx: JobContext) -> None:
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
         record = record.model_copy(update={"progress": progress})
-        audio = _speak(ctx, record, segments[0], f"{job_id}/0")
+        audio = _speak(ctx, record, segments[0], f"{job_id}/0", last=True)
         if record.stream:  # the API sends this part while the object is encoded and stored
             ctx.parts.put(job_id, 0, audio.pcm.tobytes())
             ctx.segments.mark_done(job_id, 0, audio.synthesis_ms, audio.audio_s)
@@ -201,7 +223,7 @@ def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
         utterances = ctx.segments.segment(job_id, index)
         if utterances is None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
-        audio = _speak(ctx, record, utterances, f"{job_id}/{index}")
+        audio = _speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
         ctx.parts.put(job_id, index, audio.pcm.tobytes())
         counted, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
         if counted and done == 1:  # the job's first audio exists from now on
@@ -231,7 +253,7 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
     if sums.done < total:
         raise SegmentLost(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
     if not record.keep:  # streamed from the parts by the API; nothing to store
-        audio_s = sums.audio_s + (total - 1) * ctx.settings.sentence_pause_s
+        audio_s = sums.audio_s  # each part holds the pause after it
         if _succeed(job_id, record, None, sums.synthesis_ms, audio_s, ctx):
             cleanup(job_id, total, ctx, keep_parts=True)
         return
@@ -240,7 +262,7 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
     key = result_key(job_id, audio_format.extension)
     parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, total))
     with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
-        samples = encode_stream(parts, ctx.settings.sentence_pause_s, sample_rate, audio_format, sink)
+        samples = encode_stream(parts, 0.0, sample_rate, audio_format, sink)  # parts carry their pauses
         size = sink.seek(0, 2)
         sink.seek(0)
         ctx.objects.upload(key, sink, audio_format.content_type)

@@ -27,7 +27,6 @@ from api.routes.jobs import RESYNC_S, require_json, submit
 from api.schemas import ErrorPublic
 from api.state import AppState
 from api.waiting import Subscription
-from tts_core.audio import silence
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.formats import AudioFormat, StreamEncoder, encode
 from tts_core.text import check_text
@@ -159,11 +158,10 @@ def _whole(pcm: np.ndarray, sample_rate: int, audio_format: AudioFormat | None) 
 async def _encoded(
     reader: PartReader, first: np.ndarray, encoder: StreamEncoder, state: AppState
 ) -> AsyncIterator[bytes]:
-    gap = silence(state.settings.sentence_pause_s, state.catalog.get(reader.voice).sample_rate)
     try:
         yield encoder.write(first)
-        while (pcm := await reader.next_part_or_end()) is not None:
-            yield encoder.write(gap) + encoder.write(pcm)
+        while (pcm := await reader.next_part_or_end()) is not None:  # parts carry their own pauses
+            yield encoder.write(pcm)
         yield encoder.close()
     finally:
         await reader.close()
