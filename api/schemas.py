@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints,
 
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
-from ttsq.jobs import JobOptions, Priority
+from ttsq.jobs import JobOptions, Priority, TextType
 from ttsq.public import JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
@@ -43,6 +43,11 @@ class JobCreate(BaseModel):
         le=NOISE_RANGE[1],
         strict=True,
         description="Rhythm variation; voice default if omitted.",
+    )
+    text_type: TextType = Field(
+        TextType.TEXT,
+        description="text, or ssml: the documented SSML subset (speak, p, s, break, prosody rate, say-as, sub, "
+        "phoneme); characters are counted on the spoken text.",
     )
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = Field(
         None,

@@ -20,6 +20,8 @@ DEFAULT_SPEED: Final = 1.0
 """Speaking rate multiplier; ``length_scale = 1 / speed``."""
 
 DEFAULT_SENTENCE_PAUSE_S: Final = 0.25
+DEFAULT_PARAGRAPH_PAUSE_S: Final = 0.6
+"""Silence at the end of an SSML paragraph (``<p>``)."""
 """Silence inserted between sentences."""
 
 DEFAULT_SEGMENT_IDS: Final = 400

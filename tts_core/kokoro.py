@@ -63,8 +63,12 @@ class KokoroFrontEnd:
         return str(result[0] if isinstance(result, tuple) else result)
 
     def phoneme_ids(self, sentence: str) -> list[list[int]]:
-        tokens = [self._vocab[symbol] for symbol in self.phonemes(sentence) if symbol in self._vocab]
-        return [[PAD_ID, *tokens, PAD_ID]] if tokens else []
+        ids = self.ipa_ids(self.phonemes(sentence))
+        return [ids] if len(ids) > 2 else []
+
+    def ipa_ids(self, ipa: str) -> list[int]:
+        """Kokoro's vocab is IPA-like symbols: given phonemes map straight through it."""
+        return [PAD_ID, *(self._vocab[symbol] for symbol in ipa if symbol in self._vocab), PAD_ID]
 
 
 @cache

@@ -8,12 +8,13 @@ grows with the user's punctuation habits, and segments are similar in cost for t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText
 from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
 
 _SHRINK: Final = 0.9
@@ -41,6 +42,9 @@ class FrontEnd(Protocol):
     def phoneme_ids(self, sentence: str) -> list[list[int]]:
         """Model input ids of a sentence: one list per utterance the front end makes of it."""
 
+    def ipa_ids(self, ipa: str) -> list[int]:
+        """Model input ids of phonemes given as IPA (SSML ``<phoneme>``), symbols it lacks dropped."""
+
 
 class PiperFrontEnd:
     """espeak-ng phonemes mapped through the voice's id map, as Piper makes them."""
@@ -53,6 +57,9 @@ class PiperFrontEnd:
 
     def phoneme_ids(self, sentence: str) -> list[list[int]]:
         return [phoneme_ids(p, self._config.phoneme_id_map) for p in phonemize(sentence, self._config.espeak_voice)]
+
+    def ipa_ids(self, ipa: str) -> list[int]:
+        return phoneme_ids(list(ipa), self._config.phoneme_id_map)
 
 
 @dataclass(frozen=True)
@@ -141,3 +148,59 @@ def group_segments(utterances: Sequence[U], max_ids: int = DEFAULT_SEGMENT_IDS) 
             segments.append([utterance])
             size = length
     return segments
+
+
+def plan_ssml(
+    document: SsmlDocument, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float
+) -> list[PlannedUtterance]:
+    """Timed utterances of an SSML document: breaks become exact pauses (several in a row add up; a
+    break replaces the sentence or paragraph pause at its place), ``<p>`` ends get the paragraph
+    pause, ``<s>`` ends the sentence pause, runs of another rate or an IPA word join without a pause.
+
+    Raises :class:`EmptyText` if nothing in it is speakable.
+    """
+    planned: list[PlannedUtterance] = []
+    owed_break: float | None = None
+    boundary: str | None = None
+    lead = 0.0
+    for piece in document.pieces:
+        if isinstance(piece, Break):
+            if planned:
+                owed_break = (owed_break or 0.0) + piece.seconds
+            else:
+                lead += piece.seconds
+        elif isinstance(piece, Boundary):
+            boundary = "paragraph" if "paragraph" in (boundary, piece.kind) else piece.kind
+        else:
+            ids = _speech_ids(piece, front_end, max_ids)
+            if not ids:
+                continue
+            if planned:
+                pause = _pause(owed_break, boundary, paragraph_pause_s)
+                planned[-1] = replace(planned[-1], pause_after_s=pause)
+            planned.extend(PlannedUtterance(i, rate=piece.rate) for i in ids)
+            owed_break, boundary = None, None
+    if not planned:
+        raise EmptyText("the SSML has nothing to speak")
+    if owed_break is not None:
+        planned[-1] = replace(planned[-1], pause_after_s=owed_break)
+    if lead:
+        planned[0] = replace(planned[0], pause_before_s=lead)
+    return planned
+
+
+def _pause(owed_break: float | None, boundary: str | None, paragraph_pause_s: float) -> float | None:
+    if owed_break is not None:
+        return owed_break
+    if boundary == "paragraph":
+        return paragraph_pause_s
+    return None if boundary == "sentence" else 0.0
+
+
+def _speech_ids(piece: Speech, front_end: FrontEnd, max_ids: int) -> list[list[int]]:
+    if piece.ipa is not None:
+        return [front_end.ipa_ids(piece.ipa)]
+    try:
+        return [u.phoneme_ids for u in plan_utterances(piece.text, front_end, max_ids)]
+    except EmptyText:  # punctuation only, say
+        return []

@@ -54,6 +54,13 @@ class Priority(StrEnum):
     BULK = "bulk"
 
 
+class TextType(StrEnum):
+    """How a job's text is read: as plain text, or as the SSML subset of ``tts_core.speech_markup``."""
+
+    TEXT = "text"
+    SSML = "ssml"
+
+
 class WebhookState(StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
@@ -150,6 +157,8 @@ class JobRecord(BaseModel):
     even a one-segment job stores its part, and parts are left for the API to read and delete."""
     keep: bool = True
     """Store the audio object; only a streamed job may do without."""
+    text_type: TextType = TextType.TEXT
+    """``ssml``: the stored text is SSML; ``characters`` counts its spoken text, not the markup."""
 
 
 WEBHOOK_EVENTS: Final = {

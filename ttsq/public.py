@@ -7,7 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ttsq.jobs import JobError, JobOptions, JobProgress, JobRecord, JobResult, JobStatus, Priority, WebhookDelivery
+from ttsq.jobs import (
+    JobError,
+    JobOptions,
+    JobProgress,
+    JobRecord,
+    JobResult,
+    JobStatus,
+    Priority,
+    TextType,
+    WebhookDelivery,
+)
 from ttsq.progress import SegmentStore, live_progress
 from ttsq.storage import ObjectStore
 
@@ -26,6 +36,8 @@ class JobPublic(BaseModel):
     voice: str
     format: str
     characters: int
+    """Characters of the text as submitted, or of an SSML document's spoken text."""
+    text_type: TextType
     options: JobOptions
     priority: Priority
     created_at: datetime

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tts_core.catalog import DEFAULT_VOICE_ID
-from tts_core.config import DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
+from tts_core.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
 from tts_core.device import Device
 from ttsq.constants import DEFAULT_QUEUE, PLACEHOLDER_SECRETS
 from ttsq.webhook_signing import parse_secrets
@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(100_000, ge=1)
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
+    paragraph_pause_s: float = Field(DEFAULT_PARAGRAPH_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
+    """Silence at the end of an SSML ``<p>``."""
     segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)
     """Phoneme-id budget of a segment, the unit of work of one task."""
     part_store: Literal["redis", "s3"] = "redis"

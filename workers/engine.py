@@ -26,9 +26,18 @@ from tts_core.device import Device
 from tts_core.kokoro import KOKORO_MAX_IDS, KokoroVoice
 from tts_core.kokoro import front_end as kokoro_front_end
 from tts_core.runtime import resolve_device
-from tts_core.segments import FrontEnd, PiperFrontEnd, PlannedUtterance, group_segments, plain, plan_utterances
+from tts_core.segments import (
+    FrontEnd,
+    PiperFrontEnd,
+    PlannedUtterance,
+    group_segments,
+    plain,
+    plan_ssml,
+    plan_utterances,
+)
+from tts_core.speech_markup import parse_ssml
 from tts_core.voice import Voice
-from ttsq.jobs import Priority
+from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
 from workers import metrics
 from workers.tuning import batch_plan
@@ -123,12 +132,17 @@ class Engine:
         """From the catalog: knowing it loads no model."""
         return self.catalog.get(voice_id).sample_rate
 
-    def plan_segments(self, voice_id: str, text: str, max_ids: int) -> SegmentPlan:
-        """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit) packed into segments
-        of at most ``max_ids``; needs the voice's front end only, not its model."""
+    def plan_segments(self, voice_id: str, text: str, max_ids: int, text_type: TextType = TextType.TEXT) -> SegmentPlan:
+        """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
+        pauses, packed into segments of at most ``max_ids``; needs the voice's front end, not its model."""
         info = self.catalog.get(voice_id)
         budget = min(max_ids, KOKORO_MAX_IDS) if info.engine is EngineName.KOKORO else max_ids
-        utterances = plain(plan_utterances(text, front_end_of(info), budget))
+        front_end = front_end_of(info)
+        if text_type is TextType.SSML:
+            document = parse_ssml(text, default_lang=info.language)
+            utterances = plan_ssml(document, front_end, budget, self._settings.paragraph_pause_s)
+        else:
+            utterances = plain(plan_utterances(text, front_end, budget))
         return group_segments(utterances, max_ids)
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:

@@ -142,7 +142,7 @@ def start_job(job_id: str, ctx: JobContext) -> None:
         _announce_unsent(ctx.jobs.get(job_id), ctx)
         return
     max_ids = ctx.settings.segment_max_ids
-    segments = ctx.engine.plan_segments(record.voice, ctx.jobs.text(job_id), max_ids)
+    segments = ctx.engine.plan_segments(record.voice, ctx.jobs.text(job_id), max_ids, record.text_type)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
         record = record.model_copy(update={"progress": progress})

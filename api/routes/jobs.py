@@ -20,18 +20,23 @@ from api.errors import ApiError
 from api.schemas import ErrorPublic, JobCreate, JobPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
+from tts_core.errors import TextTooLong
+from tts_core.speech_markup import parse_ssml
 from tts_core.text import check_text
 from ttsq.broker import entry_queue
 from ttsq.constants import MAX_WAIT_S, SYNTHESIZE_TASK
 from ttsq.errors import JobNotFound, QueueUnavailable, StoreUnavailable
 from ttsq.events import EventKind
-from ttsq.jobs import JobRecord, JobStatus, Priority, new_job_id, utcnow
+from ttsq.jobs import JobRecord, JobStatus, Priority, TextType, new_job_id, utcnow
 from ttsq.public import public_job
 from ttsq.settings import Settings
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+SSML_MARKUP_FACTOR: Final = 10
+"""An SSML body may be this many times the character limit in all, markup included."""
 
 RESYNC_S: Final = 30.0
 """A waiter re-reads its job at least this often, even if no event came (a lost message costs a
@@ -88,9 +93,9 @@ ExistingJobId = Annotated[str, Depends(_existing_job_id)]
 def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPublic:
     """Validate, store the job and queue it; answers at once with the queued job."""
     settings = state.settings
-    check_text(body.text, settings.max_text_chars)
     voice = body.voice or settings.default_voice
-    state.catalog.check_speakable(voice, body.text)
+    spoken = spoken_text(body, state.catalog.get(voice).language, settings.max_text_chars)
+    state.catalog.check_speakable(voice, spoken)
     speaker_id = state.catalog.get(voice).speaker_index(body.speaker)
     if body.webhook_url is not None:
         check_webhook_url(body.webhook_url, settings)
@@ -98,16 +103,31 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
         id=new_job_id(),
         voice=voice,
         format=body.format.value,
-        characters=len(body.text),
+        characters=len(spoken),
         options=body.options(speaker_id),
         metadata=body.metadata,
         created_at=utcnow(),
         priority=body.priority or default_priority(len(body.text), settings),
         webhook_url=body.webhook_url,
+        text_type=body.text_type,
     )
     submit(state, record, body.text)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return _public(state, record)
+
+
+def spoken_text(body: JobCreate, language: str, max_chars: int) -> str:
+    """What the voice will read: the text itself, or an SSML document's spoken text (parsed here, so
+    invalid SSML is refused with its line and column before any job exists). Limits count spoken
+    characters; the markup around them may add up to ``SSML_MARKUP_FACTOR`` times as much."""
+    if body.text_type is TextType.TEXT:
+        check_text(body.text, max_chars)
+        return body.text
+    if len(body.text) > SSML_MARKUP_FACTOR * max_chars:
+        raise TextTooLong(len(body.text), SSML_MARKUP_FACTOR * max_chars)
+    spoken = parse_ssml(body.text, default_lang=language).spoken_text
+    check_text(spoken, max_chars)
+    return spoken
 
 
 def default_priority(characters: int, settings: Settings) -> Priority:

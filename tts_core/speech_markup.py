@@ -1,0 +1,349 @@
+"""A documented subset of SSML, parsed into plain pieces the planner turns into timed utterances.
+
+Subset: ``<speak>`` (``xml:lang``), ``<p>``, ``<s>``, ``<break time="…"|strength="…"/>``,
+``<prosody rate="…">``, ``<say-as interpret-as="characters|cardinal|ordinal|date|telephone">``,
+``<sub alias="…">`` and ``<phoneme alphabet="ipa" ph="…">``. Anything else is refused, naming it.
+
+The XML parser is ``defusedxml``'s SAX reader: DTDs, entity declarations (so no entity expansion
+bombs) and external references are refused before anything is expanded. Every error is an
+:class:`InvalidSsml` with the line and column it was found at.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.sax
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Final, Literal
+from xml.sax.handler import ContentHandler
+from xml.sax.xmlreader import AttributesImpl, Locator
+
+import defusedxml.sax
+from defusedxml import DefusedXmlException
+from num2words import num2words
+
+from tts_core.errors import InvalidInput
+
+MAX_BREAK_S: Final = 10.0
+RATE_RANGE: Final = (0.5, 2.0)
+BREAK_STRENGTHS: Final = {"none": 0.0, "x-weak": 0.1, "weak": 0.2, "medium": 0.4, "strong": 0.7, "x-strong": 1.0}
+RATE_WORDS: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5}
+SAY_AS: Final = ("characters", "cardinal", "ordinal", "date", "telephone")
+DATE_FORMATS: Final = ("mdy", "dmy", "ymd", "md", "dm", "ym", "my", "y", "m", "d")
+_INLINE: Final = frozenset({"break", "prosody", "say-as", "sub", "phoneme"})
+_PARENTS: Final[dict[str, frozenset[str]]] = {
+    "p": frozenset({"speak"}),
+    "s": frozenset({"speak", "p"}),
+    **{name: frozenset({"speak", "p", "s", "prosody"}) for name in _INLINE},
+}
+_ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
+    "speak": frozenset({"version", "xmlns", "xml:lang", "xmlns:xsi", "xsi:schemaLocation"}),
+    "p": frozenset(),
+    "s": frozenset(),
+    "break": frozenset({"time", "strength"}),
+    "prosody": frozenset({"rate"}),
+    "say-as": frozenset({"interpret-as", "format"}),
+    "sub": frozenset({"alias"}),
+    "phoneme": frozenset({"alphabet", "ph"}),
+}
+_TIME: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s)")
+_PERCENT: Final = re.compile(r"([+-]?)(\d+(?:\.\d+)?)%")
+_DOCTYPE: Final = re.compile(r"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
+_SPACES: Final = re.compile(r"\s+")
+
+
+class InvalidSsml(InvalidInput, code="invalid_ssml"):
+    """The SSML is malformed or outside the supported subset; says where."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"invalid SSML at line {line}, column {column}: {message}")
+        self.line = line
+        self.column = column
+
+
+@dataclass(frozen=True)
+class Speech:
+    """Text to speak at a rate (times the job's speed), or IPA to speak as given (``<phoneme>``)."""
+
+    text: str
+    rate: float = 1.0
+    ipa: str | None = None
+
+
+@dataclass(frozen=True)
+class Break:
+    """Exactly this much silence."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The end of an ``<s>`` (a sentence pause) or a ``<p>`` (a paragraph pause)."""
+
+    kind: Literal["sentence", "paragraph"]
+
+
+Piece = Speech | Break | Boundary
+
+
+@dataclass(frozen=True)
+class SsmlDocument:
+    lang: str | None
+    pieces: tuple[Piece, ...]
+
+    @property
+    def spoken_text(self) -> str:
+        """What the voice reads, without markup: what characters are counted on."""
+        return " ".join(p.text for p in self.pieces if isinstance(p, Speech))
+
+
+@dataclass
+class _Open:
+    name: str
+    rate: float
+    line: int
+    column: int
+    attributes: dict[str, str]
+    text: list[str] = field(default_factory=list)
+
+
+class _Handler(ContentHandler):
+    def __init__(self, default_lang: str) -> None:
+        super().__init__()
+        self.lang: str | None = None
+        self._default_lang = default_lang
+        self._open: list[_Open] = []
+        self._pieces: list[Piece] = []
+        self._buffer: list[str] = []
+        self._position: Locator | None = None
+
+    def setDocumentLocator(self, locator: Locator) -> None:
+        self._position = locator
+
+    def _where(self) -> tuple[int, int]:
+        if self._position is None:
+            return 1, 1
+        return self._position.getLineNumber() or 1, (self._position.getColumnNumber() or 0) + 1
+
+    def fail(self, message: str) -> InvalidSsml:
+        return InvalidSsml(message, *self._where())
+
+    @property
+    def _joint(self) -> str:
+        """Japanese and Chinese runs join without a space (a space would be read as a pause)."""
+        return "" if (self.lang or self._default_lang).lower()[:2] in {"ja", "zh"} else " "
+
+    @property
+    def _rate(self) -> float:
+        return self._open[-1].rate if self._open else 1.0
+
+    def startElement(self, name: str, attrs: AttributesImpl) -> None:
+        attributes = dict(attrs.items())
+        self._check(name, attributes)
+        if self._open and self._open[-1].name in {"say-as", "sub", "phoneme"}:
+            raise self.fail(f"<{self._open[-1].name}> holds text only, not <{name}>")
+        rate = self._rate
+        if name == "speak":
+            self.lang = attributes.get("xml:lang")
+        elif name == "break":
+            self._flush()
+            self._pieces.append(Break(self._break_seconds(attributes)))
+        elif name == "prosody":
+            self._flush()
+            rate = self._prosody_rate(attributes, rate)
+        elif name in {"p", "s"}:
+            self._flush()
+            if self._pieces and isinstance(self._pieces[-1], Speech):  # text before it ends there
+                self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
+        line, column = self._where()
+        self._open.append(_Open(name, rate, line, column, attributes))
+
+    def endElement(self, name: str) -> None:
+        element = self._open.pop()
+        if name in {"say-as", "sub", "phoneme"}:
+            self._flush()
+            self._special(element)
+        elif name in {"p", "s", "prosody"}:
+            self._flush(element.rate)
+            if name != "prosody":
+                self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
+        elif name == "speak":
+            self._flush(element.rate)
+
+    def characters(self, content: str) -> None:
+        if not self._open:
+            return
+        if self._open[-1].name in {"say-as", "sub", "phoneme"}:
+            self._open[-1].text.append(content)
+        else:
+            self._buffer.append(content)
+
+    def _flush(self, rate: float | None = None) -> None:
+        text = _SPACES.sub(" ", "".join(self._buffer)).strip()
+        self._buffer.clear()
+        if text:
+            self._speak(Speech(text, self._rate if rate is None else rate))
+
+    def _speak(self, piece: Speech) -> None:
+        """Append, merging with the previous run of the same rate (one text for the front end)."""
+        last = self._pieces[-1] if self._pieces else None
+        if isinstance(last, Speech) and last.ipa is None and piece.ipa is None and last.rate == piece.rate:
+            self._pieces[-1] = Speech(f"{last.text}{self._joint}{piece.text}", piece.rate)
+        else:
+            self._pieces.append(piece)
+
+    def _special(self, element: _Open) -> None:
+        inner = _SPACES.sub(" ", "".join(element.text)).strip()
+        if element.name == "sub":
+            alias = element.attributes.get("alias", "").strip()
+            if not alias:
+                raise InvalidSsml("<sub> needs a non-empty alias", element.line, element.column)
+            self._speak(Speech(alias, element.rate))
+        elif element.name == "phoneme":
+            ph = element.attributes.get("ph", "").strip()
+            if element.attributes.get("alphabet") != "ipa" or not ph:
+                raise InvalidSsml('<phoneme> needs alphabet="ipa" and a non-empty ph', element.line, element.column)
+            self._speak(Speech(inner or ph, element.rate, ipa=ph))
+        else:
+            spoken = self._say_as(element, inner)
+            if spoken:
+                self._speak(Speech(spoken, element.rate))
+
+    def _say_as(self, element: _Open, inner: str) -> str:
+        kind = element.attributes.get("interpret-as", "")
+        lang = (self.lang or self._default_lang).split("-")[0].split("_")[0].lower()
+        expand = _SAY_AS_EXPANDERS.get(kind)
+        if expand is None:
+            raise InvalidSsml(
+                f"say-as interpret-as must be one of {', '.join(SAY_AS)}; got {kind!r}", element.line, element.column
+            )
+        try:
+            return expand(inner, lang, element.attributes.get("format", "ymd" if lang == "ja" else "mdy"))
+        except (ValueError, OverflowError, NotImplementedError) as e:
+            raise InvalidSsml(f"say-as {kind}: {e}", element.line, element.column) from None
+
+    def _check(self, name: str, attributes: dict[str, str]) -> None:
+        if name not in _ATTRIBUTES:
+            raise self.fail(f"<{name}> is not supported (supported: {', '.join(_ATTRIBUTES)})")
+        parent = self._open[-1].name if self._open else None
+        if name == "speak" and parent is not None:
+            raise self.fail("<speak> must be the root element")
+        if name != "speak" and (parent is None or parent not in _PARENTS[name]):
+            raise self.fail(f"<{name}> cannot be inside <{parent}>" if parent else "the root element must be <speak>")
+        unknown = sorted(set(attributes) - _ATTRIBUTES[name])
+        if unknown:
+            raise self.fail(f"<{name}> does not support the attribute {unknown[0]!r}")
+
+    def _break_seconds(self, attributes: dict[str, str]) -> float:
+        if "time" in attributes:
+            match = _TIME.fullmatch(attributes["time"].strip())
+            if match is None:
+                raise self.fail(f"break time must look like 500ms or 2s; got {attributes['time']!r}")
+            seconds = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
+            if seconds > MAX_BREAK_S:
+                raise self.fail(f"break time is at most {MAX_BREAK_S:g}s; got {attributes['time']!r}")
+            return seconds
+        strength = attributes.get("strength", "medium")
+        if strength not in BREAK_STRENGTHS:
+            raise self.fail(f"break strength must be one of {', '.join(BREAK_STRENGTHS)}; got {strength!r}")
+        return BREAK_STRENGTHS[strength]
+
+    def _prosody_rate(self, attributes: dict[str, str], current: float) -> float:
+        value = attributes.get("rate", "medium").strip()
+        if value in RATE_WORDS:
+            factor = RATE_WORDS[value]
+        elif (match := _PERCENT.fullmatch(value)) is not None:
+            sign, number = match.group(1), float(match.group(2)) / 100
+            factor = 1 + number if sign == "+" else 1 - number if sign == "-" else number
+        else:
+            raise self.fail(f"prosody rate must be x-slow..x-fast or a percentage; got {value!r}")
+        rate = current * factor
+        if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+            raise self.fail(f"prosody rate must stay within {RATE_RANGE[0]:g}x to {RATE_RANGE[1]:g}x; got {rate:g}x")
+        return rate
+
+    @property
+    def document(self) -> SsmlDocument:
+        return SsmlDocument(self.lang, tuple(self._pieces))
+
+
+def _characters(inner: str, lang: str, _: str) -> str:
+    return " ".join(ch for ch in inner if not ch.isspace())
+
+
+def _number(inner: str) -> int:
+    digits = inner.replace(",", "").replace("_", "").strip()
+    if not re.fullmatch(r"-?\d+", digits):
+        raise ValueError(f"{inner!r} is not a whole number")
+    return int(digits)
+
+
+def _cardinal(inner: str, lang: str, _: str) -> str:
+    return str(num2words(_number(inner), lang=lang))
+
+
+def _ordinal(inner: str, lang: str, _: str) -> str:
+    return str(num2words(_number(inner), lang=lang, to="ordinal"))
+
+
+def _telephone(inner: str, lang: str, _: str) -> str:
+    groups = [g for g in re.split(r"[^0-9+]+", inner) if g]
+    if not groups:
+        raise ValueError(f"{inner!r} has no digits")
+    return ", ".join(" ".join(str(num2words(int(d), lang=lang)) if d.isdigit() else "plus" for d in g) for g in groups)
+
+
+def _date(inner: str, lang: str, fmt: str) -> str:
+    if fmt not in DATE_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(DATE_FORMATS)}; got {fmt!r}")
+    numbers = [int(n) for n in re.split(r"[^0-9]+", inner) if n]
+    if len(numbers) != len(fmt):
+        raise ValueError(f"{inner!r} does not match format {fmt!r}")
+    parts = dict(zip(fmt, numbers, strict=True))
+    year, month, day = parts.get("y", 2000), parts.get("m", 1), parts.get("d", 1)
+    date(year, month, day)  # raises ValueError for an impossible date
+    if lang == "ja":
+        return "".join(f"{parts[k]}{unit}" for k, unit in (("y", "年"), ("m", "月"), ("d", "日")) if k in parts)
+    words: list[str] = []
+    if "m" in parts:
+        words.append(date(2000, month, 1).strftime("%B"))
+    if "d" in parts:
+        words.append(str(num2words(day, lang=lang, to="ordinal")))
+    if "y" in parts:
+        words.append(str(num2words(year, lang=lang, to="year")))
+    return " ".join(words)
+
+
+_SAY_AS_EXPANDERS: Final[dict[str, Callable[[str, str, str], str]]] = {
+    "characters": _characters,
+    "cardinal": _cardinal,
+    "ordinal": _ordinal,
+    "date": _date,
+    "telephone": _telephone,
+}
+
+
+def _position(source: str, offset: int) -> tuple[int, int]:
+    line = source.count("\n", 0, offset) + 1
+    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+
+
+def parse_ssml(source: str, default_lang: str = "en") -> SsmlDocument:
+    """The pieces of an SSML document; :class:`InvalidSsml` (with line and column) if it is not
+    well-formed XML in the supported subset."""
+    if (declaration := _DOCTYPE.search(source)) is not None:  # refused before any parsing
+        raise InvalidSsml("DTDs and entity declarations are not allowed", *_position(source, declaration.start()))
+    handler = _Handler(default_lang)
+    try:
+        defusedxml.sax.parseString(source.encode("utf-8"), handler)
+    except xml.sax.SAXParseException as e:
+        raise InvalidSsml(str(e.getMessage()), e.getLineNumber() or 1, (e.getColumnNumber() or 0) + 1) from None
+    except DefusedXmlException as e:
+        raise InvalidSsml(f"refused: {type(e).__name__}", 1, 1) from None
+    document = handler.document
+    if not document.spoken_text.strip():
+        raise InvalidSsml("nothing to speak", 1, 1)
+    return document
