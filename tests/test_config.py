@@ -127,6 +127,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_text_chars=5000,
         job_ttl_s=3600,
         sentence_pause_s=0.4,
+        paragraph_pause_s=0.9,
         segment_max_ids=256,
         part_store="s3",
         part_ttl_s=7200,
