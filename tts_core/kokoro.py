@@ -45,6 +45,8 @@ class KokoroFrontEnd:
     """Japanese text to Kokoro token ids: pyopenjtalk readings through misaki's romaniser, then the
     vocab; each id list framed by pads."""
 
+    max_ids: int | None = KOKORO_MAX_IDS
+
     def __init__(self, folder: Path) -> None:
         vocab: dict[str, int] = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))["vocab"]
         self._vocab = vocab

@@ -34,7 +34,12 @@ class Utterance:
 
 
 class FrontEnd(Protocol):
-    """An engine's text front end: where its sentences end and what ids the model reads."""
+    """An engine's text front end: where its sentences end, what ids the model reads, and how many it
+    takes at most (``None``: no limit of its own)."""
+
+    @property
+    def max_ids(self) -> int | None:
+        """The model's own limit on one utterance's ids, if it has one."""
 
     def sentences(self, text: str) -> list[str]:
         """Sentences of normalised text."""
@@ -48,6 +53,8 @@ class FrontEnd(Protocol):
 
 class PiperFrontEnd:
     """espeak-ng phonemes mapped through the voice's id map, as Piper makes them."""
+
+    max_ids: int | None = None
 
     def __init__(self, config: VoiceConfig) -> None:
         self._config = config

@@ -23,7 +23,7 @@ from tts_core.batching import BatchRecord, BatchResult, DynamicBatcher
 from tts_core.catalog import EngineName, KokoroSource, PiperSource, VoiceCatalog, VoiceInfo
 from tts_core.config import SynthesisConfig
 from tts_core.device import Device
-from tts_core.kokoro import KOKORO_MAX_IDS, KokoroVoice
+from tts_core.kokoro import KokoroVoice
 from tts_core.kokoro import front_end as kokoro_front_end
 from tts_core.runtime import resolve_device
 from tts_core.segments import (
@@ -60,7 +60,7 @@ SpeechModel = Voice | KokoroVoice
 """A loaded voice of any engine: both plan utterances, synthesise id batches and speak text."""
 
 SegmentPlan = list[list[PlannedUtterance]]
-"""A job's segments, each a list of utterances' phoneme ids."""
+"""A job's segments, each a list of planned utterances (ids, rate, pauses)."""
 
 
 class Engine:
@@ -136,8 +136,8 @@ class Engine:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
         pauses, packed into segments of at most ``max_ids``; needs the voice's front end, not its model."""
         info = self.catalog.get(voice_id)
-        budget = min(max_ids, KOKORO_MAX_IDS) if info.engine is EngineName.KOKORO else max_ids
         front_end = front_end_of(info)
+        budget = min(max_ids, front_end.max_ids or max_ids)  # the engine's own context limit
         if text_type is TextType.SSML:
             document = parse_ssml(text, default_lang=info.language)
             utterances = plan_ssml(document, front_end, budget, self._settings.paragraph_pause_s)
