@@ -9,7 +9,7 @@ import redis
 from mypy_boto3_s3 import S3Client
 from redis.exceptions import LockError
 
-from tts_core.segments import PlannedUtterance
+from tts_core.plan import PlannedUtterance
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore
 from ttsq.parts import RedisPartStore, S3PartStore

@@ -14,6 +14,7 @@ from typing import Final, Protocol, TypeVar
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText
 from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.plan import PlannedUtterance
 from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
 
@@ -67,33 +68,6 @@ class PiperFrontEnd:
 
     def ipa_ids(self, ipa: str) -> list[int]:
         return phoneme_ids(list(ipa), self._config.phoneme_id_map)
-
-
-@dataclass(frozen=True)
-class PlannedUtterance:
-    """An utterance as a job's plan keeps it: model ids, its rate (times the job's speed) and the
-    silence around it. ``pause_after_s`` None means the job's sentence pause (none after the job's
-    last utterance); a number is exact (an SSML break or paragraph pause)."""
-
-    ids: list[int]
-    rate: float = 1.0
-    pause_after_s: float | None = None
-    pause_before_s: float = 0.0
-    """Only a job's first utterance has one: a break before any speech."""
-
-    def to_json(self) -> list[object]:
-        return [self.ids, self.rate, self.pause_after_s, self.pause_before_s]
-
-    @classmethod
-    def from_json(cls, data: list[object]) -> PlannedUtterance:
-        ids, rate, after, before = data
-        assert isinstance(ids, list)
-        return cls(
-            [int(i) for i in ids],
-            float(str(rate)),
-            None if after is None else float(str(after)),
-            float(str(before)),
-        )
 
 
 def plain(utterances: Sequence[Utterance]) -> list[PlannedUtterance]:

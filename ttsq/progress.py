@@ -15,7 +15,7 @@ from typing import cast
 
 import redis
 
-from tts_core.segments import PlannedUtterance
+from tts_core.plan import PlannedUtterance
 from ttsq.constants import job_done_key, job_events_channel, job_segments_key, job_stats_key, job_streamed_key
 from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
 from ttsq.jobs import JobRecord, JobStatus

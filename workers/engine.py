@@ -25,11 +25,11 @@ from tts_core.config import SynthesisConfig
 from tts_core.device import Device
 from tts_core.kokoro import KokoroVoice
 from tts_core.kokoro import front_end as kokoro_front_end
+from tts_core.plan import PlannedUtterance
 from tts_core.runtime import resolve_device
 from tts_core.segments import (
     FrontEnd,
     PiperFrontEnd,
-    PlannedUtterance,
     group_segments,
     plain,
     plan_ssml,

@@ -22,7 +22,7 @@ from tts_core.audio import PCM16, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.formats import AudioFormat, encode, encode_stream
-from tts_core.segments import PlannedUtterance
+from tts_core.plan import PlannedUtterance
 from ttsq.constants import result_key
 from ttsq.errors import SegmentLost, error_code
 from ttsq.jobs import (

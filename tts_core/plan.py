@@ -1,0 +1,33 @@
+"""A job's plan as it is stored and read back: pure data, no front end, so the API can read plans
+(progress, streaming) without loading espeak-ng or ONNX Runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlannedUtterance:
+    """An utterance as a job's plan keeps it: model ids, its rate (times the job's speed) and the
+    silence around it. ``pause_after_s`` None means the job's sentence pause (none after the job's
+    last utterance); a number is exact (an SSML break or paragraph pause)."""
+
+    ids: list[int]
+    rate: float = 1.0
+    pause_after_s: float | None = None
+    pause_before_s: float = 0.0
+    """Only a job's first utterance has one: a break before any speech."""
+
+    def to_json(self) -> list[object]:
+        return [self.ids, self.rate, self.pause_after_s, self.pause_before_s]
+
+    @classmethod
+    def from_json(cls, data: list[object]) -> PlannedUtterance:
+        ids, rate, after, before = data
+        assert isinstance(ids, list)
+        return cls(
+            [int(i) for i in ids],
+            float(str(rate)),
+            None if after is None else float(str(after)),
+            float(str(before)),
+        )
