@@ -7,8 +7,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.body_limit import BodyLimitMiddleware
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
+from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
 from api.routes import health, jobs, metrics, speech, voices, web
 from api.state import AppState
@@ -42,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     api_metrics.instrument(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.max_request_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(jobs.router)
     app.include_router(speech.router)
@@ -50,4 +53,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(web.router)
     web.mount_static(app)
+    install_openapi(app, resolved)
     return app

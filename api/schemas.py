@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
 
+from api.json_checks import MAX_DEPTH, check_body
+from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.jobs import JobOptions, Priority, TextType
@@ -19,13 +21,31 @@ MAX_WEBHOOK_URL_CHARS = 2048
 __all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
 
 
-class JobCreate(BaseModel):
-    """A synthesis request."""
+class RequestBody(BaseModel):
+    """A JSON request body: unknown fields are refused, and so is what no field's type sees (a lone
+    surrogate anywhere, keys included; NaN; nesting past ``MAX_DEPTH``), naming the field."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(description="Text to speak (plain text). Up to the server's character limit.")
-    voice: str | None = Field(None, description="Voice id from GET /v1/voices; the server default if omitted.")
+    @model_validator(mode="before")
+    @classmethod
+    def _check_json(cls, data: Any) -> Any:
+        check_body(data)
+        return data
+
+
+class JobCreate(RequestBody):
+    """A synthesis request."""
+
+    text: str = Field(
+        description="Text to speak: plain text of 1 to `max_text_chars` characters, or with `text_type: ssml` "
+        "an SSML document of up to 10 times as many characters, its spoken text counting against the limit.",
+        json_schema_extra={"minLength": 1},  # checked by check_text, which names the problem (empty_text)
+        examples=["Hello from ttsq."],
+    )
+    voice: str | None = Field(
+        None, description="Voice id from GET /v1/voices; the server default if omitted.", examples=[DEFAULT_VOICE_ID]
+    )
     format: AudioFormat = Field(DEFAULT_FORMAT, description="Output container/codec.")
     speed: float = Field(
         DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True, description="Speaking rate multiplier."
@@ -55,7 +75,9 @@ class JobCreate(BaseModel):
         "the voice's first speaker if omitted.",
     )
     metadata: dict[str, Any] = Field(
-        default_factory=dict, description="Free-form JSON object stored with the job and returned as is."
+        default_factory=dict,
+        description=f"Free-form JSON object stored with the job and returned as is: at most {MAX_METADATA_BYTES} "
+        f"bytes as JSON, nested at most {MAX_DEPTH - 1} levels deep.",
     )
     priority: Priority | None = Field(
         None,
@@ -79,6 +101,14 @@ class JobCreate(BaseModel):
     def options(self, speaker_id: int | None = None) -> JobOptions:
         """The options as stored, with the speaker resolved to the model's id by the caller."""
         return JobOptions(speed=self.speed, noise_scale=self.noise_scale, noise_w=self.noise_w, speaker_id=speaker_id)
+
+
+class JobsPublic(BaseModel):
+    """A page of jobs, newest first."""
+
+    jobs: list[JobPublic]
+    next_cursor: str | None
+    """Pass as ``cursor`` for the next page; null on the last one."""
 
 
 class VoicePublic(BaseModel):

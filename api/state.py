@@ -7,16 +7,20 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
+from api.idempotency import IdempotencyStore
 from api.metrics import ApiMetrics
 from api.waiting import EventHub
 from tts_core.catalog import VoiceCatalog
 from ttsq.broker import make_producer
-from ttsq.constants import WEBHOOK_QUEUE, consumed_queues
+from ttsq.constants import DELIVER_WEBHOOK_TASK, WEBHOOK_QUEUE, consumed_queues
 from ttsq.jobs import JobStore
+from ttsq.lifecycle import Lifecycle
 from ttsq.parts import PartStore, make_part_store
 from ttsq.progress import SegmentStore
+from ttsq.quotas import Quotas
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
+from ttsq.tenants import TenantStore
 
 
 @dataclass
@@ -33,6 +37,17 @@ class AppState:
     producer: Celery
     hub: EventHub
     metrics: ApiMetrics
+    tenants: TenantStore
+    quotas: Quotas
+    idempotency: IdempotencyStore
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send_webhook)
+
+    def send_webhook(self, job_id: str) -> None:
+        """The first attempt of a job's webhook delivery (a job canceled through the API)."""
+        self.producer.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
 
     @classmethod
     def build(cls, settings: Settings, metrics: ApiMetrics) -> AppState:
@@ -52,6 +67,9 @@ class AppState:
             producer=make_producer(settings),
             hub=EventHub(settings.redis_url),
             metrics=metrics,
+            tenants=TenantStore(client),
+            quotas=Quotas(client),
+            idempotency=IdempotencyStore(client, settings.idempotency_ttl_s),
         )
 
     async def close(self) -> None:

@@ -192,7 +192,8 @@ def part_stores(stack: BenchStack, count: int = 100) -> dict[str, Any]:
     """Put then get ``count`` parts of 3 s of PCM each; milliseconds per part."""
     pcm = (np.random.default_rng(0).normal(0, 3000, 3 * 22050)).astype(np.int16).tobytes()
     client = redis.Redis.from_url(stack.base.redis_url)
-    stores: dict[str, PartStore] = {"redis": RedisPartStore(client, 600), "s3": S3PartStore(stack.objects)}
+    s3 = S3PartStore(stack.objects)
+    stores: dict[str, PartStore] = {"redis": RedisPartStore(client, 600, s3, 1 << 30), "s3": s3}
     timings = {}
     for name, store in stores.items():
         job = f"bench-parts-{name}"

@@ -1,11 +1,14 @@
-"""Option bounds, voice config parsing, the voice catalog and the settings validator."""
+"""Option bounds, voice config parsing, the voice catalog and the settings validator (secrets included)."""
 
 from __future__ import annotations
 
+import base64
 import math
 import os
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -15,8 +18,10 @@ from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
 from tts_core.config import SynthesisConfig, VoiceConfig
 from tts_core.device import Device
 from tts_core.errors import InvalidOption, VoiceLoadError, VoiceNotFound
-from ttsq.constants import DEV_S3_SECRET_KEY
+from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
+from ttsq.secrets_check import normalise, weakness
 from ttsq.settings import S3Settings, Settings, WorkerSettings, settings_env
+from ttsq.tenants import Limits
 
 
 @pytest.mark.parametrize(
@@ -59,16 +64,144 @@ def test_missing_voices_folder_is_an_error(tmp_path: Path) -> None:
         VoiceCatalog.discover(tmp_path / "missing")
 
 
-def test_production_refuses_placeholder_secret() -> None:
-    s3 = S3Settings(secret_access_key=DEV_S3_SECRET_KEY)
-    with pytest.raises(ValidationError, match="placeholder"):
-        Settings(_env_file=None, environment="production", s3=s3)
+REAL_SECRET = "kQ7v2Lx9TfR4wNz8HcBm3Yp6"
+"""Looks generated: long, many distinct characters, no placeholder word."""
+REAL_REDIS_URL = "redis://:9d4e1f7a2b8c6e0d3a5f@redis.internal:6379/0"
+REAL_WEBHOOK_SECRET = "whsec_" + base64.b64encode(bytes(range(7, 39))).decode()
+
+
+def production(**values: Any) -> Settings:
+    """Production settings with real-looking secrets, ``values`` replacing some."""
+    s3 = {"access_key_id": "AKIAIOSFODNN7TTSQ001", "secret_access_key": REAL_SECRET}
+    chosen: dict[str, Any] = {
+        "redis_url": REAL_REDIS_URL,
+        "s3": S3Settings(**s3),
+        "webhook_secret": REAL_WEBHOOK_SECRET,
+    } | values
+    return Settings(_env_file=None, environment="production", **chosen)
+
+
+def whsec(key: str) -> str:
+    return "whsec_" + base64.b64encode(key.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "CHANGEME",
+        "change-me",
+        " Change_Me ",
+        "changethis",
+        "password",
+        "Password1234",
+        "secret",
+        "admin",
+        "minioadmin",
+        "minioadmin  ",
+        DEV_S3_SECRET_KEY,
+        "TTSQ-DEV-SECRET",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS's documented example
+        "short1",
+        "aaaaaaaaaaaaaaaa",
+        "abcabcabcabcabc",
+        "${S3_SECRET_ACCESS_KEY}",
+        "$(S3_SECRET)",
+    ],
+)
+def test_placeholders_are_no_secrets(value: str) -> None:
+    assert weakness(value) is not None
+
+
+@pytest.mark.parametrize(
+    "value", [REAL_SECRET, "9d4e1f7a2b8c6e0d3a5f", "Xo2k+9fQe/Lm7Rt1Vb3Nc5Wz8Ya0Hd4Gj6Ks2Tu", f"  {REAL_SECRET}  "]
+)
+def test_generated_values_are_secrets(value: str) -> None:
+    assert weakness(value) is None
+
+
+def test_normalise_folds_case_whitespace_and_separators() -> None:
+    assert normalise(" Change_Me ") == normalise("CHANGE-ME") == normalise("change.me") == "changeme"
+    assert normalise("TTSQ-Dev-Secret\n") == "ttsqdevsecret"
+
+
+def test_production_accepts_real_secrets() -> None:
+    assert production().s3.secret_access_key == SecretStr(REAL_SECRET)
+    assert production(s3=S3Settings()).s3.access_key_id is None  # boto3 finds credentials itself
+    assert production(webhook_secret=None).webhook_secret is None  # webhook_url is refused instead
+    assert production(redis_url="unix:///run/redis/redis.sock?db=0").redis_url.startswith("unix:")
+    assert production(redis_url="rediss://ttsq:9d4e1f7a2b8c6e0d3a5f@redis.internal:6380/1").redis_url.startswith(
+        "rediss:"
+    )
+
+
+@pytest.mark.parametrize("value", ["CHANGEME", "password", "minioadmin", "changeme  ", DEV_S3_SECRET_KEY, ""])
+def test_production_refuses_placeholder_secret(value: str) -> None:
+    s3 = S3Settings(access_key_id="AKIAIOSFODNN7TTSQ001", secret_access_key=value)
+    with pytest.raises(ValidationError, match="TTSQ_S3__SECRET_ACCESS_KEY is a placeholder") as error:
+        production(s3=s3)
+    if value.strip():
+        assert value.strip() not in str(error.value), "the error echoes the secret"
     assert Settings(_env_file=None, environment="development", s3=s3).s3.secret_access_key is not None
 
 
-def test_visibility_timeout_must_exceed_task_limit() -> None:
-    with pytest.raises(ValidationError, match="visibility_timeout_s"):
-        Settings(_env_file=None, task_time_limit_s=600, visibility_timeout_s=600)
+@pytest.mark.parametrize(
+    ("s3", "message"),
+    [
+        ({"access_key_id": "AKIAIOSFODNN7TTSQ001"}, "TTSQ_S3__ACCESS_KEY_ID is set without TTSQ_S3__SECRET_ACCESS_KEY"),
+        ({"secret_access_key": REAL_SECRET}, "TTSQ_S3__SECRET_ACCESS_KEY is set without TTSQ_S3__ACCESS_KEY_ID"),
+    ],
+)
+def test_production_refuses_half_s3_credentials(s3: dict[str, str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        production(s3=S3Settings(**s3))
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://redis:6379/0", "TTSQ_REDIS_URL has no password"),
+        ("redis://ttsq@redis:6379/0", "TTSQ_REDIS_URL has no password"),
+        ("redis://:@redis:6379/0", "TTSQ_REDIS_URL has no password"),
+        ("redis://:password@redis:6379/0", "the password in TTSQ_REDIS_URL is a placeholder"),
+        ("redis://:CHANGEME@redis:6379/0", "the password in TTSQ_REDIS_URL is a placeholder"),
+        ("redis://default:change%2Dme%20@redis:6379/0", "the password in TTSQ_REDIS_URL is a placeholder"),
+        ("redis://:$(REDIS_PASSWORD)@redis:6379/0", "the password in TTSQ_REDIS_URL is a placeholder"),
+    ],
+)
+def test_production_refuses_redis_without_a_real_password(url: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)) as error:
+        production(redis_url=url)
+    assert "@redis" not in str(error.value), "the error echoes the URL"
+
+
+@pytest.mark.parametrize(
+    "key", ["changeme-changeme-changeme", "ttsq-dev-webhook-key-not-a-secret-00", "xxxxxxxxxxxxxxxxxxxxxxxx"]
+)
+def test_production_refuses_placeholder_webhook_secret(key: str) -> None:
+    with pytest.raises(ValidationError, match="TTSQ_WEBHOOK_SECRET #2 is a placeholder"):
+        production(webhook_secret=f"{REAL_WEBHOOK_SECRET} {whsec(key)}")
+    assert Settings(_env_file=None, webhook_secret=whsec(key)).webhook_secret is not None  # development
+
+
+def test_production_names_every_problem_at_once() -> None:
+    with pytest.raises(ValidationError) as error:
+        production(redis_url="redis://redis:6379/0", s3=S3Settings(access_key_id="minioadmin"))
+    assert "TTSQ_REDIS_URL" in str(error.value)
+    assert "TTSQ_S3__SECRET_ACCESS_KEY" in str(error.value)
+
+
+def test_development_defaults_pass() -> None:
+    """What ``ttsq dev`` runs with: the embedded store's credentials, a Redis without a password."""
+    s3 = S3Settings(access_key_id=DEV_S3_ACCESS_KEY, secret_access_key=DEV_S3_SECRET_KEY)
+    assert Settings(_env_file=None, s3=s3).redis_url == "redis://127.0.0.1:6379/0"
+
+
+def test_visibility_timeout_must_cover_the_step_lease_and_retry_waits() -> None:
+    with pytest.raises(ValidationError, match="visibility_timeout_s must be at least step_lease_s"):
+        Settings(_env_file=None, step_lease_s=600, visibility_timeout_s=300)
+    with pytest.raises(ValidationError, match="task_retry_backoff_max_s must be shorter"):
+        Settings(_env_file=None, task_retry_backoff_max_s=200, visibility_timeout_s=120)
 
 
 def test_settings_read_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +232,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         bucket="books",
         region="eu-west-1",
         access_key_id="AKIA",
-        secret_access_key="s3cr3t",
+        secret_access_key=REAL_SECRET,
         addressing_style="virtual",
         presign_ttl_s=600,
         create_bucket=True,
@@ -118,7 +251,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         _env_file=None,
         environment="production",
         log_format="json",
-        redis_url="redis://redis.internal:6380/2",
+        redis_url="redis://:9d4e1f7a2b8c6e0d3a5f@redis.internal:6380/2",
         s3=s3,
         worker=worker,
         voices_dir=Path("/srv/voices"),
@@ -145,6 +278,20 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         webhook_timeout_s=9.0,
         webhook_retry_schedule_s=[1.0, 2.0],
         webhook_concurrency=3,
+        max_request_bytes=1 << 20,
+        step_lease_s=30,
+        webhook_visibility_timeout_s=3600,
+        sweep_interval_s=15.0,
+        sweep_grace_s=45.0,
+        max_requeues=5,
+        cleanup_interval_s=120.0,
+        auth_required=True,
+        default_limits=Limits(max_active_jobs=7, chars_per_day=9000, audio_seconds_per_day=600, requests_per_second=3),
+        admission_max_age_interactive_s=20.0,
+        admission_max_age_bulk_s=900.0,
+        idempotency_ttl_s=7200,
+        part_redis_max_bytes_per_job=1 << 24,
+        api_key=SecretStr("ttsq_" + "k" * 43),
     )
     defaults = leaves(Settings(_env_file=None))
     unchanged = [name for name, value in leaves(chosen).items() if value == defaults[name]]

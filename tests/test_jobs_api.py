@@ -48,7 +48,7 @@ def test_job_succeeds_in_every_format(
     assert done["started_at"] >= done["created_at"]
     assert done["finished_at"] >= done["started_at"]
     result = done["result"]
-    assert result["key"] == f"jobs/{job['id']}/audio.{audio_format}"
+    assert result["key"] == f"anonymous/jobs/{job['id']}/audio.{audio_format}"
     assert result["content_type"] == content_type
     assert result["sample_rate"] == 22050
 
@@ -85,7 +85,7 @@ def test_presigned_urls_are_required_to_read_objects(client: httpx.Client) -> No
         region_name="us-east-1",
     )  # fmt: skip
     with pytest.raises(ClientError, match="403"):
-        forged.head_object(Bucket=TEST_BUCKET, Key=f"jobs/{job['id']}/audio.wav")
+        forged.head_object(Bucket=TEST_BUCKET, Key=f"anonymous/jobs/{job['id']}/audio.wav")
 
 
 def test_speed_option_shortens_the_audio(client: httpx.Client) -> None:

@@ -10,6 +10,7 @@ from mypy_boto3_s3 import S3Client
 from redis.exceptions import LockError
 
 from tts_core.plan import PlannedUtterance
+from ttsq.constants import job_part_key, part_object_key
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore
 from ttsq.parts import RedisPartStore, S3PartStore
@@ -21,6 +22,24 @@ from ttsq.storage import MULTIPART_THRESHOLD, ObjectStore
 @pytest.fixture
 def segments(redis_client: redis.Redis) -> SegmentStore:
     return SegmentStore(redis_client, 600)
+
+
+def test_parts_past_a_jobs_redis_share_go_to_s3(redis_client: redis.Redis, settings: Settings) -> None:
+    """A job's parts stay in Redis up to its share; the rest go to S3, and reads and deletes find
+    them wherever they are."""
+    objects = ObjectStore(settings.s3)
+    store = RedisPartStore(redis_client, 600, S3PartStore(objects), max_bytes_per_job=250)
+    for index in range(4):
+        store.put("job-spill", index, bytes([index + 1]) * 100)
+    assert redis_client.exists(job_part_key("job-spill", 0), job_part_key("job-spill", 1)) == 2
+    assert not redis_client.exists(job_part_key("job-spill", 2))
+    assert objects.list_keys("tmp/job-spill/") == [part_object_key("job-spill", 2), part_object_key("job-spill", 3)]
+    assert [store.get("job-spill", i) for i in range(4)] == [bytes([i + 1]) * 100 for i in range(4)]
+    store.delete("job-spill", range(4))
+    assert objects.list_keys("tmp/job-spill/") == []
+    assert not redis_client.exists(job_part_key("job-spill", 0))
+    with pytest.raises(SegmentLost):
+        store.get("job-spill", 3)
 
 
 def test_a_segment_is_counted_once(segments: SegmentStore) -> None:
@@ -46,7 +65,8 @@ def test_the_first_plan_is_kept(segments: SegmentStore) -> None:
 
 @pytest.mark.parametrize("kind", ["redis", "s3"])
 def test_part_stores_round_trip(kind: str, redis_client: redis.Redis, settings: Settings) -> None:
-    store = RedisPartStore(redis_client, 600) if kind == "redis" else S3PartStore(ObjectStore(settings.s3))
+    overflow = S3PartStore(ObjectStore(settings.s3))
+    store = RedisPartStore(redis_client, 600, overflow, 1 << 20) if kind == "redis" else overflow
     store.put("job-c", 0, b"\x01\x00" * 100)
     store.put("job-c", 1, b"\x02\x00" * 50)
     assert store.get("job-c", 1) == b"\x02\x00" * 50

@@ -177,7 +177,9 @@ def test_two_jobs_submitted_together_share_an_inference_call(side_stack: dict[st
 
 def crash_safe(settings: Settings, _: Path) -> Settings:
     """Short visibility timeout so a dead worker's segments come back quickly; parts in S3."""
-    return worker_settings(settings, "tts-crash", visibility_timeout_s=12, task_time_limit_s=10, part_store="s3")
+    return worker_settings(
+        settings, "tts-crash", visibility_timeout_s=12, step_lease_s=6, task_retry_backoff_max_s=5, part_store="s3"
+    )
 
 
 @pytest.mark.parametrize("side_stack", [crash_safe], indirect=True)
@@ -205,8 +207,8 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
     total = done["progress"]["segments_total"]
     assert done["progress"]["segments_done"] == total
     bucket = custom.s3.bucket
-    finals = s3_client.list_objects_v2(Bucket=bucket, Prefix=f"jobs/{job['id']}/").get("Contents", [])
-    assert [o["Key"] for o in finals] == [f"jobs/{job['id']}/audio.wav"]
+    finals = s3_client.list_objects_v2(Bucket=bucket, Prefix=f"anonymous/jobs/{job['id']}/").get("Contents", [])
+    assert [o["Key"] for o in finals] == [f"anonymous/jobs/{job['id']}/audio.wav"]
     assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"tmp/{job['id']}/").get("KeyCount") == 0
     # Each segment counted once: the done set has every index once and the audio sums add up.
     assert redis_client.scard(job_done_key(job["id"])) == total
@@ -244,7 +246,7 @@ def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
     assert done["progress"]["segments_total"] > 3
     assert done["result"] is None
     bucket = side_stack["settings"].s3.bucket
-    assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"jobs/{job['id']}/")["KeyCount"] == 0
+    assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"anonymous/jobs/{job['id']}/")["KeyCount"] == 0
     # Segments still running when the job failed remove their own parts once they finish.
     wait_until(lambda: not redis_client.keys(f"{job_part_key(job['id'], 0)[:-1]}*"), 30, "parts removed")
     assert not redis_client.exists(job_segments_key(job["id"]))

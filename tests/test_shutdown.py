@@ -75,5 +75,5 @@ def test_sigterm_mid_job_finishes_in_flight_work_and_the_job_completes_once(
     assert len(set(tasks)) == total
     assert succeeded_segment_tasks(first_log)  # the leaving worker did its share...
     assert succeeded_segment_tasks(second_log)  # ...and the arriving one the rest
-    listing = s3_client.list_objects_v2(Bucket=own.s3.bucket, Prefix=f"jobs/{job['id']}/")
+    listing = s3_client.list_objects_v2(Bucket=own.s3.bucket, Prefix=f"anonymous/jobs/{job['id']}/")
     assert [o["Key"] for o in listing["Contents"]] == [done["result"]["key"]]

@@ -20,7 +20,7 @@ from ttsq.settings import Settings
 
 
 def objects_under(s3_client: S3Client, job_id: str) -> list[str]:
-    listing = s3_client.list_objects_v2(Bucket=TEST_BUCKET, Prefix=f"jobs/{job_id}/")
+    listing = s3_client.list_objects_v2(Bucket=TEST_BUCKET, Prefix=f"anonymous/jobs/{job_id}/")
     return [item["Key"] for item in listing.get("Contents", [])]
 
 
@@ -51,7 +51,7 @@ def test_redelivered_task_of_a_finished_job_changes_nothing(
     wait_for_tasks(worker, [enqueue(settings, record.id)])
     assert store.get(record.id).attempts == 1
     assert client.get(f"/v1/jobs/{record.id}").json()["finished_at"] == first["finished_at"]
-    assert objects_under(s3_client, record.id) == [f"jobs/{record.id}/audio.wav"]
+    assert objects_under(s3_client, record.id) == [f"anonymous/jobs/{record.id}/audio.wav"]
 
 
 def test_task_redelivered_after_a_crash_overwrites_its_object(
@@ -65,7 +65,7 @@ def test_task_redelivered_after_a_crash_overwrites_its_object(
     assert done["started_at"] == record.started_at.isoformat().replace("+00:00", "Z")  # type: ignore[union-attr]
     wait_for_tasks(worker, deliveries)
     assert store.get(record.id).attempts == 2, "the second delivery must see the job finished and skip it"
-    assert objects_under(s3_client, record.id) == [f"jobs/{record.id}/audio.wav"]
+    assert objects_under(s3_client, record.id) == [f"anonymous/jobs/{record.id}/audio.wav"]
 
 
 def test_task_message_carries_the_job_id_not_the_text(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:

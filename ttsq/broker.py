@@ -7,13 +7,25 @@ all take their configuration from :func:`celery_config`.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from celery import Celery
 from celery.signals import before_task_publish
+from kombu.exceptions import OperationalError
 
-from ttsq.constants import interactive_queue, segment_queue
+from ttsq.constants import (
+    ASSEMBLE_TASK,
+    DELIVER_WEBHOOK_TASK,
+    SEGMENT_TASK,
+    SYNTHESIZE_TASK,
+    WEBHOOK_QUEUE,
+    interactive_queue,
+    segment_queue,
+)
+from ttsq.errors import QueueUnavailable
 from ttsq.jobs import Priority
 from ttsq.settings import Settings
 
@@ -31,17 +43,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_url": settings.redis_url,
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": BROKER_CONNECT_TIMEOUT_S,
-        # Redis redelivers an unacknowledged task after the visibility timeout; it must exceed the
-        # longest task or a slow job would run twice (the settings validator enforces it).
-        "broker_transport_options": {
-            "visibility_timeout": settings.visibility_timeout_s,
-            # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s).
-            "unacked_restore_interval": 10,
-            "unacked_restore_throttle": 1,
-            # Take from the queues in the order the worker lists them (ttsq.constants.consumed_queues),
-            # not round robin: interactive work is fetched first whenever a worker slot frees.
-            "queue_order_strategy": "priority",
-        },
+        # Redis redelivers an unacknowledged task after the visibility timeout. It is short, so a dead
+        # worker's steps come back within minutes; a live worker renews the messages it holds
+        # (workers.leases), so a long step never runs twice.
+        "broker_transport_options": transport_options(settings.visibility_timeout_s),
         # Publishing fails fast rather than blocking an API request or a worker thread for long;
         # a worker step that cannot publish is retried by Celery as a whole (ttsq.errors.QueueUnavailable).
         "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.2},
@@ -70,6 +75,28 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def transport_options(visibility_timeout_s: int, unacked_prefix: str = "unacked") -> dict[str, Any]:
+    """kombu's Redis transport options; ``unacked_prefix`` names the keys where held messages wait
+    (an app with another visibility timeout needs keys of its own: any consumer restores any
+    message under its keys once it is older than its own timeout)."""
+    return {
+        "visibility_timeout": visibility_timeout_s,
+        "unacked_key": unacked_prefix,
+        "unacked_index_key": f"{unacked_prefix}_index",
+        "unacked_mutex_key": f"{unacked_prefix}_mutex",
+        # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s).
+        "unacked_restore_interval": 10,
+        "unacked_restore_throttle": 1,
+        # Take from the queues in the order the worker lists them (ttsq.constants.consumed_queues),
+        # not round robin: interactive work is fetched first whenever a worker slot frees.
+        "queue_order_strategy": "priority",
+    }
+
+
+SERVICE_UNACKED_PREFIX: Final = "ttsq:service:unacked"
+"""Where the webhook and maintenance worker's held messages wait (its visibility timeout is long)."""
+
+
 def entry_queue(queue: str, priority: Priority) -> str:
     """Queue of a job's entry and assembly tasks."""
     return interactive_queue(queue) if priority is Priority.INTERACTIVE else queue
@@ -78,6 +105,43 @@ def entry_queue(queue: str, priority: Priority) -> str:
 def segments_queue(queue: str, priority: Priority) -> str:
     """Queue of a job's segment tasks."""
     return interactive_queue(queue) if priority is Priority.INTERACTIVE else segment_queue(queue)
+
+
+class TaskPublisher:
+    """Sends a job's tasks by name (so any process can, without importing the task module); a
+    broker that refuses one raises :class:`QueueUnavailable`, an outage of the sending step."""
+
+    def __init__(self, app: Celery, queue: str) -> None:
+        self._app = app
+        self._queue = queue
+
+    def entry(self, job_id: str, priority: Priority) -> None:
+        with _publishing():
+            self._app.send_task(SYNTHESIZE_TASK, args=[job_id], queue=entry_queue(self._queue, priority))
+
+    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority) -> None:
+        """One segment task for each index, on the queue of the job's class."""
+        with _publishing():
+            for index in indexes:
+                self._app.send_task(SEGMENT_TASK, args=[job_id, index], queue=segments_queue(self._queue, priority))
+
+    def assembly(self, job_id: str, priority: Priority) -> None:
+        """The task that joins a job's parts."""
+        with _publishing():
+            self._app.send_task(ASSEMBLE_TASK, args=[job_id], queue=entry_queue(self._queue, priority))
+
+    def webhook(self, job_id: str) -> None:
+        """The first attempt (number 0) of the job's webhook delivery, on the webhook queue."""
+        with _publishing():
+            self._app.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
+
+
+@contextlib.contextmanager
+def _publishing() -> Iterator[None]:
+    try:
+        yield
+    except OperationalError as e:
+        raise QueueUnavailable(f"broker did not take the task: {e}") from e
 
 
 def make_producer(settings: Settings) -> Celery:

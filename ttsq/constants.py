@@ -36,7 +36,10 @@ never holds a synthesis thread."""
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.pcm"
 """S3 key of one segment's raw PCM while its job is assembled (part store ``s3``)."""
 
-RESULT_KEY_TEMPLATE: Final = "jobs/{job_id}/audio.{ext}"
+JOB_OBJECTS_TEMPLATE: Final = "{tenant}/jobs/{job_id}/"
+"""S3 prefix of everything a job stores (its audio), under its tenant's prefix."""
+
+RESULT_KEY_TEMPLATE: Final = JOB_OBJECTS_TEMPLATE + "audio.{ext}"
 """S3 key of a job's audio; deterministic so a redelivered task overwrites instead of duplicating."""
 
 MAX_WAIT_S: Final = 60.0
@@ -44,10 +47,7 @@ MAX_WAIT_S: Final = 60.0
 
 DEV_S3_ACCESS_KEY: Final = "ttsq-dev"
 DEV_S3_SECRET_KEY: Final = "ttsq-dev-secret"
-"""Credentials of the embedded SeaweedFS in development; refused outside development."""
-
-PLACEHOLDER_SECRETS: Final = frozenset({"", "changeme", "change-me", "changethis", DEV_S3_SECRET_KEY})
-"""Secret values the settings refuse when ``environment`` is ``production``."""
+"""Credentials of the embedded SeaweedFS in development; refused in production (``ttsq.secrets_check``)."""
 
 
 def job_key(job_id: str) -> str:
@@ -59,8 +59,12 @@ def job_text_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:text"
 
 
-def result_key(job_id: str, extension: str) -> str:
-    return RESULT_KEY_TEMPLATE.format(job_id=job_id, ext=extension)
+def result_key(tenant: str, job_id: str, extension: str) -> str:
+    return RESULT_KEY_TEMPLATE.format(tenant=tenant, job_id=job_id, ext=extension)
+
+
+def job_objects_prefix(tenant: str, job_id: str) -> str:
+    return JOB_OBJECTS_TEMPLATE.format(tenant=tenant, job_id=job_id)
 
 
 def segment_queue(queue: str) -> str:
@@ -96,6 +100,16 @@ def job_part_key(job_id: str, index: int) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:part:{index}"
 
 
+def job_part_bytes_key(job_id: str) -> str:
+    """Bytes of a job's parts held in Redis (part store ``redis``), against its per-job share."""
+    return f"{KEY_PREFIX}:job:{job_id}:part-bytes"
+
+
+def job_spilled_key(job_id: str) -> str:
+    """Set once a job's parts went past its Redis share and some went to S3."""
+    return f"{KEY_PREFIX}:job:{job_id}:spilled"
+
+
 def part_object_key(job_id: str, index: int) -> str:
     return PART_KEY_TEMPLATE.format(job_id=job_id, index=index)
 
@@ -118,3 +132,43 @@ def job_streamed_key(job_id: str) -> str:
 def job_claim_key(job_id: str, step: str) -> str:
     """Held while one task runs one step of a job (``entry``, ``segment:<n>``, ``assemble``)."""
     return f"{KEY_PREFIX}:job:{job_id}:claim:{step}"
+
+
+ACTIVE_JOBS_KEY: Final = f"{KEY_PREFIX}:jobs:active"
+"""Sorted set of every queued or running job (score: creation time), for the sweeper."""
+
+OBJECT_EXPIRY_KEY: Final = f"{KEY_PREFIX}:objects:expiry"
+"""Sorted set of stored objects (score: when their job expires), for the cleanup task."""
+
+
+def tenant_active_key(tenant: str) -> str:
+    """A tenant's queued and running jobs (its active-jobs limit counts them)."""
+    return f"{KEY_PREFIX}:tenant:{tenant}:active"
+
+
+def tenant_jobs_key(tenant: str) -> str:
+    """Every job of a tenant by creation time, for ``GET /v1/jobs``."""
+    return f"{KEY_PREFIX}:tenant:{tenant}:jobs"
+
+
+def usage_key(tenant: str, day: str) -> str:
+    """A tenant's characters and audio milliseconds of one UTC day (``YYYY-MM-DD``)."""
+    return f"{KEY_PREFIX}:usage:{tenant}:{day}"
+
+
+def rate_key(tenant: str, second: int) -> str:
+    return f"{KEY_PREFIX}:rate:{tenant}:{second}"
+
+
+def idempotency_key(tenant: str, key_hash: str) -> str:
+    return f"{KEY_PREFIX}:idempotency:{tenant}:{key_hash}"
+
+
+SWEEP_TASK: Final = "ttsq.sweep"
+"""Finds jobs whose work vanished and queues it again (``ttsq.maintenance.Sweeper``); no arguments."""
+
+CLEANUP_TASK: Final = "ttsq.cleanup"
+"""Deletes expired jobs' objects and stale temporary parts; no arguments."""
+
+MAINTENANCE_QUEUE: Final = "maintenance"
+"""Queue of the periodic tasks ``ttsq beat`` sends, consumed by the webhook (service) worker."""

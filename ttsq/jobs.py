@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import redis
 from pydantic import BaseModel, Field
@@ -22,9 +22,20 @@ from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
 from ttsq import job_stats
-from ttsq.constants import job_claim_key, job_events_channel, job_key, job_text_key
+from ttsq.constants import (
+    ACTIVE_JOBS_KEY,
+    OBJECT_EXPIRY_KEY,
+    job_claim_key,
+    job_events_channel,
+    job_key,
+    job_text_key,
+    tenant_active_key,
+    tenant_jobs_key,
+    usage_key,
+)
 from ttsq.errors import JobNotFound
 from ttsq.events import status_message
+from ttsq.tenants import ANONYMOUS_TENANT
 
 
 class JobStatus(StrEnum):
@@ -159,6 +170,15 @@ class JobRecord(BaseModel):
     """Store the audio object; only a streamed job may do without."""
     text_type: TextType = TextType.TEXT
     """``ssml``: the stored text is SSML; ``characters`` counts its spoken text, not the markup."""
+    tenant: str = ANONYMOUS_TENANT
+    """Who owns the job: the tenant of the API key that submitted it."""
+    reserved_audio_ms: int = 0
+    """Audio charged to the tenant's day while the job runs (estimated at submit, then planned);
+    replaced by the audio delivered when the job finishes."""
+    requeues: int = 0
+    """Times the sweeper found the job's work vanished and queued it again."""
+    purged_at: datetime | None = None
+    """When the job's stored objects were deleted (``DELETE`` of a finished job)."""
 
 
 WEBHOOK_EVENTS: Final = {
@@ -192,6 +212,19 @@ def _count_finish(pipe: redis.client.Pipeline, record: JobRecord) -> None:
             job_stats.observe(pipe, job_stats.FIRST_AUDIO, record.priority.value, latency)
 
 
+def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
+    """A job that just finished leaves the active sets, its day is charged the audio it delivered
+    instead of its reservation, and its object is scheduled for deletion when the job expires."""
+    pipe.zrem(ACTIVE_JOBS_KEY, record.id)
+    pipe.zrem(tenant_active_key(record.tenant), record.id)
+    delivered_ms = round((record.progress.audio_s or 0) * 1000) if record.status is JobStatus.SUCCEEDED else 0
+    if delivered_ms != record.reserved_audio_ms:
+        day = record.created_at.astimezone(UTC).strftime("%Y-%m-%d")
+        pipe.hincrby(usage_key(record.tenant, day), "audio_ms", delivered_ms - record.reserved_audio_ms)
+    if record.result is not None:
+        pipe.zadd(OBJECT_EXPIRY_KEY, {record.result.key: record.created_at.timestamp() + ttl_s})
+
+
 def new_job_id() -> str:
     return str(uuid.uuid4())
 
@@ -208,14 +241,65 @@ class JobStore:
         self._ttl_s = ttl_s
 
     def create(self, record: JobRecord, text: str) -> None:
-        """Write record and text together; both or neither."""
+        """Write record and text together, and list the job as active and as its tenant's; all or
+        nothing. (The tenant's active set was joined at admission, ``ttsq.quotas``.)"""
+        created = record.created_at.timestamp()
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.set(job_key(record.id), record.model_dump_json(), ex=self._ttl_s)
             pipe.set(job_text_key(record.id), text.encode("utf-8"), ex=self._ttl_s)
+            pipe.zadd(ACTIVE_JOBS_KEY, {record.id: created})
+            pipe.zadd(tenant_jobs_key(record.tenant), {record.id: created})
             pipe.execute()
 
-    def delete(self, job_id: str) -> None:
-        self._redis.delete(job_key(job_id), job_text_key(job_id))
+    def delete(self, record: JobRecord) -> None:
+        """Remove a job that was never queued, with its index entries."""
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(job_key(record.id), job_text_key(record.id))
+            pipe.zrem(ACTIVE_JOBS_KEY, record.id)
+            pipe.zrem(tenant_jobs_key(record.tenant), record.id)
+            pipe.execute()
+
+    def active_ids(self, created_before: float) -> list[str]:
+        """Ids of queued and running jobs created before the given Unix time, oldest first."""
+        raw = cast(list[bytes], self._redis.zrangebyscore(ACTIVE_JOBS_KEY, "-inf", created_before))
+        return [member.decode() for member in raw]
+
+    def forget_active(self, job_id: str, tenant: str | None = None) -> None:
+        """Drop an active-set entry whose record is gone (expired)."""
+        self._redis.zrem(ACTIVE_JOBS_KEY, job_id)
+        if tenant is not None:
+            self._redis.zrem(tenant_active_key(tenant), job_id)
+
+    def tenant_page(self, tenant: str, after: tuple[float, str] | None, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` of the tenant's job ids with their creation times, newest first, starting
+        after the ``(time, id)`` of the last one of the previous page (Redis orders equal times by id,
+        descending). Entries of expired jobs are dropped on the way."""
+        key = tenant_jobs_key(tenant)
+        self._redis.zremrangebyscore(key, "-inf", f"({utcnow().timestamp() - self._ttl_s}")
+        top: float | str = "+inf" if after is None else after[0]
+        page: list[tuple[str, float]] = []
+        offset = 0
+        while len(page) < limit:
+            raw = cast(
+                list[tuple[bytes, float]],
+                self._redis.zrevrangebyscore(key, top, "-inf", start=offset, num=limit, withscores=True),
+            )
+            if not raw:
+                break
+            offset += len(raw)
+            for member, score in raw:
+                entry = (member.decode(), float(score))
+                if after is None or entry[1] < after[0] or entry[0] < after[1]:
+                    page.append(entry)
+        return page[:limit]
+
+    def forget_object(self, key: str) -> None:
+        """The object is deleted already: the cleanup task need not."""
+        self._redis.zrem(OBJECT_EXPIRY_KEY, key)
+
+    def many(self, job_ids: list[str]) -> list[JobRecord | None]:
+        raws = self._redis.mget([job_key(job_id) for job_id in job_ids]) if job_ids else []
+        return [None if raw is None else JobRecord.model_validate_json(raw) for raw in raws]
 
     def get(self, job_id: str) -> JobRecord:
         raw = self._redis.get(job_key(job_id))
@@ -276,6 +360,7 @@ class JobStore:
             pipe.publish(job_events_channel(job_id), status_message(updated.status))
             if updated.status.terminal and not record.status.terminal:
                 _count_finish(pipe, updated)
+                _settle(pipe, updated, self._ttl_s)
             outcome[0] = updated
 
         self._redis.transaction(apply, key)
@@ -290,7 +375,8 @@ class JobStore:
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,
         ``assemble``), so a duplicate delivery never runs beside the original. It expires after
-        ``ttl_s`` (the task time limit, shorter than the visibility timeout), so a task redelivered
-        after its worker died always finds it free. Take it with ``acquire(blocking=False)``."""
-        lock: Lock = self._redis.lock(job_claim_key(job_id, step), timeout=ttl_s, blocking=False)
+        ``ttl_s`` (the step lease, renewed while the step runs by ``workers.leases``), so a task
+        redelivered after its worker died finds it free. Take it with ``acquire(blocking=False)``."""
+        # Not thread-local: the worker's lease thread renews the claims its task threads hold.
+        lock: Lock = self._redis.lock(job_claim_key(job_id, step), timeout=ttl_s, blocking=False, thread_local=False)
         return lock

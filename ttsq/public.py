@@ -21,6 +21,9 @@ from ttsq.jobs import (
 from ttsq.progress import SegmentStore, live_progress
 from ttsq.storage import ObjectStore
 
+_INTERNAL_FIELDS = {"result", "attempts", "stream", "keep", "tenant", "reserved_audio_ms", "requeues"}
+"""Record fields clients never see (the result is shown with its URL)."""
+
 
 class JobResultPublic(JobResult):
     """Finished audio as stored, plus a presigned download URL made when the job is read."""
@@ -49,13 +52,15 @@ class JobPublic(BaseModel):
     metadata: dict[str, Any]
     webhook_url: str | None
     webhook: WebhookDelivery | None
+    purged_at: datetime | None
+    """When the job's audio was deleted on request (``DELETE`` of a finished job)."""
 
     @classmethod
     def from_record(cls, record: JobRecord, url: str | None) -> JobPublic:
         result = None
         if record.result is not None and url is not None:
             result = JobResultPublic(url=url, **record.result.model_dump())
-        fields = record.model_dump(exclude={"result", "attempts", "stream", "keep"})
+        fields = record.model_dump(exclude=_INTERNAL_FIELDS)
         return cls(**fields, result=result)
 
 

@@ -17,7 +17,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
 from tts_core.device import Device
-from ttsq.constants import DEFAULT_QUEUE, PLACEHOLDER_SECRETS
+from ttsq.constants import DEFAULT_QUEUE
+from ttsq.secrets_check import production_problems
+from ttsq.tenants import Limits
 from ttsq.webhook_signing import parse_secrets
 
 DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800)
@@ -91,6 +93,11 @@ class Settings(BaseSettings):
     default_voice: str = DEFAULT_VOICE_ID
     queue: str = DEFAULT_QUEUE
     max_text_chars: int = Field(100_000, ge=1)
+    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest request body the API reads: above it, 413 before any parsing, so that no body can fill
+    the API's memory. 4 MiB holds ``max_text_chars`` (100,000) characters JSON-escaped at their worst
+    (an emoji as a ``\\ud83d\\ude00`` pair: 12 bytes, 1.2 MB in all) and an SSML body of ten times
+    as many characters, mostly ASCII markup."""
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     paragraph_pause_s: float = Field(DEFAULT_PARAGRAPH_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
@@ -103,8 +110,24 @@ class Settings(BaseSettings):
     """Lifetime of an unassembled part, so a job that dies mid-way leaves nothing behind for long."""
     task_time_limit_s: int = Field(3600, ge=10)
     """Hard limit of one synthesis task."""
-    visibility_timeout_s: int = Field(7200, ge=10)
-    """How long Redis keeps an unacknowledged task before redelivering it; must exceed the task limit."""
+    visibility_timeout_s: int = Field(120, ge=10)
+    """How long Redis keeps an unacknowledged synthesis task before redelivering it. A worker renews
+    the messages it holds every ``step_lease_s / 3`` (``workers.leases``), so a long step is never
+    redelivered while its worker lives, and a dead worker's steps come back after this long."""
+    step_lease_s: int = Field(60, ge=5)
+    """Lifetime of a step's claim (and of a held message's renewal), renewed while the step runs: a
+    step of a worker that died is free again this long after its last renewal."""
+    webhook_visibility_timeout_s: int = Field(7200, ge=60)
+    """Visibility timeout of the webhook and maintenance worker's own messages (kept under separate
+    keys): long, because it holds delivery retries as scheduled messages."""
+    sweep_interval_s: float = Field(60.0, gt=0)
+    """How often the sweeper looks for jobs whose work vanished (``ttsq beat``)."""
+    sweep_grace_s: float = Field(120.0, ge=0)
+    """A job younger than this, or changed more recently, is never taken for stuck."""
+    max_requeues: int = Field(3, ge=0, le=100)
+    """Times the sweeper re-queues a job's vanished work before failing it as ``stalled``."""
+    cleanup_interval_s: float = Field(600.0, gt=0)
+    """How often expired jobs' objects and stale temporary parts are deleted (``ttsq beat``)."""
     ready_timeout_s: float = Field(2.0, gt=0)
     """How long /readyz waits for Redis, S3 and a worker ping."""
     task_max_retries: int = Field(5, ge=0, le=100)
@@ -113,6 +136,8 @@ class Settings(BaseSettings):
     """Longest wait between two such retries (exponential backoff with full jitter up to this)."""
     api_url: str = "http://127.0.0.1:8000"
     """Where clients such as ``ttsq say`` reach the API."""
+    api_key: SecretStr | None = None
+    """The key clients such as ``ttsq say`` send (``ttsq keys create``); none = anonymous."""
     interactive_max_chars: int = Field(1000, ge=0)
     """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
     openai_voices: dict[str, str] = Field(default_factory=dict)
@@ -133,18 +158,46 @@ class Settings(BaseSettings):
     webhook_concurrency: int = Field(16, ge=1, le=512)
     """Threads of a webhook delivery worker: receivers are slow I/O, not CPU."""
 
+    auth_required: bool | None = None
+    """Every ``/v1`` request needs an API key (``Authorization: Bearer ttsq_…``); default: true in
+    production, false in development, where requests without a known key are the anonymous tenant."""
+    default_limits: Limits = Field(default_factory=Limits)
+    """Limits of keys that set none of their own, and of the anonymous tenant; unset = no limit."""
+    admission_max_age_interactive_s: float = Field(60.0, gt=0)
+    """New interactive jobs are refused (503, Retry-After) while the oldest interactive task has
+    waited longer than this: the queue is already behind, and more work would only wait longer."""
+    admission_max_age_bulk_s: float = Field(3600.0, gt=0)
+    """The same for bulk jobs, against the oldest bulk entry or segment task."""
+    idempotency_ttl_s: int = Field(24 * 3600, ge=60)
+    """How long an ``Idempotency-Key`` keeps answering with the job it created."""
+    part_redis_max_bytes_per_job: int = Field(32 * 1024 * 1024, ge=0)
+    """With ``part_store=redis``, a job's parts past this many bytes go to S3 under ``tmp/`` instead,
+    so one long job cannot fill Redis (32 MiB ≈ 12 minutes of 22 kHz audio)."""
+
+    @property
+    def keys_required(self) -> bool:
+        return self.environment == "production" if self.auth_required is None else self.auth_required
+
     @model_validator(mode="after")
     def _check_consistency(self) -> Self:
-        if self.visibility_timeout_s <= self.task_time_limit_s:
-            raise ValueError("visibility_timeout_s must be larger than task_time_limit_s")
-        if self.environment == "production":
-            secret = self.s3.secret_access_key
-            if secret is not None and secret.get_secret_value() in PLACEHOLDER_SECRETS:
-                raise ValueError("TTSQ_S3__SECRET_ACCESS_KEY is a placeholder; set a real secret in production")
+        if self.visibility_timeout_s < self.step_lease_s:
+            raise ValueError("visibility_timeout_s must be at least step_lease_s")
+        if self.task_retry_backoff_max_s >= self.visibility_timeout_s:
+            # A retry waits in a worker as a scheduled message, which the lease keeper does not renew.
+            raise ValueError("task_retry_backoff_max_s must be shorter than visibility_timeout_s")
         if any(delay < 0 for delay in self.webhook_retry_schedule_s):
             raise ValueError("webhook_retry_schedule_s must not contain negative waits")
         if self.webhook_secret is not None:
             parse_secrets(self.webhook_secret.get_secret_value())  # names what is wrong, never the secret
+        if self.environment == "production":
+            problems = production_problems(
+                redis_url=self.redis_url,
+                s3_access_key_id=self.s3.access_key_id,
+                s3_secret_access_key=self.s3.secret_access_key,
+                webhook_secret=self.webhook_secret,
+            )
+            if problems:
+                raise ValueError("; ".join(problems))  # each names a setting, never its value
         return self
 
 

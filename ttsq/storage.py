@@ -6,6 +6,7 @@ or :class:`~ttsq.errors.StorageRefused` (a configuration problem: the job fails 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 import boto3
@@ -18,7 +19,7 @@ from ttsq.settings import S3Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
+    from mypy_boto3_s3.type_defs import LifecycleRuleTypeDef, ObjectIdentifierTypeDef
 
 _CONNECT_TIMEOUT_S = 5
 _READ_TIMEOUT_S = 60
@@ -115,9 +116,13 @@ class ObjectStore:
 
     def list_keys(self, prefix: str) -> list[str]:
         """Every key under ``prefix`` (all pages)."""
+        return [key for key, _ in self.list_dated(prefix)]
+
+    def list_dated(self, prefix: str) -> list[tuple[str, datetime]]:
+        """Every key under ``prefix`` with its last-modified time."""
         try:
             pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+            return [(item["Key"], item["LastModified"]) for page in pages for item in page.get("Contents", [])]
         except (BotoCoreError, ClientError) as e:
             raise storage_error(f"a listing of {prefix}", e) from e
 
@@ -129,6 +134,30 @@ class ObjectStore:
                 self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
         except (BotoCoreError, ClientError) as e:
             raise storage_error("a delete", e) from e
+
+    def expire_prefix(self, rule_id: str, prefix: str, days: int) -> None:
+        """Have the store itself delete objects under ``prefix`` ``days`` after they were written
+        (a lifecycle rule), keeping the bucket's other rules. Raises a storage error if the store
+        does not support lifecycle rules or refuses."""
+        try:
+            try:
+                rules = self._s3.get_bucket_lifecycle_configuration(Bucket=self.bucket)["Rules"]
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") != "NoSuchLifecycleConfiguration":
+                    raise
+                rules = []
+            kept = [rule for rule in rules if rule.get("ID") != rule_id]
+            ours: LifecycleRuleTypeDef = {
+                "ID": rule_id,
+                "Filter": {"Prefix": prefix},
+                "Status": "Enabled",
+                "Expiration": {"Days": days},
+            }
+            self._s3.put_bucket_lifecycle_configuration(
+                Bucket=self.bucket, LifecycleConfiguration={"Rules": [*kept, ours]}
+            )
+        except (BotoCoreError, ClientError) as e:
+            raise storage_error(f"a lifecycle rule on {prefix}", e) from e
 
     def presigned_get_url(self, key: str) -> str:
         return self._presigner.generate_presigned_url(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,23 +23,27 @@ from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.formats import AudioFormat, encode, encode_stream
 from tts_core.plan import PlannedUtterance
+from ttsq import lifecycle
+from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
 from ttsq.errors import SegmentLost, error_code
+from ttsq.estimate import planned_audio_s
 from ttsq.jobs import (
     JobError,
     JobRecord,
     JobResult,
     JobStatus,
     JobStore,
-    Priority,
     WebhookState,
     finish_changes,
     utcnow,
 )
 from ttsq.parts import PartStore, iter_parts
 from ttsq.progress import SegmentStore
+from ttsq.quotas import QuotaExceeded, Quotas, usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
+from ttsq.tenants import Limits, TenantStore
 
 if TYPE_CHECKING:
     from workers.engine import Engine
@@ -48,19 +52,6 @@ log = logging.getLogger(__name__)
 
 _STARTABLE = tuple(status for status in JobStatus if not status.terminal)
 """Where a job may be (re)started and failed from: every status but the terminal ones."""
-
-
-class TaskSender(Protocol):
-    """Sends a job's follow-up tasks (the worker gives one that publishes through Celery)."""
-
-    def segments(self, job_id: str, count: int, priority: Priority) -> None:
-        """One segment task for each index below ``count``, on the queue of the job's class."""
-
-    def assembly(self, job_id: str, priority: Priority) -> None:
-        """The task that joins a job's parts."""
-
-    def webhook(self, job_id: str) -> None:
-        """The delivery of a finished job's webhook event."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +64,13 @@ class JobContext:
     parts: PartStore
     objects: ObjectStore
     engine: Engine
-    send: TaskSender
+    send: TaskPublisher
+    quotas: Quotas
+    tenants: TenantStore
+
+    @property
+    def lifecycle(self) -> lifecycle.Lifecycle:
+        return lifecycle.Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send.webhook)
 
 
 @dataclass(frozen=True)
@@ -143,6 +140,7 @@ def start_job(job_id: str, ctx: JobContext) -> None:
         return
     max_ids = ctx.settings.segment_max_ids
     segments = ctx.engine.plan_segments(record.voice, ctx.jobs.text(job_id), max_ids, record.text_type)
+    record = _reserve_planned_audio(record, segments, ctx)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
         record = record.model_copy(update={"progress": progress})
@@ -156,7 +154,36 @@ def start_job(job_id: str, ctx: JobContext) -> None:
         return
     ctx.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
-    ctx.send.segments(job_id, len(segments), record.priority)
+    ctx.send.segments(job_id, range(len(segments)), record.priority)
+
+
+def _tenant_limits(tenant_id: str, ctx: JobContext) -> Limits:
+    tenant = ctx.tenants.get(tenant_id)
+    own = tenant.limits if tenant is not None else Limits()
+    return own.over(ctx.settings.default_limits)
+
+
+def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtterance]], ctx: JobContext) -> JobRecord:
+    """Replace the submit-time estimate of the job's audio with the plan's; a plan the tenant's day
+    cannot take fails the job before any synthesis (``audio_seconds_per_day_exceeded``)."""
+    utterances = [u for segment in segments for u in segment]
+    pauses = sum(ctx.settings.sentence_pause_s if u.pause_after_s is None else u.pause_after_s for u in utterances)
+    id_counts = (round(len(u.ids) / u.rate) for u in utterances)
+    engine = ctx.engine.catalog.get(record.voice).engine.value
+    planned_ms = round(planned_audio_s(engine, id_counts, pauses, record.options.speed) * 1000)
+    limits = _tenant_limits(record.tenant, ctx)
+    delta = planned_ms - record.reserved_audio_ms
+    if not ctx.quotas.replan(record.tenant, usage_day(record.created_at), delta, limits):
+        message = (
+            f"the job's planned {planned_ms / 1000:.0f} s of audio pass what is left of the key's "
+            f"{limits.audio_seconds_per_day:g} s per day"
+        )
+        raise QuotaExceeded("audio_seconds_per_day", message, 0)
+    updated = ctx.jobs.update_by(record.id, (JobStatus.RUNNING,), lambda _: {"reserved_audio_ms": planned_ms})
+    if updated is None:  # canceled meanwhile: give the difference back
+        ctx.quotas.replan(record.tenant, usage_day(record.created_at), -delta, limits)
+        return record
+    return record.model_copy(update={"reserved_audio_ms": planned_ms})
 
 
 def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: JobContext) -> None:
@@ -165,7 +192,7 @@ def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: Job
         return
     sample_rate = ctx.engine.sample_rate(record.voice)
     encoded = encode(audio.pcm, sample_rate, AudioFormat.parse(record.format))
-    key = result_key(job_id, encoded.format.extension)
+    key = result_key(record.tenant, job_id, encoded.format.extension)
     ctx.objects.put(key, encoded.data, encoded.content_type)
     result = JobResult(
         key=key,
@@ -174,7 +201,8 @@ def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: Job
         sample_rate=sample_rate,
         content_type=encoded.content_type,
     )
-    _succeed(job_id, record, result, round(audio.synthesis_ms), result.duration_s, ctx)
+    if not _succeed(job_id, record, result, round(audio.synthesis_ms), result.duration_s, ctx):
+        ctx.objects.delete_many([key])  # canceled while it was encoded: keep nothing
 
 
 def _succeed(
@@ -259,7 +287,7 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
         return
     audio_format = AudioFormat.parse(record.format)
     sample_rate = ctx.engine.sample_rate(record.voice)
-    key = result_key(job_id, audio_format.extension)
+    key = result_key(record.tenant, job_id, audio_format.extension)
     parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, total))
     with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
         samples = encode_stream(parts, 0.0, sample_rate, audio_format, sink)  # parts carry their pauses
@@ -275,6 +303,8 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
     )
     if _succeed(job_id, record, result, sums.synthesis_ms, result.duration_s, ctx):
         cleanup(job_id, total, ctx, keep_parts=record.stream)
+    elif ctx.jobs.get(job_id).status is JobStatus.CANCELED:  # canceled while it was assembled
+        ctx.objects.delete_many([key])
 
 
 def cleanup(job_id: str, total: int, ctx: JobContext, keep_parts: bool = False) -> None:
@@ -289,17 +319,4 @@ def cleanup(job_id: str, total: int, ctx: JobContext, keep_parts: bool = False) 
 
 def fail_job(job_id: str, ctx: JobContext, error: BaseException) -> None:
     """Record a permanent failure with the error's stable code; a finished or canceled job is left alone."""
-    job_error = JobError(code=error_code(error), message=str(error))
-
-    def changes(current: JobRecord) -> dict[str, Any]:
-        return {**finish_changes(current, JobStatus.FAILED), "error": job_error}
-
-    failed = ctx.jobs.transition_by(job_id, _STARTABLE, JobStatus.FAILED, changes)
-    if failed is None:
-        return
-    total = failed.progress.segments_total
-    if total and total > 1:
-        cleanup(job_id, total, ctx)
-    elif failed.stream:  # a one-segment streamed job may have stored its part before failing
-        ctx.parts.delete(job_id, [0])
-    _announce(failed, ctx)
+    lifecycle.fail_job(job_id, JobError(code=error_code(error), message=str(error)), ctx.lifecycle)

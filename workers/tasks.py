@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
@@ -23,21 +23,23 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
 from celery.signals import celeryd_after_setup, worker_process_init, worker_ready, worker_shutdown
 from celery.worker.control import inspect_command
-from kombu.exceptions import OperationalError
 from redis.exceptions import LockError
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
 from tts_core.errors import TTSError
-from ttsq.broker import entry_queue, segments_queue
-from ttsq.constants import ASSEMBLE_TASK, DELIVER_WEBHOOK_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, WEBHOOK_QUEUE
-from ttsq.errors import JobNotFound, QueueUnavailable, ServiceError, StoreUnavailable, TransientError, error_code
-from ttsq.jobs import JobStore, Priority
+from ttsq.broker import TaskPublisher
+from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
+from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, error_code
+from ttsq.jobs import JobStore
 from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
+from ttsq.quotas import Quotas
 from ttsq.settings import get_settings
 from ttsq.storage import ObjectStore
+from ttsq.tenants import TenantStore
 from workers import metrics
 from workers.app import app
+from workers.leases import LeaseKeeper
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
 
 log = logging.getLogger(__name__)
@@ -65,35 +67,6 @@ class JobTask(Task):  # type: ignore[type-arg]
             log.exception("job %s: could not record its failure", job_id)
 
 
-class CelerySender:
-    """Publishes a job's follow-up tasks; a broker that refuses them is an outage of this step."""
-
-    def __init__(self, queue: str) -> None:
-        self._queue = queue
-
-    def segments(self, job_id: str, count: int, priority: Priority) -> None:
-        with _publishing():
-            for index in range(count):
-                synthesize_segment.apply_async((job_id, index), queue=segments_queue(self._queue, priority))
-
-    def assembly(self, job_id: str, priority: Priority) -> None:
-        with _publishing():
-            assemble.apply_async((job_id,), queue=entry_queue(self._queue, priority))
-
-    def webhook(self, job_id: str) -> None:
-        """The first attempt (number 0) of the job's webhook delivery, on the webhook queue."""
-        with _publishing():
-            app.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
-
-
-@contextlib.contextmanager
-def _publishing() -> Iterator[None]:
-    try:
-        yield
-    except OperationalError as e:
-        raise QueueUnavailable(f"broker did not take the task: {e}") from e
-
-
 @lru_cache
 def job_context() -> JobContext:
     """Clients and engine of this process, built once (the engine loads the inference runtime)."""
@@ -104,7 +77,17 @@ def job_context() -> JobContext:
     parts = make_part_store(_settings, client, objects)
     jobs = JobStore(client, _settings.job_ttl_s)
     segments = SegmentStore(client, _settings.job_ttl_s)
-    return JobContext(_settings, jobs, segments, parts, objects, get_engine(), CelerySender(_settings.queue))
+    sender = TaskPublisher(app, _settings.queue)
+    return JobContext(
+        _settings, jobs, segments, parts, objects, get_engine(), sender, Quotas(client), TenantStore(client)
+    )
+
+
+@lru_cache
+def lease_keeper() -> LeaseKeeper:
+    """This process's renewer of step claims and held messages (see :mod:`workers.leases`)."""
+    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    return LeaseKeeper(client, _settings.step_lease_s)
 
 
 @worker_process_init.connect
@@ -131,10 +114,12 @@ def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
 def _mark_ready(**_: Any) -> None:
     """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200."""
     metrics.PROBES.ready.set()
+    lease_keeper().start()
 
 
 @worker_shutdown.connect
 def _stop_batcher(**_: Any) -> None:
+    lease_keeper().stop()
     job_context().engine.close()
 
 
@@ -159,13 +144,14 @@ def _run_step(job_id: str, step: str, run: Callable[[JobContext], None]) -> None
     """Run one step of a job in one task at a time: skip it if another task holds it (a duplicate
     delivery); fail the job on a permanent error; let outages through to be retried."""
     ctx = job_context()
-    lock = ctx.jobs.step_lock(job_id, step, ctx.settings.task_time_limit_s)
+    lock = ctx.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
     try:
         if not lock.acquire():
             log.info("job %s: %s is already running in another task; skipping this delivery", job_id, step)
             return
         try:
-            run(ctx)
+            with lease_keeper().holding(lock):
+                run(ctx)
         finally:
             with contextlib.suppress(LockError):  # expired: the step outlived its time limit
                 lock.release()

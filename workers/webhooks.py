@@ -23,8 +23,8 @@ from celery import Celery
 from redis.exceptions import LockError
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
-from ttsq.broker import celery_config
-from ttsq.constants import DELIVER_WEBHOOK_TASK, WEBHOOK_QUEUE
+from ttsq.broker import SERVICE_UNACKED_PREFIX, celery_config, transport_options
+from ttsq.constants import CLEANUP_TASK, DELIVER_WEBHOOK_TASK, MAINTENANCE_QUEUE, SWEEP_TASK, WEBHOOK_QUEUE
 from ttsq.errors import JobNotFound
 from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookState, utcnow
 from ttsq.progress import SegmentStore
@@ -38,7 +38,30 @@ log = logging.getLogger(__name__)
 
 _settings = get_settings()
 
-app = Celery("ttsq-webhooks", config_source={**celery_config(_settings), "imports": []}, set_as_current=False)
+
+def service_config(settings: Settings) -> dict[str, Any]:
+    """The shared configuration with this worker's own, long visibility timeout (it holds delivery
+    retries as scheduled messages) under keys of its own (see ``ttsq.broker.transport_options``)."""
+    options = transport_options(settings.webhook_visibility_timeout_s, SERVICE_UNACKED_PREFIX)
+    return {
+        **celery_config(settings),
+        "imports": ["workers.maintenance"],
+        "broker_transport_options": options,
+        "beat_schedule": beat_schedule(settings),
+    }
+
+
+def beat_schedule(settings: Settings) -> dict[str, Any]:
+    """What ``ttsq beat`` sends: the sweeper and the cleanup; a run that would start after its next
+    one is due is dropped (``expires``) rather than piling up behind a stopped service worker."""
+    every = {SWEEP_TASK: settings.sweep_interval_s, CLEANUP_TASK: settings.cleanup_interval_s}
+    return {
+        name: {"task": name, "schedule": interval, "options": {"queue": MAINTENANCE_QUEUE, "expires": interval}}
+        for name, interval in every.items()
+    }
+
+
+app = Celery("ttsq-webhooks", config_source=service_config(_settings), set_as_current=False)
 app.conf.task_default_queue = WEBHOOK_QUEUE
 
 
@@ -160,5 +183,5 @@ def deliver_webhook(job_id: str, attempt: int) -> None:
         with contextlib.suppress(LockError):  # expired: the attempt outlived its lock
             lock.release()
     if following is not None:
-        hop = min(following.countdown_s, ctx.settings.visibility_timeout_s / 2)
+        hop = min(following.countdown_s, ctx.settings.webhook_visibility_timeout_s / 2)
         deliver_webhook.apply_async((job_id, following.attempt), countdown=hop, queue=WEBHOOK_QUEUE)

@@ -1,14 +1,23 @@
-"""Liveness and readiness probes."""
+"""Liveness and readiness probes.
+
+A check never raises (any failure means "not ready", so the probe answers 503, never 500) and its
+words name what failed, not where: hosts and ports go to the log only.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import StateDep
+from api.errors import RETRY_AFTER_S
 from api.schemas import ReadinessPublic
 from api.state import AppState
-from ttsq.errors import ServiceError
+from ttsq.errors import StorageRefused
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 
@@ -24,21 +33,30 @@ def _check_redis(state: AppState) -> str:
     try:
         state.redis.ping()
     except Exception as e:  # any failure to answer means not ready, whatever its type
-        return f"unreachable: {e}"
+        log.warning("readiness: Redis did not answer a ping: %r", e)
+        return "unreachable"
     return OK
 
 
 def _check_storage(state: AppState) -> str:
     try:
         state.objects.check()
-    except ServiceError as e:
-        return str(e)
+    except StorageRefused as e:
+        log.warning("readiness: %s", e)
+        return "object store refused the bucket check"
+    except Exception as e:  # StorageUnavailable, or anything else that kept the bucket from answering
+        log.warning("readiness: %s", e)
+        return "object store unreachable"
     return OK
 
 
 def _check_workers(state: AppState) -> str:
-    # limit=1: one answering worker is enough, so return on the first reply instead of the timeout.
-    replies = state.producer.control.ping(timeout=state.settings.ready_timeout_s, limit=1)
+    try:
+        # limit=1: one answering worker is enough, so return on the first reply instead of the timeout.
+        replies = state.producer.control.ping(timeout=state.settings.ready_timeout_s, limit=1)
+    except Exception as e:  # e.g. the broker connection went stale when Redis restarted
+        log.warning("readiness: the worker ping failed: %r", e)
+        return "unavailable: the ping could not be sent"
     return OK if replies else "no worker answered a ping"
 
 
@@ -54,4 +72,6 @@ def readyz(state: StateDep) -> JSONResponse:
     checks["workers"] = _check_workers(state) if checks["redis"] == OK else "skipped: redis unreachable"
     ready = all(value.startswith(OK) for value in checks.values())
     body = ReadinessPublic(status="ready" if ready else "unavailable", checks=checks)
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+    if ready:
+        return JSONResponse(body.model_dump())
+    return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})

@@ -8,28 +8,31 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Final
 
-import redis
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from kombu.exceptions import OperationalError
 
+from api.admission import admit_and_submit
+from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
-from api.schemas import ErrorPublic, JobCreate, JobPublic
+from api.idempotency import IdempotencyConflict, check_key, fingerprint
+from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
 from tts_core.errors import TextTooLong
 from tts_core.speech_markup import parse_ssml
 from tts_core.text import check_text
-from ttsq.broker import entry_queue
-from ttsq.constants import MAX_WAIT_S, SYNTHESIZE_TASK
-from ttsq.errors import JobNotFound, QueueUnavailable, StoreUnavailable
+from ttsq.constants import MAX_WAIT_S
+from ttsq.errors import JobNotFound
+from ttsq.estimate import estimate_audio_s
 from ttsq.events import EventKind
 from ttsq.jobs import JobRecord, JobStatus, Priority, TextType, new_job_id, utcnow
+from ttsq.lifecycle import cancel_job, list_jobs, parse_cursor
 from ttsq.public import public_job
 from ttsq.settings import Settings
+from ttsq.tenants import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +41,14 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 SSML_MARKUP_FACTOR: Final = 10
 """An SSML body may be this many times the character limit in all, markup included."""
 
+MAX_PAGE: Final = 200
+
 RESYNC_S: Final = 30.0
 """A waiter re-reads its job at least this often, even if no event came (a lost message costs a
 late answer, never a stuck one)."""
 
 _ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorPublic} for code in (400, 404, 409, 413, 415, 422, 503)
+    code: {"model": ErrorPublic} for code in (400, 401, 404, 409, 413, 415, 422, 429, 503)
 }
 
 
@@ -68,14 +73,22 @@ def _public(state: AppState, record: JobRecord) -> JobPublic:
     return public_job(record, state.segments, state.objects)
 
 
-async def read_job(state: AppState, job_id: str) -> JobPublic:
+def owned_job(state: AppState, tenant: Tenant, job_id: str) -> JobRecord:
+    """The tenant's job; another tenant's id is as unknown as an id that never existed."""
+    record = state.jobs.get(job_id)
+    if record.tenant != tenant.id:
+        raise JobNotFound(job_id)
+    return record
+
+
+async def read_job(state: AppState, tenant: Tenant, job_id: str) -> JobPublic:
     """The job's public view, read off the event loop (Redis and presigning are blocking calls)."""
-    return await run_in_threadpool(lambda: _public(state, state.jobs.get(job_id)))
+    return await run_in_threadpool(lambda: _public(state, owned_job(state, tenant, job_id)))
 
 
-async def _existing_job_id(job_id: JobId, state: StateDep) -> str:
+async def _existing_job_id(job_id: JobId, state: StateDep, tenant: TenantDep) -> str:
     """404 before a stream starts, not inside it."""
-    await run_in_threadpool(state.jobs.get, job_id)
+    await run_in_threadpool(owned_job, state, tenant, job_id)
     return job_id
 
 
@@ -90,8 +103,20 @@ ExistingJobId = Annotated[str, Depends(_existing_job_id)]
     dependencies=[Depends(require_json)],
     summary="Submit a synthesis job",
 )
-def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPublic:
-    """Validate, store the job and queue it; answers at once with the queued job."""
+def create_job(
+    body: JobCreate,
+    state: StateDep,
+    tenant: TenantDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            description="Makes retries safe: the same key and body within 24 h answer with the job the "
+            "first request created (200); the same key with another body is refused (409).",
+        ),
+    ] = None,
+) -> JobPublic:
+    """Validate, admit, store the job and queue it; answers at once with the queued job."""
     settings = state.settings
     voice = body.voice or settings.default_voice
     spoken = spoken_text(body, state.catalog.get(voice).language, settings.max_text_chars)
@@ -110,10 +135,33 @@ def create_job(body: JobCreate, state: StateDep, response: Response) -> JobPubli
         priority=body.priority or default_priority(len(body.text), settings),
         webhook_url=body.webhook_url,
         text_type=body.text_type,
+        tenant=tenant.id,
+        reserved_audio_ms=round(estimate_audio_s(spoken, body.speed) * 1000),
     )
-    submit(state, record, body.text)
+    if idempotency_key is not None:
+        key = check_key(idempotency_key)
+        earlier = state.idempotency.claim(tenant.id, key, fingerprint(body.model_dump(mode="json")), record.id)
+        if earlier is not None:
+            response.status_code = 200
+            response.headers["Idempotent-Replayed"] = "true"
+            return _public(state, _replayed(state, tenant, earlier))
+        try:
+            admit_and_submit(state, tenant, record, body.text)
+        except BaseException:
+            state.idempotency.release(tenant.id, key)
+            raise
+    else:
+        admit_and_submit(state, tenant, record, body.text)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return _public(state, record)
+
+
+def _replayed(state: AppState, tenant: Tenant, job_id: str) -> JobRecord:
+    try:
+        return owned_job(state, tenant, job_id)
+    except JobNotFound:
+        message = "the first request with this Idempotency-Key is still being handled; retry shortly"
+        raise IdempotencyConflict(message) from None
 
 
 def spoken_text(body: JobCreate, language: str, max_chars: int) -> str:
@@ -134,23 +182,26 @@ def default_priority(characters: int, settings: Settings) -> Priority:
     return Priority.INTERACTIVE if characters <= settings.interactive_max_chars else Priority.BULK
 
 
-def submit(state: AppState, record: JobRecord, text: str) -> None:
-    """Store the job and queue its entry task; nothing is left behind if either fails."""
-    try:
-        state.jobs.create(record, text)
-    except redis.RedisError as e:
-        raise StoreUnavailable(f"job store unavailable: {e}") from e
-    queue = entry_queue(state.settings.queue, record.priority)
-    try:
-        state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
-    except (OperationalError, redis.RedisError) as e:
-        state.jobs.delete(record.id)
-        raise QueueUnavailable(f"job queue unavailable: {e}") from e
-    state.metrics.submitted.labels(record.voice, record.priority.value).inc()
-    log.info(
-        "job %s queued: voice=%s format=%s chars=%d priority=%s",
-        record.id, record.voice, record.format, record.characters, record.priority.value,
-    )  # fmt: skip
+@router.get("", response_model=JobsPublic, responses=_ERRORS, summary="List your jobs, newest first")
+def get_jobs(
+    state: StateDep,
+    tenant: TenantDep,
+    status: Annotated[JobStatus | None, Query(description="Only jobs in this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Jobs per page.")] = 50,
+    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
+) -> JobsPublic:
+    records, next_cursor = list_jobs(state.jobs, tenant.id, status, limit, parse_cursor(cursor))
+    return JobsPublic(jobs=[_public(state, r) for r in records], next_cursor=next_cursor)
+
+
+@router.delete("/{job_id}", response_model=JobPublic, responses=_ERRORS, summary="Cancel a job, or delete its audio")
+def delete_job(job_id: JobId, state: StateDep, tenant: TenantDep) -> JobPublic:
+    """A queued job never runs; a running one stops (its remaining segments are skipped, its parts
+    removed) and is ``canceled`` at once; a finished one keeps its record, and its stored audio is
+    deleted (``purged_at``)."""
+    owned_job(state, tenant, job_id)
+    record = cancel_job(job_id, state.lifecycle)
+    return _public(state, record)
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=_ERRORS, summary="Get a job's status")
@@ -161,13 +212,15 @@ async def get_job(
         float,
         Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the job to finish before answering (long poll)."),
     ] = 0,
+    *,
+    tenant: TenantDep,
 ) -> JobPublic:
     """The job now, or, with ``wait``, as soon as it is finished (or when ``wait`` runs out)."""
     if wait <= 0:
-        return await read_job(state, job_id)
+        return await read_job(state, tenant, job_id)
     deadline = time.monotonic() + wait
     async with state.hub.subscribe(job_id) as events:
-        job = await read_job(state, job_id)
+        job = await read_job(state, tenant, job_id)
         while not job.status.terminal:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -175,7 +228,7 @@ async def get_job(
             first = await events.next(min(remaining, RESYNC_S))
             heard = [first, *events.drain()]
             if any(event is None or event.kind is not EventKind.SEGMENT for event in heard):
-                job = await read_job(state, job_id)
+                job = await read_job(state, tenant, job_id)
         return job
 
 
@@ -185,17 +238,17 @@ async def get_job(
     responses={404: {"model": ErrorPublic}},
     summary="Follow a job's changes as Server-Sent Events",
 )
-async def job_events(job_id: ExistingJobId, state: StateDep) -> AsyncIterator[ServerSentEvent]:
+async def job_events(job_id: ExistingJobId, state: StateDep, tenant: TenantDep) -> AsyncIterator[ServerSentEvent]:
     """The job at once, then one event per change (``running``, ``progress``, and the terminal
     status, each named so and carrying the job's JSON), then the stream ends."""
     async with state.hub.subscribe(job_id) as events:
-        job = await read_job(state, job_id)
+        job = await read_job(state, tenant, job_id)
         number = 0
         yield ServerSentEvent(data=job, event=job.status.value, id=str(number))
         while not job.status.terminal:
             await events.next(RESYNC_S)
             events.drain()
-            current = await read_job(state, job_id)
+            current = await read_job(state, tenant, job_id)
             name = change_name(job, current)
             job = current
             if name is not None:
@@ -218,8 +271,8 @@ def change_name(before: JobPublic, after: JobPublic) -> str | None:
     responses={**_ERRORS, 302: {"description": "Redirect to a presigned URL of the audio"}},
     summary="Download a finished job's audio",
 )
-def get_job_audio(job_id: JobId, state: StateDep) -> RedirectResponse:
-    record = state.jobs.get(job_id)
+def get_job_audio(job_id: JobId, state: StateDep, tenant: TenantDep) -> RedirectResponse:
+    record = owned_job(state, tenant, job_id)
     if record.status is not JobStatus.SUCCEEDED or record.result is None:
         raise ApiError(409, "job_not_succeeded", f"job is {record.status.value}; audio exists once it has succeeded")
     return RedirectResponse(state.objects.presigned_get_url(record.result.key), status_code=302)

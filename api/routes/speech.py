@@ -18,18 +18,21 @@ import numpy as np
 from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
+from api.admission import admit_and_submit
+from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
-from api.routes.jobs import RESYNC_S, require_json, submit
-from api.schemas import ErrorPublic
+from api.routes.jobs import RESYNC_S, require_json
+from api.schemas import ErrorPublic, RequestBody
 from api.state import AppState
 from api.waiting import Subscription
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.formats import AudioFormat, StreamEncoder, encode
 from tts_core.text import check_text
+from ttsq.estimate import estimate_audio_s
 from ttsq.jobs import JobOptions, JobRecord, JobStatus, Priority, new_job_id, utcnow
 
 log = logging.getLogger(__name__)
@@ -63,20 +66,26 @@ class VoiceRef(BaseModel):
     id: str
 
 
-class SpeechCreate(BaseModel):
+class SpeechCreate(RequestBody):
     """The body OpenAI's ``audio.speech.create`` sends, plus ttsq's ``keep``."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(description="Accepted and ignored (tts-1, tts-1-hd, gpt-4o-mini-tts…): the voice decides.")
-    input: str = Field(description="Text to speak.")
-    voice: str | VoiceRef = Field(description="A ttsq voice id or an OpenAI voice name (see openai_voices).")
+    model: str = Field(
+        description="Accepted and ignored (tts-1, tts-1-hd, gpt-4o-mini-tts…): the voice decides.", examples=["tts-1"]
+    )
+    input: str = Field(
+        description="Text to speak: 1 to `max_text_chars` characters.",
+        json_schema_extra={"minLength": 1},  # checked by check_text, which names the problem (empty_text)
+        examples=["Hello from ttsq."],
+    )
+    voice: str | VoiceRef = Field(
+        description="A ttsq voice id or an OpenAI voice name (see openai_voices).", examples=["alloy"]
+    )
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
     """Strict: a number, not ``true`` or ``"1"``."""
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take no instructions.")
     stream_format: Literal["audio", "sse"] | None = Field(None, description="Only 'audio' is offered.")
-    keep: bool = Field(True, description="ttsq: also store the audio as the job's object (default true).")
+    keep: bool = Field(True, strict=True, description="ttsq: also store the audio as the job's object (default true).")
 
 
 def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
@@ -108,12 +117,12 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
     response_class=Response,
     responses={
         200: {"content": {"audio/mpeg": {}, "audio/flac": {}, "audio/wav": {}, PCM_MEDIA_TYPE: {}}},
-        **{code: {"model": ErrorPublic} for code in (400, 413, 415, 422, 500, 503, 504)},
+        **{code: {"model": ErrorPublic} for code in (400, 401, 413, 415, 422, 429, 500, 503, 504)},
     },
     dependencies=[Depends(require_json)],
     summary="Speak text, answering with the audio (OpenAI-compatible)",
 )
-async def create_speech(body: SpeechCreate, state: StateDep) -> Response:
+async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) -> Response:
     """Queue an interactive job, wait for its first audio, then stream the rest as it is made."""
     audio_format = _response_format(body)
     check_text(body.input, state.settings.max_text_chars)
@@ -131,8 +140,10 @@ async def create_speech(body: SpeechCreate, state: StateDep) -> Response:
         priority=Priority.INTERACTIVE,
         stream=True,
         keep=body.keep,
+        tenant=tenant.id,
+        reserved_audio_ms=round(estimate_audio_s(body.input, body.speed) * 1000),
     )
-    await run_in_threadpool(submit, state, record, body.input)
+    await run_in_threadpool(admit_and_submit, state, tenant, record, body.input)
     reader = PartReader(state, record.id)
     await reader.open()
     try:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
+from api.auth import current_tenant
 from api.deps import StateDep
 from api.schemas import VoicePublic, VoicesPublic
 
-router = APIRouter(prefix="/v1/voices", tags=["voices"])
+router = APIRouter(prefix="/v1/voices", tags=["voices"], dependencies=[Depends(current_tenant)])
 
 
 @router.get("", response_model=VoicesPublic, summary="List voices")

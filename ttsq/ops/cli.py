@@ -16,8 +16,9 @@ from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.ops.client import ClientError, TTSQClient
-from ttsq.ops.commands import webhook_worker_argv
+from ttsq.ops.commands import beat_argv, webhook_worker_argv
 from ttsq.ops.dev import DevError, DevPorts, run_dev
+from ttsq.ops.keys import keys
 from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
@@ -29,6 +30,9 @@ FORMATS = tuple(f.value for f in AudioFormat)
 @click.group()
 def main() -> None:
     """ttsq: a job-based text-to-speech service."""
+
+
+main.add_command(keys)
 
 
 @main.command()
@@ -116,6 +120,22 @@ def webhook_worker(concurrency: int | None, name: str, loglevel: str) -> None:
     os.execv(argv[0], argv)
 
 
+@main.command()
+@click.option(
+    "--schedule",
+    type=click.Path(path_type=Path),
+    default=Path(".ttsq/beat-schedule"),
+    show_default=True,
+    help="Where beat remembers when each task last ran.",
+)
+@click.option("--loglevel", default="INFO", show_default=True)
+def beat(schedule: Path, loglevel: str) -> None:
+    """Send the periodic tasks (sweeper, cleanup) to the service worker; run one per deployment."""
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    argv = beat_argv(schedule, loglevel)
+    os.execv(argv[0], argv)
+
+
 @main.command("webhook-listen")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=9000, show_default=True)
@@ -159,7 +179,9 @@ def say(
     suffix = output.suffix.lstrip(".").lower()
     chosen = audio_format or (suffix if suffix in FORMATS else DEFAULT_FORMAT.value)
     try:
-        with TTSQClient(api_url or get_settings().api_url) as client:
+        settings = get_settings()
+        key = settings.api_key.get_secret_value() if settings.api_key else None
+        with TTSQClient(api_url or settings.api_url, key) as client:
             job = client.submit(text, voice=voice, format=chosen, speed=speed)
             done = client.wait(job["id"], timeout_s)
             size = client.download(job["id"], output)

@@ -30,8 +30,9 @@ def _raise_for_error(response: httpx.Response) -> None:
 class TTSQClient:
     """Talks to one ttsq API base URL."""
 
-    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
-        self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
+    def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
         self._timeout_s = timeout_s
 
     def __enter__(self) -> TTSQClient:

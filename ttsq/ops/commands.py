@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from ttsq.constants import WEBHOOK_QUEUE, consumed_queues
+from ttsq.constants import MAINTENANCE_QUEUE, WEBHOOK_QUEUE, consumed_queues
 
 
 def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
@@ -19,12 +20,22 @@ def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "I
 
 
 def webhook_worker_argv(concurrency: int, node_name: str, loglevel: str = "INFO") -> list[str]:
-    """The webhook delivery worker: its own app (no model), many threads, since receivers are slow I/O."""
+    """The service worker: webhook deliveries and the periodic maintenance tasks; its own app (no
+    model), many threads, since receivers are slow I/O."""
     return [
         sys.executable, "-m", "celery", "-A", "workers.webhooks", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
-        "--queues", WEBHOOK_QUEUE, "--hostname", node_name, "--loglevel", loglevel,
+        "--queues", f"{WEBHOOK_QUEUE},{MAINTENANCE_QUEUE}", "--hostname", node_name, "--loglevel", loglevel,
         "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+
+
+def beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
+    """Celery beat, sending the sweeper and the cleanup on their schedule (one per deployment;
+    a second one only repeats runs, which take a lock)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "workers.webhooks", "beat",
+        "--schedule", str(schedule_file), "--loglevel", loglevel,
     ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.errors import ServiceError
-from ttsq.ops.commands import api_argv, flower_argv, webhook_worker_argv
+from ttsq.ops.commands import api_argv, beat_argv, flower_argv, webhook_worker_argv
 from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
 from ttsq.ops.processes import ManagedProcess, port_in_use, wait_until
 from ttsq.ops.workerpool import default_worker
@@ -132,6 +132,7 @@ class DevStack:
         worker = default_worker(self.settings, "worker1@%h", "INFO")
         self._spawn("worker", worker.argv, None, worker.env)
         self._spawn("webhooks", webhook_worker_argv(self.settings.webhook_concurrency, "webhooks@%h"), "webhooks.log")
+        self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log")
         api = self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"

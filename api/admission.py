@@ -1,0 +1,93 @@
+"""Admitting a job: the queue must not be too far behind, the tenant's limits must allow it; then
+the job is stored and queued, and nothing of it is left behind if any step refuses.
+
+Global admission looks at the age of the oldest task waiting for the job's class (interactive, or
+bulk entry and segment tasks): past ``TTSQ_ADMISSION_MAX_AGE_*_S`` the queue is already behind by
+that much, and a new job is refused with 503 and a ``Retry-After`` rather than growing it without
+bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import redis
+from kombu.exceptions import OperationalError
+
+from api.metrics import oldest_age_s
+from api.state import AppState
+from ttsq.broker import entry_queue, segments_queue
+from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.errors import QueueUnavailable, StoreUnavailable, TransientError
+from ttsq.jobs import JobRecord, Priority
+from ttsq.quotas import Charge, usage_day
+from ttsq.tenants import Tenant
+
+log = logging.getLogger(__name__)
+
+
+class QueueBehind(TransientError, code="queue_behind"):
+    """The oldest waiting task of the job's class is older than the admission threshold."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def queue_age_s(state: AppState, priority: Priority) -> float:
+    """Age of the oldest task waiting for work of ``priority`` (producers LPUSH: the tail is oldest)."""
+    queues = {entry_queue(state.settings.queue, priority), segments_queue(state.settings.queue, priority)}
+    tails = [state.redis.lindex(queue, -1) for queue in sorted(queues)]
+    now = time.time()
+    return max(oldest_age_s(tail, now) for tail in tails)
+
+
+def check_queue(state: AppState, priority: Priority) -> None:
+    settings = state.settings
+    limit = (
+        settings.admission_max_age_interactive_s
+        if priority is Priority.INTERACTIVE
+        else settings.admission_max_age_bulk_s
+    )
+    age = queue_age_s(state, priority)
+    if age > limit:
+        message = f"the {priority.value} queue is {age:.0f} s behind (limit {limit:.0f} s); retry later"
+        raise QueueBehind(message, max(1, math.ceil(min(age - limit, 60))))
+
+
+def admit_and_submit(state: AppState, tenant: Tenant, record: JobRecord, text: str) -> None:
+    """Check the queue and the tenant's limits, charge the tenant, store the job and queue it."""
+    try:
+        check_queue(state, record.priority)
+        charge = Charge(record.characters, record.reserved_audio_ms)
+        state.quotas.admit(tenant.id, record.id, charge, tenant.limits, record.created_at)
+    except redis.RedisError as e:
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    try:
+        _store_and_queue(state, record, text)
+    except BaseException:
+        try:
+            state.quotas.release(tenant.id, record.id, charge, usage_day(record.created_at))
+        except redis.RedisError:  # Redis is the outage: nothing was stored
+            log.warning("job %s: could not release its admission", record.id)
+        raise
+
+
+def _store_and_queue(state: AppState, record: JobRecord, text: str) -> None:
+    try:
+        state.jobs.create(record, text)
+    except redis.RedisError as e:
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    queue = entry_queue(state.settings.queue, record.priority)
+    try:
+        state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
+    except (OperationalError, redis.RedisError) as e:
+        state.jobs.delete(record)
+        raise QueueUnavailable(f"job queue unavailable: {e}") from e
+    state.metrics.submitted.labels(record.voice, record.priority.value).inc()
+    log.info(
+        "job %s queued: tenant=%s voice=%s format=%s chars=%d priority=%s",
+        record.id, record.tenant, record.voice, record.format, record.characters, record.priority.value,
+    )  # fmt: skip

@@ -1,0 +1,141 @@
+"""Request bodies over ``max_request_bytes`` are refused with 413 before any parsing, whether they
+declare their length or stream in chunks, and the API process does not grow by what they carry."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from ttsq.constants import consumed_queues
+from ttsq.ops.commands import api_argv
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import Settings, settings_env
+
+HUGE_BYTES = 150 * 1024 * 1024
+CHUNK = b"x" * (1024 * 1024)
+MAX_GROWTH_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ApiProcess:
+    """The API in a uvicorn process of its own, as deployed, so that its memory can be read."""
+
+    process: ManagedProcess
+    url: str
+    settings: Settings
+
+    def rss_bytes(self) -> int:
+        """VmRSS of the process, from /proc (kB there)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS line")
+
+
+@pytest.fixture(scope="module")
+def api_process(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiProcess]:
+    """On a queue no worker reads: accepted jobs stay queued and cost nothing."""
+    idle = settings.model_copy(update={"queue": f"idle-{uuid.uuid4().hex[:8]}"})
+    port = free_port()
+    env = {**os.environ, **settings_env(idle)}
+    log_path = tmp_path_factory.mktemp("api") / "api.log"
+    process = ManagedProcess("body-limit-api", api_argv("127.0.0.1", port), log_path, env).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 200, 60, "API", process)
+        yield ApiProcess(process, url, idle)
+    finally:
+        process.stop()
+        client = redis.Redis.from_url(idle.redis_url)
+        client.delete(*consumed_queues(idle.queue))
+        client.close()
+
+
+class PeakRss:
+    """The highest RSS of the process while the block runs, sampled every few milliseconds."""
+
+    def __init__(self, api: ApiProcess) -> None:
+        self._api = api
+        self._done = threading.Event()
+        self.before = api.rss_bytes()
+        self.peak = self.before
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.005):
+            self.peak = max(self.peak, self._api.rss_bytes())
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._api.rss_bytes())
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.before
+
+
+def huge_body() -> Iterator[bytes]:
+    for _ in range(HUGE_BYTES // len(CHUNK)):
+        yield CHUNK
+
+
+def padded_job(size: int) -> bytes:
+    """A valid job request of exactly ``size`` bytes: JSON allows any whitespace between tokens."""
+    head, tail = b'{"text": "A body just under the cap.",', b'"priority": "bulk"}'
+    return head + b" " * (size - len(head) - len(tail)) + tail
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"content-length": str(HUGE_BYTES)}],
+    ids=["chunked", "content-length"],
+)
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/audio/speech"])
+def test_a_huge_body_is_refused_without_growing_the_api(
+    api_process: ApiProcess, headers: dict[str, str], path: str
+) -> None:
+    httpx.get(f"{api_process.url}/v1/voices")  # warm: the first answers allocate what every later one reuses
+    with PeakRss(api_process) as rss:
+        response = httpx.post(
+            f"{api_process.url}{path}",
+            content=huge_body(),
+            headers={"content-type": "application/json", **headers},
+            timeout=120,
+        )
+    assert response.status_code == 413, response.text
+    limit = api_process.settings.max_request_bytes
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert f"larger than the limit of {limit} bytes" in response.json()["error"]["message"]
+    assert rss.growth < MAX_GROWTH_BYTES, f"the API grew by {rss.growth / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_at_the_cap_is_accepted_and_one_byte_more_is_not(api_process: ApiProcess, chunked: bool) -> None:
+    limit = api_process.settings.max_request_bytes
+
+    def post(body: bytes) -> httpx.Response:
+        content: Any = iter([body[: len(body) // 2], body[len(body) // 2 :]]) if chunked else body
+        return httpx.post(
+            f"{api_process.url}/v1/jobs", content=content, headers={"content-type": "application/json"}, timeout=30
+        )
+
+    accepted = post(padded_job(limit))
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["status"] == "queued"
+    refused = post(padded_job(limit + 1))
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "request_too_large"

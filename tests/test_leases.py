@@ -1,0 +1,100 @@
+"""The lease keeper against kombu's own redelivery (real Redis, kombu's restore): a message a live
+worker holds is never given back, one nobody renews is."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from celery.worker import state as worker_state
+from kombu import Connection
+
+from ttsq.broker import make_producer
+from ttsq.jobs import JobStore
+from ttsq.settings import Settings
+from workers.leases import UNACKED_INDEX_KEY, LeaseKeeper
+
+
+class HeldRequest:
+    """What the keeper reads of a Celery request: its delivery info."""
+
+    def __init__(self, tag: str) -> None:
+        self.delivery_info = {"delivery_tag": tag}
+
+
+@pytest.fixture
+def producer(settings: Settings) -> Iterator[Celery]:
+    app = make_producer(settings.model_copy(update={"visibility_timeout_s": 10, "step_lease_s": 6}))
+    yield app
+    app.close()
+
+
+def hold_one_message(connection: Connection, queue: str) -> str:
+    """Take a message the way a late-acknowledging worker does; returns its delivery tag."""
+    channel: Any = connection.default_channel  # kombu's Redis channel (its stub type lacks these)
+    message = channel.basic_get(queue, no_ack=False)
+    assert message is not None
+    return str(message.delivery_tag)
+
+
+def age(client: redis.Redis, tag: str, seconds: float) -> None:
+    client.zadd(UNACKED_INDEX_KEY, {tag: time.time() - seconds})
+
+
+def restore(connection: Connection) -> None:
+    channel: Any = connection.default_channel
+    channel.qos.restore_visible(num=1000, interval=1)
+
+
+def test_a_held_message_is_renewed_and_an_abandoned_one_comes_back(producer: Celery, redis_client: redis.Redis) -> None:
+    queue = f"lease-{uuid.uuid4()}"
+    producer.send_task("ttsq.nothing", args=["x"], queue=queue)
+    keeper = LeaseKeeper(redis_client, lease_s=6)
+    with producer.connection_for_write() as connection:
+        tag = hold_one_message(connection, queue)
+        assert redis_client.llen(queue) == 0
+        request = HeldRequest(tag)
+        worker_state.reserved_requests.add(request)
+        try:
+            age(redis_client, tag, 60)  # past the 10 s visibility timeout
+            keeper.renew()
+            assert time.time() - (redis_client.zscore(UNACKED_INDEX_KEY, tag) or 0) < 5
+            restore(connection)
+            assert redis_client.llen(queue) == 0  # still this worker's
+        finally:
+            worker_state.reserved_requests.discard(request)
+        age(redis_client, tag, 60)
+        keeper.renew()  # no longer held by this worker: not renewed
+        restore(connection)
+        assert redis_client.llen(queue) == 1  # given back for another worker
+    redis_client.delete(queue)
+
+
+def test_an_acknowledged_message_is_not_brought_back_by_a_late_renewal(redis_client: redis.Redis) -> None:
+    tag = f"gone-{uuid.uuid4()}"
+    request = HeldRequest(tag)
+    worker_state.reserved_requests.add(request)
+    try:
+        LeaseKeeper(redis_client, lease_s=6).renew()
+    finally:
+        worker_state.reserved_requests.discard(request)
+    assert redis_client.zscore(UNACKED_INDEX_KEY, tag) is None
+
+
+def test_step_claims_are_renewed_while_held_and_expire_after(redis_client: redis.Redis) -> None:
+    jobs = JobStore(redis_client, 600)
+    keeper = LeaseKeeper(redis_client, lease_s=5)
+    claim = jobs.step_lock(f"lease-{uuid.uuid4()}", "assemble", ttl_s=5)
+    assert claim.acquire()
+    with keeper.holding(claim):
+        redis_client.pexpire(claim.name, 500)  # as if its lease were nearly over
+        keeper.renew()
+        assert redis_client.pttl(claim.name) > 4000
+    redis_client.pexpire(claim.name, 500)
+    keeper.renew()  # released from the keeper: left to expire
+    assert redis_client.pttl(claim.name) <= 500

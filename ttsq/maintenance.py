@@ -1,0 +1,176 @@
+"""Periodic upkeep (run by ``ttsq beat`` through the service worker): jobs that never get stuck, and
+objects that do not outlive their jobs.
+
+**Sweeper.** Every step of a job travels as a message that stays in Redis until the step is done:
+in a queue while it waits, in kombu's ``unacked`` hash while a worker holds it (tasks acknowledge
+late, and a step sends its follow-up before it is acknowledged). A job that is queued or running
+while no message anywhere names it has lost its work: a Redis crash that dropped a write, a message
+acknowledged after a failed retry. The sweeper lists the active jobs, reads every queue and held
+message once, and takes a job for stuck only when it is missing at two sweeps in a row (a message
+moving from a queue to a worker is briefly in neither). A stuck job's missing work is queued again:
+its entry task if it was never planned, its unfinished segments, or its assembly. Every step is
+safe to repeat. After ``max_requeues`` it is failed as ``stalled``.
+
+**Cleanup.** Objects of jobs whose records expired are deleted (their keys wait in a sorted set
+scored by expiry), and temporary parts under ``tmp/`` older than the part TTL (a job that died
+mid-way) too.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final, cast
+
+import redis
+
+from ttsq.broker import TaskPublisher
+from ttsq.constants import KEY_PREFIX, OBJECT_EXPIRY_KEY, consumed_queues
+from ttsq.errors import ServiceError
+from ttsq.jobs import JobError, JobRecord, JobStatus, JobStore
+from ttsq.lifecycle import Lifecycle, fail_job
+from ttsq.progress import SegmentStore
+from ttsq.settings import Settings
+from ttsq.storage import ObjectStore
+
+log = logging.getLogger(__name__)
+
+SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:suspects"
+"""Hash: job id → when a sweep first found no message naming it."""
+
+UNACKED_KEY: Final = "unacked"
+"""kombu's hash of messages held by synthesis workers (``ttsq.broker.transport_options``)."""
+
+TMP_PREFIX: Final = "tmp/"
+
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class Stalled(ServiceError, code="stalled"):
+    """The job's work vanished more often than the sweeper re-queues it."""
+
+
+@dataclass
+class SweepReport:
+    looked_at: int = 0
+    suspected: list[str] = field(default_factory=list)
+    requeued: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def ids_in_messages(client: redis.Redis, queues: Iterable[str]) -> set[str]:
+    """Every UUID (job ids among them) in the waiting and held messages of the synthesis queues."""
+    found: set[str] = set()
+    for queue in queues:
+        for message in cast(list[bytes], client.lrange(queue, 0, -1)):
+            found.update(m.decode() for m in _UUID.findall(message))
+    for message in cast(list[bytes], client.hvals(UNACKED_KEY)):
+        found.update(m.decode() for m in _UUID.findall(message))
+    return found
+
+
+class Sweeper:
+    def __init__(
+        self, settings: Settings, client: redis.Redis, jobs: JobStore, segments: SegmentStore, lc: Lifecycle,
+        send: TaskPublisher,
+    ) -> None:  # fmt: skip
+        self._settings = settings
+        self._redis = client
+        self._jobs = jobs
+        self._segments = segments
+        self._lifecycle = lc
+        self._send = send
+
+    def sweep(self, now: float | None = None) -> SweepReport:
+        now = time.time() if now is None else now
+        report = SweepReport()
+        candidates = self._jobs.active_ids(created_before=now - self._settings.sweep_grace_s)
+        if not candidates:
+            self._redis.delete(SUSPECTS_KEY)
+            return report
+        present = ids_in_messages(self._redis, consumed_queues(self._settings.queue))
+        suspects = {
+            k.decode(): float(v) for k, v in cast(dict[bytes, bytes], self._redis.hgetall(SUSPECTS_KEY)).items()
+        }
+        for job_id in candidates:
+            report.looked_at += 1
+            if job_id in present:
+                continue
+            first_seen = suspects.get(job_id)
+            if first_seen is None or now - first_seen < self._settings.sweep_interval_s / 2:
+                self._redis.hsetnx(SUSPECTS_KEY, job_id, now)
+                report.suspected.append(job_id)
+                continue
+            self._redis.hdel(SUSPECTS_KEY, job_id)
+            self._recover(job_id, report)
+        gone = set(suspects) - set(candidates) | (set(suspects) & present)
+        if gone:
+            self._redis.hdel(SUSPECTS_KEY, *gone)
+        return report
+
+    def _recover(self, job_id: str, report: SweepReport) -> None:
+        try:
+            record = self._jobs.get(job_id)
+        except ServiceError:
+            self._jobs.forget_active(job_id)  # its record expired
+            return
+        if record.status.terminal:
+            self._jobs.forget_active(job_id, record.tenant)
+            return
+        if record.requeues >= self._settings.max_requeues:
+            message = f"the job's work vanished {record.requeues + 1} times (worker or Redis failures)"
+            fail_job(job_id, JobError(code=Stalled.code, message=message), self._lifecycle)
+            log.warning("job %s failed: stalled after %d re-queues", job_id, record.requeues)
+            report.failed.append(job_id)
+            return
+        counted = self._jobs.update_by(job_id, (record.status,), lambda r: {"requeues": r.requeues + 1})
+        if counted is None:  # it moved on meanwhile
+            return
+        what = self._requeue(record)
+        log.warning("job %s had no work in any queue: re-queued %s", job_id, what)
+        report.requeued.append(job_id)
+
+    def _requeue(self, record: JobRecord) -> str:
+        """Send the job's missing work again: entry, unfinished segments, or assembly."""
+        job_id, level, total = record.id, record.priority, record.progress.segments_total
+        if record.status is JobStatus.QUEUED or total is None or self._segments.segment(job_id, 0) is None:
+            self._send.entry(job_id, level)
+            return "its entry task"
+        done = self._segments.done_indexes(job_id)
+        missing = [index for index in range(total) if index not in done]
+        if not missing:
+            self._send.assembly(job_id, level)
+            return "its assembly"
+        self._send.segments(job_id, missing, level)
+        return f"{len(missing)} segments"
+
+
+@dataclass
+class CleanupReport:
+    expired_objects: int = 0
+    stale_parts: int = 0
+
+
+def cleanup(client: redis.Redis, objects: ObjectStore, part_ttl_s: int, now: float | None = None) -> CleanupReport:
+    """Delete objects whose jobs expired and temporary parts older than ``part_ttl_s``."""
+    now = time.time() if now is None else now
+    report = CleanupReport()
+    while True:
+        due = [k.decode() for k in cast(list[bytes], client.zrangebyscore(OBJECT_EXPIRY_KEY, "-inf", now, 0, 1000))]
+        if not due:
+            break
+        objects.delete_many(due)
+        client.zrem(OBJECT_EXPIRY_KEY, *due)
+        report.expired_objects += len(due)
+    cutoff = datetime.fromtimestamp(now - part_ttl_s, UTC)
+    stale = [key for key, modified in objects.list_dated(TMP_PREFIX) if modified < cutoff]
+    if stale:
+        objects.delete_many(stale)
+    report.stale_parts = len(stale)
+    if report.expired_objects or report.stale_parts:
+        log.info("cleanup: %d expired objects, %d stale parts deleted", report.expired_objects, report.stale_parts)
+    return report

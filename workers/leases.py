@@ -1,0 +1,93 @@
+"""Leases that a live worker renews: a short visibility timeout without redelivering long steps.
+
+Redis (kombu's transport) gives a message back to the queue when it has been unacknowledged for the
+visibility timeout, counted from the time recorded in its ``unacked_index`` entry. A dead worker's
+steps should come back within minutes, while a long step (the assembly of a book) must never be
+handed to a second worker while the first still runs it. So the timeout is short (``TTSQ_VISIBILITY_
+TIMEOUT_S``, 120 s) and this keeper, a thread in every synthesis worker, moves the recorded time of
+each message the worker holds (running or waiting for a thread) to now, every third of the step
+lease. It renews the step claims (``JobStore.step_lock``) the same way, so a step of a dead worker is
+free again ``step_lease_s`` after its last renewal, before its message comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Final
+
+import redis
+from celery.worker import state as worker_state
+from redis.exceptions import LockError
+from redis.lock import Lock
+
+log = logging.getLogger(__name__)
+
+UNACKED_INDEX_KEY: Final = "unacked_index"
+"""kombu's Redis transport default: sorted set of held delivery tags, scored by delivery time."""
+
+
+def held_delivery_tags() -> list[str]:
+    """Delivery tags of the messages this worker process holds: running, or reserved for a thread."""
+    requests = [*worker_state.reserved_requests, *worker_state.active_requests]
+    tags = {str(r.delivery_info.get("delivery_tag")) for r in requests if r.delivery_info}
+    tags.discard("None")
+    return sorted(tags)
+
+
+class LeaseKeeper:
+    """Renews this worker's step claims and held messages until it stops."""
+
+    def __init__(self, client: redis.Redis, lease_s: int, index_key: str = UNACKED_INDEX_KEY) -> None:
+        self._redis = client
+        self._lease_s = lease_s
+        self._index_key = index_key
+        self._claims: set[Lock] = set()
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def interval_s(self) -> float:
+        return self._lease_s / 3
+
+    @contextlib.contextmanager
+    def holding(self, claim: Lock) -> Iterator[None]:
+        """Keep ``claim`` renewed while the block runs."""
+        with self._guard:
+            self._claims.add(claim)
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._claims.discard(claim)
+
+    def renew(self) -> None:
+        """One round: push every held claim's expiry and every held message's time forward."""
+        with self._guard:
+            claims = list(self._claims)
+        for claim in claims:
+            with contextlib.suppress(LockError):  # released meanwhile, or lost: the step notices
+                claim.extend(self._lease_s, replace_ttl=True)
+        tags = held_delivery_tags()
+        if tags:
+            # XX: only entries still there; a message acknowledged meanwhile must not come back.
+            self._redis.zadd(self._index_key, dict.fromkeys(tags, time.time()), xx=True)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="ttsq-leases", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.renew()
+            except redis.RedisError as e:  # an outage: the next round tries again
+                log.warning("could not renew leases: %s", e)
