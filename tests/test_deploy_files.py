@@ -1,12 +1,20 @@
-"""docker-compose.yml, the Dockerfile and redis.conf, checked by parsing (no Docker engine runs here)."""
+"""docker-compose.yml, the Dockerfile and redis.conf, checked by parsing (no Docker engine runs here).
+
+Each safety check is a function returning its problems, run on the real file and on broken copies.
+"""
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
+import os
 import re
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -18,6 +26,24 @@ from ttsq.settings import Settings
 ROOT = Path(__file__).resolve().parents[1]
 TTSQ_SERVICES = ("api", "worker-gpu0", "webhooks", "flower")
 MONITORING = ("prometheus", "grafana")
+SECRET_VARIABLES = (
+    "REDIS_PASSWORD",
+    "TTSQ_S3_ACCESS_KEY_ID",
+    "TTSQ_S3_SECRET_ACCESS_KEY",
+    "FLOWER_BASIC_AUTH",
+    "TTSQ_WEBHOOK_SECRET",
+    "GRAFANA_ADMIN_PASSWORD",
+)
+OPERATOR_ENV = {
+    "REDIS_PASSWORD": "9d4e1f7a2b8c6e0d3a5f7b1c",
+    "TTSQ_S3_ACCESS_KEY_ID": "AKIAIOSFODNN7TTSQ001",
+    "TTSQ_S3_SECRET_ACCESS_KEY": "kQ7v2Lx9TfR4wNz8HcBm3Yp6",
+    "FLOWER_BASIC_AUTH": "ops:Jf83kd9Qm2LxVw",
+    "TTSQ_WEBHOOK_SECRET": "whsec_" + base64.b64encode(bytes(range(7, 39))).decode(),
+    "GRAFANA_ADMIN_PASSWORD": "Wq4nR8zLp2Ty",
+}
+"""An operator's .env: real-looking values of every variable compose requires."""
+LOOPBACK = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +75,7 @@ def settings_field_exists(env_name: str) -> bool:
 
 def test_expected_services(compose: dict[str, Any]) -> None:
     assert set(services(compose)) == {
-        *("redis", "s3", "api", "worker-gpu0", "webhooks", "flower"),
+        *("redis", "s3", "api", "worker-gpu0", "webhooks", "beat", "flower"),
         *MONITORING,
     }
     for name, service in services(compose).items():  # monitoring is opt-in, the rest always runs
@@ -84,17 +110,195 @@ def test_settings_field_check_can_fail() -> None:
     assert not settings_field_exists("TTSQ_REDIS_URL__X")
 
 
+def unrequired_secrets(text: str) -> list[str]:
+    """Secret variables that compose would start without (unused, or used with a default)."""
+    problems = []
+    for variable in SECRET_VARIABLES:
+        uses = re.findall(r"\$\{" + variable + r"([^}]*)\}", text)
+        if not uses:
+            problems.append(f"{variable} unused")
+        elif any(use != ":?Variable not set" for use in uses):
+            problems.append(f"{variable} must use :?")
+    return problems
+
+
 def test_secrets_are_required_not_defaulted() -> None:
     text = (ROOT / "docker-compose.yml").read_text()
-    for variable in ("TTSQ_S3_ACCESS_KEY_ID", "TTSQ_S3_SECRET_ACCESS_KEY", "FLOWER_BASIC_AUTH", "TTSQ_WEBHOOK_SECRET"):
-        uses = re.findall(r"\$\{" + variable + r"([^}]*)\}", text)
-        assert uses, f"{variable} unused"
-        assert all(use == ":?Variable not set" for use in uses), f"{variable} must use :?"
+    assert unrequired_secrets(text) == []
+    broken = text.replace("${REDIS_PASSWORD:?Variable not set}", "${REDIS_PASSWORD:-}", 1)
+    assert unrequired_secrets(broken) == ["REDIS_PASSWORD must use :?"]
+
+
+class MissingVariable(Exception):
+    """Compose refuses to start: a ``${VAR:?}`` variable is unset or empty."""
+
+
+VARIABLE = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    """Compose's interpolation: ``$$``, ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}``."""
+
+    def one(match: re.Match[str]) -> str:
+        escaped, braced, operator, argument, bare = match.groups()
+        if escaped:
+            return "$"
+        name = braced or bare
+        value = env.get(name)
+        unset = value is None or (value == "" and (operator or "").startswith(":"))
+        if unset and operator in (":?", "?"):
+            raise MissingVariable(name)
+        if unset and operator in (":-", "-"):
+            return str(argument)
+        return value or ""
+
+    return VARIABLE.sub(one, text)
+
+
+def test_interpolation_follows_compose() -> None:
+    env = {"SET": "x", "EMPTY": ""}
+    assert (
+        interpolate("$$HOSTNAME ${SET} $SET ${UNSET:-d} ${EMPTY:-d} ${EMPTY-d} ${SET:?e}", env)
+        == "$HOSTNAME x x d d  x"
+    )
+    for text in ("${UNSET:?Variable not set}", "${EMPTY:?e}"):
+        with pytest.raises(MissingVariable):
+            interpolate(text, env)
+
+
+def service_env(service: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a service's container gets from an operator's ``env``."""
+    return {key: interpolate(str(value), env) for key, value in service.get("environment", {}).items()}
+
+
+def published(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host address, container port) of each published port; "" is every address."""
+    result = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            result.append((str(port.get("host_ip", "")), str(port["target"])))
+        else:
+            *host, _, target = str(port).split(":")
+            result.append((host[0] if host else "", target))
+    return result
+
+
+def test_published_reads_both_syntaxes() -> None:
+    assert published({"ports": ["8000:8000", "127.0.0.1:5555:5555"]}) == [("", "8000"), (LOOPBACK, "5555")]
+    assert published({"ports": [{"target": 9090, "published": 9090, "host_ip": LOOPBACK}]}) == [(LOOPBACK, "9090")]
+
+
+def test_services_build_valid_production_settings(compose: dict[str, Any]) -> None:
+    """What each ttsq container gets from an operator's .env passes the production checks."""
+    for name in TTSQ_SERVICES:
+        with pytest.MonkeyPatch.context() as patch:
+            for key in [key for key in os.environ if key.startswith("TTSQ_")]:
+                patch.delenv(key)
+            for key, value in service_env(services(compose)[name], OPERATOR_ENV).items():
+                if key.startswith("TTSQ_"):
+                    patch.setenv(key, value)
+            settings = Settings(_env_file=None)
+        assert settings.environment == "production", name
+        assert urlsplit(settings.redis_url).password == OPERATOR_ENV["REDIS_PASSWORD"], name
+
+
+def redis_url_problems(compose: dict[str, Any]) -> list[str]:
+    """Every ttsq service's TTSQ_REDIS_URL carries REDIS_PASSWORD, and compose refuses to start without it."""
+    problems = []
+    without = {key: value for key, value in OPERATOR_ENV.items() if key != "REDIS_PASSWORD"}
+    for name, service in services(compose).items():
+        url = service.get("environment", {}).get("TTSQ_REDIS_URL")
+        if url is None:
+            problems += [f"{name}: no TTSQ_REDIS_URL"] if name in TTSQ_SERVICES else []
+        elif urlsplit(interpolate(url, OPERATOR_ENV)).password != OPERATOR_ENV["REDIS_PASSWORD"]:
+            problems.append(f"{name}: TTSQ_REDIS_URL does not carry REDIS_PASSWORD")
+        else:
+            try:
+                interpolate(url, without)
+                problems.append(f"{name}: TTSQ_REDIS_URL does not require REDIS_PASSWORD")
+            except MissingVariable:
+                pass
+    return problems
+
+
+def redis_server_problems(compose: dict[str, Any]) -> list[str]:
+    """redis-server reads REDIS_PASSWORD from a compose secret (never from its command line or
+    environment, which `docker inspect` shows), its healthcheck authenticates, no port reaches the host."""
+    redis = services(compose)["redis"]
+    secret_files = [
+        f"/run/secrets/{name}"
+        for name in redis.get("secrets", [])
+        if compose.get("secrets", {}).get(name) == {"environment": "REDIS_PASSWORD"}
+    ]
+    command = " ".join(redis["command"])
+    health = " ".join(redis["healthcheck"]["test"])
+    problems = []
+    if not any(re.search(rf"^requirepass \S*\$\$\(cat {path}\)", command, re.MULTILINE) for path in secret_files):
+        problems.append("redis: requirepass is not read from the REDIS_PASSWORD secret")
+    if "--requirepass" in command or OPERATOR_ENV["REDIS_PASSWORD"] in service_env(redis, OPERATOR_ENV).values():
+        problems.append("redis: the password is on its command line or in its environment (docker inspect)")
+    if not any(f'REDISCLI_AUTH="$$(cat {path})" redis-cli' in health for path in secret_files) or "PONG" not in health:
+        problems.append("redis: the healthcheck does not authenticate (REDISCLI_AUTH) and expect PONG")
+    if published(redis):
+        problems.append("redis: published on the host")
+    return problems
+
+
+def redis_problems(compose: dict[str, Any]) -> list[str]:
+    return redis_url_problems(compose) + redis_server_problems(compose)
+
+
+def without_password(compose: dict[str, Any]) -> None:
+    services(compose)["api"]["environment"]["TTSQ_REDIS_URL"] = "redis://redis:6379/0"
+
+
+def with_default_password(compose: dict[str, Any]) -> None:
+    services(compose)["webhooks"]["environment"]["TTSQ_REDIS_URL"] = "redis://:${REDIS_PASSWORD:-x}@redis:6379/0"
+
+
+def password_on_command_line(compose: dict[str, Any]) -> None:
+    redis = services(compose)["redis"]
+    redis["command"] = ["sh", "-c", 'exec redis-server /etc/redis.conf --requirepass "$${REDIS_PASSWORD}"']
+    redis["environment"] = {"REDIS_PASSWORD": "${REDIS_PASSWORD:?Variable not set}"}
+
+
+def unauthenticated_healthcheck(compose: dict[str, Any]) -> None:
+    services(compose)["redis"]["healthcheck"]["test"] = ["CMD", "redis-cli", "ping"]
+
+
+def secret_from_a_file(compose: dict[str, Any]) -> None:
+    compose["secrets"]["redis_password"] = {"file": "./redis_password.txt"}
+
+
+def published_redis(compose: dict[str, Any]) -> None:
+    services(compose)["redis"]["ports"] = ["6379:6379"]
+
+
+@pytest.mark.parametrize(
+    ("breaks", "problem"),
+    [
+        (without_password, "api: TTSQ_REDIS_URL does not carry REDIS_PASSWORD"),
+        (with_default_password, "webhooks: TTSQ_REDIS_URL does not require REDIS_PASSWORD"),
+        (password_on_command_line, "redis: requirepass is not read from the REDIS_PASSWORD secret"),
+        (password_on_command_line, "redis: the password is on its command line or in its environment"),
+        (unauthenticated_healthcheck, "redis: the healthcheck does not authenticate"),
+        (secret_from_a_file, "redis: the healthcheck does not authenticate"),
+        (published_redis, "redis: published on the host"),
+    ],
+)
+def test_redis_check_can_fail(compose: dict[str, Any], breaks: Callable[[dict[str, Any]], None], problem: str) -> None:
+    broken = copy.deepcopy(compose)
+    breaks(broken)
+    assert any(found.startswith(problem) for found in redis_problems(broken)), redis_problems(broken)
+
+
+def test_redis_requires_the_password(compose: dict[str, Any]) -> None:
+    assert redis_problems(compose) == []
 
 
 def test_services_point_at_compose_hostnames(compose: dict[str, Any]) -> None:
     env = services(compose)["api"]["environment"]
-    assert env["TTSQ_REDIS_URL"] == "redis://redis:6379/0"
+    assert env["TTSQ_REDIS_URL"] == "redis://:${REDIS_PASSWORD:?Variable not set}@redis:6379/0"
     assert env["TTSQ_S3__ENDPOINT_URL"] == "http://s3:8333"
     assert env["TTSQ_ENVIRONMENT"] == "production"
     assert "-s3.port=8333" in services(compose)["s3"]["command"]
@@ -109,10 +313,47 @@ def test_gpu_worker_reserves_its_gpu(compose: dict[str, Any]) -> None:
     assert worker["command"][:2] == ["ttsq", "worker"]
 
 
-def test_flower_has_basic_auth(compose: dict[str, Any]) -> None:
+def flower_problems(compose: dict[str, Any]) -> list[str]:
+    """Flower asks for user:password from a required variable and listens on the host's loopback only."""
     flower = services(compose)["flower"]
-    assert "FLOWER_BASIC_AUTH" in flower["environment"]
-    assert "flower" in flower["command"]
+    problems = []
+    if flower.get("environment", {}).get("FLOWER_BASIC_AUTH") != "${FLOWER_BASIC_AUTH:?Variable not set}":
+        problems.append("flower: FLOWER_BASIC_AUTH is not required")
+    if any(part.startswith(("--basic_auth", "--basic-auth")) for part in flower["command"]):
+        problems.append("flower: credentials on the command line")
+    if "flower" not in flower["command"]:
+        problems.append("flower: does not run flower")
+    if not published(flower) or any(host != LOOPBACK for host, _ in published(flower)):
+        problems.append("flower: not published on the loopback only")
+    return problems
+
+
+def test_flower_has_basic_auth_and_stays_private(compose: dict[str, Any]) -> None:
+    assert flower_problems(compose) == []
+    user, _, password = service_env(services(compose)["flower"], OPERATOR_ENV)["FLOWER_BASIC_AUTH"].partition(":")
+    assert user
+    assert password
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"environment": {}}, "flower: FLOWER_BASIC_AUTH is not required"),
+        ({"environment": {"FLOWER_BASIC_AUTH": "${FLOWER_BASIC_AUTH:-admin:admin}"}}, "flower: FLOWER_BASIC_AUTH"),
+        ({"ports": ["5555:5555"]}, "flower: not published on the loopback only"),
+    ],
+)
+def test_flower_check_can_fail(compose: dict[str, Any], change: dict[str, Any], problem: str) -> None:
+    broken = copy.deepcopy(compose)
+    services(broken)["flower"].update(change)
+    assert any(found.startswith(problem) for found in flower_problems(broken))
+
+
+def test_internal_services_publish_no_port(compose: dict[str, Any]) -> None:
+    """Clients reach the API and presigned S3 URLs only; the workers' metrics port stays internal."""
+    for name in ("redis", "worker-gpu0", "webhooks"):
+        assert published(services(compose)[name]) == [], name
+    assert {host for host, _ in published(services(compose)["prometheus"])} == {LOOPBACK}
 
 
 def test_commands_exist_in_the_cli(compose: dict[str, Any]) -> None:
@@ -126,6 +367,35 @@ def test_redis_config_never_evicts() -> None:
     conf = (ROOT / "deploy" / "redis.conf").read_text()
     assert re.search(r"^maxmemory-policy noeviction$", conf, re.MULTILINE)
     assert re.search(r"^appendonly yes$", conf, re.MULTILINE)
+
+
+def redis_conf_problems(conf: str) -> list[str]:
+    """Protected mode on, and no password written in the file (it comes from a secret)."""
+    directives: dict[str, str] = {}
+    for line in conf.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, _, value = line.strip().partition(" ")
+            directives[name.lower()] = value.strip()  # the last one wins, as in Redis
+    problems = []
+    if directives.get("protected-mode") != "yes":
+        problems.append("protected-mode is not yes (the redis image's default is no)")
+    problems += [f"{name}: a literal secret in git" for name in ("requirepass", "masterauth") if name in directives]
+    if re.search(r"^\s*user\s.*\s>", conf, re.MULTILINE):
+        problems.append("user: a literal secret in git")
+    return problems
+
+
+def test_redis_config_is_protected_without_a_password_in_git() -> None:
+    conf = (ROOT / "deploy" / "redis.conf").read_text()
+    assert redis_conf_problems(conf) == []
+    assert redis_conf_problems(conf + "protected-mode no\n") == [
+        "protected-mode is not yes (the redis image's default is no)"
+    ]
+    assert redis_conf_problems(conf.replace("protected-mode yes", "")) == [
+        "protected-mode is not yes (the redis image's default is no)"
+    ]
+    assert redis_conf_problems(conf + "requirepass hunter2hunter2\n") == ["requirepass: a literal secret in git"]
+    assert redis_conf_problems(conf + "user ttsq on >pw ~* +@all\n") == ["user: a literal secret in git"]
 
 
 def test_dockerfile_copies_every_package() -> None:

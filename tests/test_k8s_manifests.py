@@ -6,12 +6,13 @@ and queue names, the image's user). Nothing is applied; no cluster is needed, on
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import shutil
 import subprocess
 import wsgiref.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,18 @@ NAMESPACE = "ttsq"
 WORKER = "ttsq-worker"
 API = "ttsq-api"
 SECRET = "ttsq-secrets"
-SECRET_KEYS = {"TTSQ_S3__ACCESS_KEY_ID", "TTSQ_S3__SECRET_ACCESS_KEY", "TTSQ_WEBHOOK_SECRET", "FLOWER_BASIC_AUTH"}
+OPERATOR_SECRET = {
+    "REDIS_PASSWORD": "9d4e1f7a2b8c6e0d3a5f7b1c",
+    "TTSQ_REDIS_URL": "rediss://:9d4e1f7a2b8c6e0d3a5f7b1c@redis.example.com:6379/0",
+    "TTSQ_S3__ACCESS_KEY_ID": "AKIAIOSFODNN7TTSQ001",
+    "TTSQ_S3__SECRET_ACCESS_KEY": "kQ7v2Lx9TfR4wNz8HcBm3Yp6",
+    "TTSQ_WEBHOOK_SECRET": "whsec_" + base64.b64encode(bytes(range(7, 39))).decode(),
+    "FLOWER_BASIC_AUTH": "ops:Jf83kd9Qm2LxVw",
+}
+"""The ttsq-secrets an operator creates for base and production (docs/DEPLOYMENT.md), real-looking."""
+SECRET_KEYS = set(OPERATOR_SECRET)
+DEV_SECRET_KEYS = SECRET_KEYS - {"TTSQ_REDIS_URL"}
+"""The dev overlay's Redis runs beside ttsq: base builds the URL from REDIS_PASSWORD."""
 GPU = "nvidia.com/gpu"
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 MIN_GRACE_S = 300
@@ -123,18 +135,46 @@ def secret_values(objects: tuple[Manifest, ...]) -> dict[str, str] | None:
     return {key: base64.b64decode(value).decode() for key, value in found[0]["data"].items()}
 
 
-def container_env(container: Manifest, objects: tuple[Manifest, ...]) -> dict[str, str | None]:
-    """What the container's environment holds: ConfigMap values, plain values and the dev Secret's
-    values; None for values known only at run time (downward API, a Secret the operator makes)."""
+def expand(value: str, env: Mapping[str, str | None]) -> str | None:
+    """The kubelet's expansion of ``$(VAR)`` (variables defined before, ``$$`` escapes); None where a
+    variable it uses is known only at run time. Undefined variables stay as written, as in Kubernetes."""
+    unknown = False
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal unknown
+        if match.group(1):
+            return "$"
+        name = match.group(2)
+        if name in env and env[name] is None:
+            unknown = True
+        return env.get(name) or match.group(0)
+
+    expanded = re.sub(r"\$(?:(\$)|\(([A-Za-z_][A-Za-z0-9_]*)\))", one, value)
+    return None if unknown else expanded
+
+
+def container_env(
+    container: Manifest, objects: tuple[Manifest, ...], operator_secret: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
+    """What the container's environment holds: ConfigMap values, plain values (expanded) and the dev
+    Secret's values, or ``operator_secret``'s where the overlay leaves the Secret to the operator; None
+    for values known only at run time (downward API, a Secret the operator makes)."""
     env: dict[str, str | None] = {}
     for source in container.get("envFrom", []):
         assert set(source) == {"configMapRef"}, f"{container['name']}: secrets go in env, key by key"
         env.update(config_data(objects))
-    secrets = secret_values(objects) or {}
+    secrets = secret_values(objects) or operator_secret or {}
     for entry in container.get("env", []):
         ref = entry.get("valueFrom", {}).get("secretKeyRef")
-        env[entry["name"]] = secrets.get(ref["key"]) if ref else entry.get("value")
+        value = entry.get("value")
+        env[entry["name"]] = secrets.get(ref["key"]) if ref else None if value is None else expand(value, env)
     return env
+
+
+def test_expansion_follows_the_kubelet() -> None:
+    env = {"A": "x", "RUNTIME": None}
+    assert expand("$(A)-$$(A)-$(UNDEFINED)", env) == "x-$(A)-$(UNDEFINED)"
+    assert expand("redis://:$(RUNTIME)@redis", env) is None
 
 
 def resolve_port(container: Manifest, port: int | str) -> int:
@@ -196,11 +236,12 @@ def test_environment_names_are_real_settings(overlay: str) -> None:
 
 @pytest.mark.parametrize("overlay", ALL)
 def test_settings_accept_the_values(overlay: str) -> None:
-    """Each ttsq container's environment builds a valid Settings (types, literals, the validator)."""
+    """Each ttsq container's environment builds a valid Settings (types, literals, the validator with
+    its production checks, given the operator's real secrets where the overlay makes none)."""
     objects = render(overlay)
     for name, container in ttsq_containers(objects):
         with pytest.MonkeyPatch.context() as patch:
-            for key, value in container_env(container, objects).items():
+            for key, value in container_env(container, objects, OPERATOR_SECRET).items():
                 if key.startswith("TTSQ_") and value is not None:
                     patch.setenv(key, value)
             try:
@@ -224,7 +265,103 @@ def test_secrets_come_from_ttsq_secrets(overlay: str) -> None:
 def test_only_dev_defines_the_secret() -> None:
     assert secret_values(render(BASE)) is None
     assert secret_values(render(PRODUCTION)) is None
-    assert set(secret_values(render(DEV)) or {}) == SECRET_KEYS
+    assert set(secret_values(render(DEV)) or {}) == DEV_SECRET_KEYS
+
+
+def redis_auth_problems(objects: tuple[Manifest, ...], overlay: str) -> list[str]:
+    """Every ttsq container reaches Redis with a password from ttsq-secrets: the URL built from
+    REDIS_PASSWORD (base, dev) or taken whole from the Secret (production)."""
+    problems = []
+    for name, container in ttsq_containers(objects):
+        entries = {entry["name"]: entry for entry in container.get("env", [])}
+        url = entries.get("TTSQ_REDIS_URL", {})
+        if "value" in url and "valueFrom" in url:
+            problems.append(f"{name}: TTSQ_REDIS_URL has both value and valueFrom")
+        elif overlay == PRODUCTION:
+            if url.get("valueFrom", {}).get("secretKeyRef", {}).get("key") != "TTSQ_REDIS_URL":
+                problems.append(f"{name}: TTSQ_REDIS_URL does not come from the Secret")
+        else:
+            env = container_env(container, objects, OPERATOR_SECRET)
+            password = env.get("REDIS_PASSWORD")
+            if password is None or urlsplit(env.get("TTSQ_REDIS_URL") or "").password != password:
+                problems.append(f"{name}: TTSQ_REDIS_URL does not carry REDIS_PASSWORD")
+        if "TTSQ_REDIS_URL" in config_data(objects):
+            problems.append("TTSQ_REDIS_URL in the ConfigMap")
+    return problems
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_ttsq_reaches_redis_with_a_password(overlay: str) -> None:
+    assert redis_auth_problems(render(overlay), overlay) == []
+
+
+def test_redis_auth_check_can_fail() -> None:
+    objects = copy.deepcopy(render(BASE))
+    for entry in containers(deployment(objects, API))[0]["env"]:
+        if entry["name"] == "TTSQ_REDIS_URL":
+            entry["value"] = "redis://redis:6379/0"
+    assert redis_auth_problems(objects, BASE) == [f"{API}: TTSQ_REDIS_URL does not carry REDIS_PASSWORD"]
+    objects = copy.deepcopy(render(PRODUCTION))
+    for entry in containers(deployment(objects, WORKER))[0]["env"]:
+        if entry["name"] == "TTSQ_REDIS_URL":
+            entry["value"] = "redis://redis.example.com:6379/0"
+    assert redis_auth_problems(objects, PRODUCTION) == [f"{WORKER}: TTSQ_REDIS_URL has both value and valueFrom"]
+
+
+def test_dev_redis_demands_the_password() -> None:
+    """The dev overlay's Redis reads REDIS_PASSWORD from the Secret into requirepass (on standard
+    input, not its command line), and its probes authenticate."""
+    objects = render(DEV)
+    (redis,) = containers(deployment(objects, "redis"))
+    env = {entry["name"]: entry["valueFrom"]["secretKeyRef"] for entry in redis["env"]}
+    assert env["REDIS_PASSWORD"] == env["REDISCLI_AUTH"]
+    assert env["REDIS_PASSWORD"]["name"].startswith(SECRET)  # with the generator's hash suffix
+    assert env["REDIS_PASSWORD"]["key"] == "REDIS_PASSWORD"
+    script = " ".join(redis["command"] + redis["args"])
+    assert script.startswith("sh -c exec docker-entrypoint.sh redis-server ")
+    assert ' - <<EOF\nrequirepass "$REDIS_PASSWORD"\nEOF' in script
+    assert "--requirepass" not in script
+    assert "--protected-mode yes" in script
+    for kind, probe in probes(redis):
+        assert probe["exec"]["command"][-1] == "redis-cli ping | grep -q PONG", kind
+    (api,) = containers(deployment(objects, API))
+    url = container_env(api, objects)["TTSQ_REDIS_URL"] or ""
+    assert urlsplit(url).password == (secret_values(objects) or {})["REDIS_PASSWORD"]
+
+
+def test_dev_secrets_are_refused_in_production() -> None:
+    """Each public dev value, alone among real secrets, keeps production settings from starting."""
+    objects = render(DEV)
+    (api,) = containers(deployment(objects, API))
+    dev = {key: value for key, value in container_env(api, objects).items() if key.startswith("TTSQ_") and value}
+    real = {
+        key: OPERATOR_SECRET[key]
+        for key in ("TTSQ_S3__ACCESS_KEY_ID", "TTSQ_S3__SECRET_ACCESS_KEY", "TTSQ_WEBHOOK_SECRET")
+    }
+    real["TTSQ_REDIS_URL"] = f"redis://:{OPERATOR_SECRET['REDIS_PASSWORD']}@redis:6379/0"
+    production = dev | real | {"TTSQ_ENVIRONMENT": "production"}
+    for key in (None, "TTSQ_REDIS_URL", "TTSQ_S3__SECRET_ACCESS_KEY", "TTSQ_WEBHOOK_SECRET"):
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in (production | ({key: dev[key]} if key else {})).items():
+                patch.setenv(name, value)
+            if key is None:
+                assert Settings(_env_file=None).environment == "production"  # the real secrets pass
+            else:
+                with pytest.raises(ValueError, match=key):
+                    Settings(_env_file=None)
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_flower_is_private_and_behind_basic_auth(overlay: str) -> None:
+    objects = render(overlay)
+    (flower,) = containers(deployment(objects, "ttsq-flower"))
+    auth = {e["name"]: e for e in flower["env"]}["FLOWER_BASIC_AUTH"]["valueFrom"]["secretKeyRef"]
+    assert auth["name"].startswith(SECRET)
+    assert auth["key"] == "FLOWER_BASIC_AUTH"
+    assert not any(part.startswith(("--basic_auth", "--basic-auth")) for part in flower["command"])
+    for service in of_kind(objects, "Service"):
+        assert service["spec"].get("type", "ClusterIP") == "ClusterIP", service["metadata"]["name"]
+    assert of_kind(objects, "Ingress") == [], "nothing is exposed but through the operator's own Ingress"
 
 
 # --- Processes, probes, ports -------------------------------------------------------------------
@@ -515,9 +652,18 @@ def test_redis_trigger_watches_the_segment_queue_on_our_redis(overlay: str) -> N
     assert redis["listName"] == segment_queue(DEFAULT_QUEUE)
     assert int(redis["listLength"]) > 0
     (container,) = containers(deployment(objects, WORKER))
-    address = container_env(container, objects)[redis["addressFromEnv"]]
-    url = config_data(objects)["TTSQ_REDIS_URL"]
+    env = container_env(container, objects, OPERATOR_SECRET)
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert refs[redis["passwordFromEnv"]] == "REDIS_PASSWORD", "KEDA authenticates with the Redis password"
+    address, url = env[redis["addressFromEnv"]], env["TTSQ_REDIS_URL"]
     assert address is not None
+    assert url is not None
+    if refs.get("TTSQ_REDIS_URL"):
+        return  # production: the operator's URL, in the Secret; docs/DEPLOYMENT.md asks for the same server
     assert same_redis(url, address, NAMESPACE), f"KEDA watches {address}, ttsq uses {url}"
     assert redis["databaseIndex"] == (urlsplit(url).path.strip("/") or "0")
 
