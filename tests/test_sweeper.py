@@ -68,7 +68,9 @@ def sweeper_for(settings: Settings, client: redis.Redis) -> Sweeper:
     segments = SegmentStore(client, settings.job_ttl_s)
     objects = ObjectStore(settings.s3)
     send = TaskPublisher(make_producer(settings), settings.queue)
-    lifecycle = Lifecycle(jobs, segments, make_part_store(settings, client, objects), objects, send.webhook)
+    lifecycle = Lifecycle(
+        jobs, segments, make_part_store(settings, client, objects), objects, send.webhook, send.finish_batch
+    )
     return Sweeper(settings, client, jobs, segments, lifecycle, send)
 
 

@@ -19,6 +19,8 @@ from kombu.exceptions import OperationalError
 from ttsq.constants import (
     ASSEMBLE_TASK,
     DELIVER_WEBHOOK_TASK,
+    FINISH_BATCH_TASK,
+    MAINTENANCE_QUEUE,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
     WEBHOOK_QUEUE,
@@ -134,6 +136,11 @@ class TaskPublisher:
         """The first attempt (number 0) of the job's webhook delivery, on the webhook queue."""
         with _publishing():
             self._app.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
+
+    def finish_batch(self, batch_id: str) -> None:
+        """The task that writes a batch's manifest once its last item finished (service worker)."""
+        with _publishing():
+            self._app.send_task(FINISH_BATCH_TASK, args=[batch_id], queue=MAINTENANCE_QUEUE)
 
 
 @contextlib.contextmanager

@@ -172,3 +172,44 @@ CLEANUP_TASK: Final = "ttsq.cleanup"
 
 MAINTENANCE_QUEUE: Final = "maintenance"
 """Queue of the periodic tasks ``ttsq beat`` sends, consumed by the webhook (service) worker."""
+
+FINISH_BATCH_TASK: Final = "ttsq.finish_batch"
+"""Writes a batch's manifest once its last item finished and sends its webhook; argument: the batch
+id. Run by the service worker (no model), idempotent under the batch's ``finish`` claim."""
+
+DELIVER_BATCH_WEBHOOK_TASK: Final = "ttsq.deliver_batch_webhook"
+"""Delivers a finished batch's webhook event (one attempt; it reschedules itself); arguments: batch
+id and the number of attempts made."""
+
+BATCH_MANIFEST_TEMPLATE: Final = "{tenant}/batches/{batch_id}/manifest.json"
+"""S3 key of a finished batch's manifest: each item's ref, job id, status, object key and error."""
+
+
+def batch_key(batch_id: str) -> str:
+    """A batch's record (JSON), with the job TTL."""
+    return f"{KEY_PREFIX}:batch:{batch_id}"
+
+
+def batch_counts_key(batch_id: str) -> str:
+    """Hash of a batch's counters (``total``, ``finished``, one per terminal status, ``chars_done``,
+    ``segments_done``), moved in the same transaction as each item's terminal status."""
+    return f"{KEY_PREFIX}:batch:{batch_id}:counts"
+
+
+def batch_items_key(batch_id: str) -> str:
+    """List of a batch's item job ids, in item order."""
+    return f"{KEY_PREFIX}:batch:{batch_id}:items"
+
+
+def batch_claim_key(batch_id: str, step: str) -> str:
+    """Held while one task runs one step of a batch (``finish``, ``webhook``)."""
+    return f"{KEY_PREFIX}:batch:{batch_id}:claim:{step}"
+
+
+def tenant_batches_key(tenant: str) -> str:
+    """Every batch of a tenant by creation time, for ``GET /v1/batches``."""
+    return f"{KEY_PREFIX}:tenant:{tenant}:batches"
+
+
+def batch_manifest_key(tenant: str, batch_id: str) -> str:
+    return BATCH_MANIFEST_TEMPLATE.format(tenant=tenant, batch_id=batch_id)

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any, Final, cast
 
 import redis
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
@@ -25,6 +25,7 @@ from ttsq import job_stats
 from ttsq.constants import (
     ACTIVE_JOBS_KEY,
     OBJECT_EXPIRY_KEY,
+    batch_counts_key,
     job_claim_key,
     job_events_channel,
     job_key,
@@ -179,6 +180,17 @@ class JobRecord(BaseModel):
     """Times the sweeper found the job's work vanished and queued it again."""
     purged_at: datetime | None = None
     """When the job's stored objects were deleted (``DELETE`` of a finished job)."""
+    batch_id: str | None = None
+    """The batch this job is an item of (``POST /v1/batches``), if any."""
+    ref: str | None = None
+    """The client's reference of a batch item, unique within its batch."""
+    _completes_batch: bool = PrivateAttr(default=False)
+
+    @property
+    def completes_batch(self) -> bool:
+        """Whether the write that returned this record was the terminal status of its batch's last
+        unfinished item: its caller sends the batch's finishing task (``ttsq.finish_batch``)."""
+        return self._completes_batch
 
 
 WEBHOOK_EVENTS: Final = {
@@ -225,6 +237,45 @@ def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
         pipe.zadd(OBJECT_EXPIRY_KEY, {record.result.key: record.created_at.timestamp() + ttl_s})
 
 
+def _count_batch_item(pipe: redis.client.Pipeline, record: JobRecord) -> int:
+    """A batch item just finished: move its batch's counters (same transaction, so each job counts
+    once however often its last step is delivered). Returns the position of the ``finished`` count
+    in the transaction's results; the next result is the batch's ``total``."""
+    assert record.batch_id is not None
+    key = batch_counts_key(record.batch_id)
+    pipe.hincrby(key, record.status.value, 1)
+    pipe.hincrby(key, "chars_done", record.characters)
+    pipe.hincrby(key, "segments_done", record.progress.segments_done)
+    position = len(pipe.command_stack)
+    pipe.hincrby(key, "finished", 1)
+    pipe.hget(key, "total")
+    return position
+
+
+def newest_page(
+    client: redis.Redis, key: str, ttl_s: int, after: tuple[float, str] | None, limit: int
+) -> list[tuple[str, float]]:
+    """Up to ``limit`` members of a sorted set scored by creation time, newest first, after the
+    ``(time, id)`` of the previous page's last one; members older than ``ttl_s`` are dropped."""
+    client.zremrangebyscore(key, "-inf", f"({utcnow().timestamp() - ttl_s}")
+    top: float | str = "+inf" if after is None else after[0]
+    page: list[tuple[str, float]] = []
+    offset = 0
+    while len(page) < limit:
+        raw = cast(
+            list[tuple[bytes, float]],
+            client.zrevrangebyscore(key, top, "-inf", start=offset, num=limit, withscores=True),
+        )
+        if not raw:
+            break
+        offset += len(raw)
+        for member, score in raw:
+            entry = (member.decode(), float(score))
+            if after is None or entry[1] < after[0] or entry[0] < after[1]:
+                page.append(entry)
+    return page[:limit]
+
+
 def new_job_id() -> str:
     return str(uuid.uuid4())
 
@@ -251,6 +302,18 @@ class JobStore:
             pipe.zadd(tenant_jobs_key(record.tenant), {record.id: created})
             pipe.execute()
 
+    def create_many(self, records: list[tuple[JobRecord, str]], chunk: int = 500) -> None:
+        """Write many jobs as :meth:`create` does, ``chunk`` per transaction (a batch's items)."""
+        for start in range(0, len(records), chunk):
+            with self._redis.pipeline(transaction=True) as pipe:
+                for record, text in records[start : start + chunk]:
+                    created = record.created_at.timestamp()
+                    pipe.set(job_key(record.id), record.model_dump_json(), ex=self._ttl_s)
+                    pipe.set(job_text_key(record.id), text.encode("utf-8"), ex=self._ttl_s)
+                    pipe.zadd(ACTIVE_JOBS_KEY, {record.id: created})
+                    pipe.zadd(tenant_jobs_key(record.tenant), {record.id: created})
+                pipe.execute()
+
     def delete(self, record: JobRecord) -> None:
         """Remove a job that was never queued, with its index entries."""
         with self._redis.pipeline(transaction=True) as pipe:
@@ -274,24 +337,7 @@ class JobStore:
         """Up to ``limit`` of the tenant's job ids with their creation times, newest first, starting
         after the ``(time, id)`` of the last one of the previous page (Redis orders equal times by id,
         descending). Entries of expired jobs are dropped on the way."""
-        key = tenant_jobs_key(tenant)
-        self._redis.zremrangebyscore(key, "-inf", f"({utcnow().timestamp() - self._ttl_s}")
-        top: float | str = "+inf" if after is None else after[0]
-        page: list[tuple[str, float]] = []
-        offset = 0
-        while len(page) < limit:
-            raw = cast(
-                list[tuple[bytes, float]],
-                self._redis.zrevrangebyscore(key, top, "-inf", start=offset, num=limit, withscores=True),
-            )
-            if not raw:
-                break
-            offset += len(raw)
-            for member, score in raw:
-                entry = (member.decode(), float(score))
-                if after is None or entry[1] < after[0] or entry[0] < after[1]:
-                    page.append(entry)
-        return page[:limit]
+        return newest_page(self._redis, tenant_jobs_key(tenant), self._ttl_s, after, limit)
 
     def forget_object(self, key: str) -> None:
         """The object is deleted already: the cleanup task need not."""
@@ -345,8 +391,10 @@ class JobStore:
     ) -> JobRecord | None:
         key = job_key(job_id)
         outcome: list[JobRecord | None] = [None]
+        batch_position: list[int | None] = [None]
 
         def apply(pipe: redis.client.Pipeline) -> None:
+            batch_position[0] = None
             raw = pipe.get(key)
             if raw is None:
                 raise JobNotFound(job_id)
@@ -361,9 +409,15 @@ class JobStore:
             if updated.status.terminal and not record.status.terminal:
                 _count_finish(pipe, updated)
                 _settle(pipe, updated, self._ttl_s)
+                if updated.batch_id is not None:
+                    batch_position[0] = _count_batch_item(pipe, updated)
             outcome[0] = updated
 
-        self._redis.transaction(apply, key)
+        results = cast(list[Any], self._redis.transaction(apply, key))
+        position = batch_position[0]
+        if position is not None and outcome[0] is not None:
+            finished, total = results[position], results[position + 1]
+            outcome[0]._completes_batch = total is not None and int(finished) == int(total)
         return outcome[0]
 
     def count_first_audio(self, record: JobRecord) -> None:

@@ -37,30 +37,39 @@ class InvalidCursor(ServiceError, code="invalid_cursor"):
 
 @dataclass(frozen=True)
 class Lifecycle:
-    """The stores a cancel touches, and how to send a webhook delivery."""
+    """The stores a cancel touches, and how to send a webhook delivery and a batch's finishing task."""
 
     jobs: JobStore
     segments: SegmentStore
     parts: PartStore
     objects: ObjectStore
     send_webhook: Callable[[str], None]
+    send_finish_batch: Callable[[str], None]
+
+    def announce(self, record: JobRecord) -> None:
+        """What a job's terminal write sets going: its webhook delivery, and its batch's finishing
+        task if it was the batch's last unfinished item."""
+        if record.webhook is not None:
+            self.send_webhook(record.id)
+        if record.completes_batch and record.batch_id is not None:
+            self.send_finish_batch(record.batch_id)
 
 
-def cancel_job(job_id: str, lc: Lifecycle) -> JobRecord:
-    """Cancel the job if it is not finished, else delete its stored objects; the job as it is after."""
+def cancel_job(job_id: str, lc: Lifecycle, purge: bool = True) -> JobRecord:
+    """Cancel the job if it is not finished, else (with ``purge``) delete its stored objects; the job
+    as it is after."""
 
     def changes(current: JobRecord) -> dict[str, Any]:
         return finish_changes(current, JobStatus.CANCELED)
 
     canceled = lc.jobs.transition_by(job_id, _CANCELABLE, JobStatus.CANCELED, changes)
     if canceled is None:  # finished already (perhaps just now)
-        return purge_job(job_id, lc)
+        return purge_job(job_id, lc) if purge else lc.jobs.get(job_id)
     log.info("job %s canceled", job_id)
     total = canceled.progress.segments_total or 1
     lc.parts.delete(job_id, range(total))
     lc.segments.drop_plan(job_id)
-    if canceled.webhook is not None:
-        lc.send_webhook(job_id)
+    lc.announce(canceled)
     return canceled
 
 
@@ -75,8 +84,7 @@ def fail_job(job_id: str, error: JobError, lc: Lifecycle) -> JobRecord | None:
         return None
     lc.parts.delete(job_id, range(failed.progress.segments_total or 1))
     lc.segments.drop_plan(job_id)
-    if failed.webhook is not None:
-        lc.send_webhook(job_id)
+    lc.announce(failed)
     return failed
 
 

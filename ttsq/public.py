@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ttsq.batches import BatchCounts, BatchRecord, BatchStatus
 from ttsq.jobs import (
     JobError,
     JobOptions,
@@ -54,6 +55,10 @@ class JobPublic(BaseModel):
     webhook: WebhookDelivery | None
     purged_at: datetime | None
     """When the job's audio was deleted on request (``DELETE`` of a finished job)."""
+    batch_id: str | None = None
+    """The batch this job is an item of, if any."""
+    ref: str | None = None
+    """The client's reference of a batch item."""
 
     @classmethod
     def from_record(cls, record: JobRecord, url: str | None) -> JobPublic:
@@ -69,3 +74,93 @@ def public_job(record: JobRecord, segments: SegmentStore, objects: ObjectStore) 
     record = live_progress(record, segments)
     url = objects.presigned_get_url(record.result.key) if record.result else None
     return JobPublic.from_record(record, url)
+
+
+class BatchCountsPublic(BaseModel):
+    """A batch's items by status; ``pending`` are queued or running."""
+
+    total: int
+    pending: int
+    succeeded: int
+    failed: int
+    canceled: int
+
+
+class BatchProgressPublic(BaseModel):
+    """How much of a batch's work is finished: characters and segments of its finished items."""
+
+    characters_total: int
+    characters_done: int
+    segments_done: int
+
+
+class BatchItemPublic(BaseModel):
+    """One item of a batch: the client's ref, its job and how it ended."""
+
+    ref: str | None
+    job_id: str
+    status: JobStatus | None
+    """None once the item's job record expired."""
+    result: JobResultPublic | None
+    error: JobError | None
+
+
+class BatchPublic(BaseModel):
+    """A batch as clients see it; ``items`` (a page of them) only where asked for."""
+
+    id: str
+    status: BatchStatus
+    created_at: datetime
+    finished_at: datetime | None
+    canceled_at: datetime | None
+    counts: BatchCountsPublic
+    progress: BatchProgressPublic
+    manifest_url: str | None
+    """Presigned URL of ``manifest.json`` once the batch is finished."""
+    webhook_url: str | None
+    webhook: WebhookDelivery | None
+    items: list[BatchItemPublic] | None = None
+    next_cursor: str | None = None
+    """Pass as ``cursor`` for the next page of items; null on the last one."""
+
+
+def public_item(job_id: str, record: JobRecord | None, objects: ObjectStore) -> BatchItemPublic:
+    if record is None:
+        return BatchItemPublic(ref=None, job_id=job_id, status=None, result=None, error=None)
+    result = None
+    if record.result is not None:
+        url = objects.presigned_get_url(record.result.key)
+        result = JobResultPublic(url=url, **record.result.model_dump())
+    return BatchItemPublic(ref=record.ref, job_id=job_id, status=record.status, result=result, error=record.error)
+
+
+def public_batch(
+    record: BatchRecord,
+    counts: BatchCounts,
+    objects: ObjectStore,
+    items: list[BatchItemPublic] | None = None,
+    next_cursor: str | None = None,
+) -> BatchPublic:
+    """The public view of a batch, with a fresh presigned URL of its manifest once it has one."""
+    return BatchPublic(
+        id=record.id,
+        status=record.status,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        canceled_at=record.canceled_at,
+        counts=BatchCountsPublic(
+            total=record.total,
+            pending=record.total - counts.finished,
+            succeeded=counts.succeeded,
+            failed=counts.failed,
+            canceled=counts.canceled,
+        ),
+        progress=BatchProgressPublic(
+            characters_total=record.characters, characters_done=counts.chars_done, segments_done=counts.segments_done
+        ),
+        manifest_url=objects.presigned_get_url(record.manifest_key) if record.manifest_key else None,
+        webhook_url=record.webhook_url,
+        webhook=record.webhook,
+        items=items,
+        next_cursor=next_cursor,
+    )

@@ -30,18 +30,19 @@ USAGE_TTL_S: Final = 3 * 24 * 3600
 UNLIMITED: Final = -1
 
 _ADMIT = """
-local max_active = tonumber(ARGV[5])
-if max_active >= 0 and redis.call('ZCARD', KEYS[1]) >= max_active then return 'max_active_jobs' end
-local chars_limit = tonumber(ARGV[6])
+local jobs = #ARGV - 7
+local max_active = tonumber(ARGV[4])
+if max_active >= 0 and redis.call('ZCARD', KEYS[1]) + jobs > max_active then return 'max_active_jobs' end
+local chars_limit = tonumber(ARGV[5])
 local chars = tonumber(redis.call('HGET', KEYS[2], 'chars') or '0')
-if chars_limit >= 0 and chars + tonumber(ARGV[3]) > chars_limit then return 'chars_per_day' end
-local audio_limit = tonumber(ARGV[7])
+if chars_limit >= 0 and chars + tonumber(ARGV[2]) > chars_limit then return 'chars_per_day' end
+local audio_limit = tonumber(ARGV[6])
 local audio = tonumber(redis.call('HGET', KEYS[2], 'audio_ms') or '0')
-if audio_limit >= 0 and audio + tonumber(ARGV[4]) > audio_limit then return 'audio_seconds_per_day' end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('HINCRBY', KEYS[2], 'chars', ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'audio_ms', ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[8])
+if audio_limit >= 0 and audio + tonumber(ARGV[3]) > audio_limit then return 'audio_seconds_per_day' end
+for i = 8, #ARGV do redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i]) end
+redis.call('HINCRBY', KEYS[2], 'chars', ARGV[2])
+redis.call('HINCRBY', KEYS[2], 'audio_ms', ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[7])
 return 'ok'
 """
 
@@ -108,9 +109,13 @@ class Quotas:
 
     def admit(self, tenant: str, job_id: str, charge: Charge, limits: Limits, now: datetime) -> None:
         """Admit the job and charge its day, or raise :class:`QuotaExceeded` naming the limit."""
+        self.admit_many(tenant, [job_id], charge, limits, now)
+
+    def admit_many(self, tenant: str, job_ids: list[str], charge: Charge, limits: Limits, now: datetime) -> None:
+        """Admit every job at once (a batch), ``charge`` being their sum, or none of them: each job
+        counts against the active-jobs limit, and their characters and audio against the day's."""
         keys = [tenant_active_key(tenant), usage_key(tenant, usage_day(now))]
         args: list[str | int | float] = [
-            job_id,
             now.timestamp(),
             charge.characters,
             charge.audio_ms,
@@ -118,27 +123,38 @@ class Quotas:
             _limit(limits.chars_per_day),
             _limit(limits.audio_seconds_per_day, 1000),
             USAGE_TTL_S,
+            *job_ids,
         ]
         outcome = self._admit(keys=keys, args=args)
         refused = outcome.decode() if isinstance(outcome, bytes) else str(outcome)
         if refused == "ok":
             return
+        what = "this job's" if len(job_ids) == 1 else f"this batch's {len(job_ids)} jobs'"
         if refused == "max_active_jobs":
             message = f"this key already has {limits.max_active_jobs} jobs queued or running (max_active_jobs)"
+            if len(job_ids) > 1:
+                message = (
+                    f"this batch's {len(job_ids)} jobs would pass the key's {limits.max_active_jobs} jobs queued "
+                    "or running (max_active_jobs; a batch counts as its items)"
+                )
             raise QuotaExceeded(refused, message, ACTIVE_RETRY_AFTER_S)
         if refused == "chars_per_day":
-            message = f"this job's {charge.characters} characters would pass the key's {limits.chars_per_day} per day"
+            message = f"{what} {charge.characters} characters would pass the key's {limits.chars_per_day} per day"
         else:
             message = (
-                f"this job's estimated {charge.audio_ms / 1000:.0f} s of audio would pass the key's "
+                f"{what} estimated {charge.audio_ms / 1000:.0f} s of audio would pass the key's "
                 f"{limits.audio_seconds_per_day:g} s per day"
             )
         raise QuotaExceeded(refused, message, seconds_to_midnight(now))
 
     def release(self, tenant: str, job_id: str, charge: Charge, day: str) -> None:
         """Undo an admission whose job was never queued (the queue refused it)."""
+        self.release_many(tenant, [job_id], charge, day)
+
+    def release_many(self, tenant: str, job_ids: list[str], charge: Charge, day: str) -> None:
+        """Undo the admission of jobs never queued; ``charge`` is their sum."""
         with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(tenant_active_key(tenant), job_id)
+            pipe.zrem(tenant_active_key(tenant), *job_ids)
             pipe.hincrby(usage_key(tenant, day), "chars", -charge.characters)
             pipe.hincrby(usage_key(tenant, day), "audio_ms", -charge.audio_ms)
             pipe.execute()

@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     default_voice: str = DEFAULT_VOICE_ID
     queue: str = DEFAULT_QUEUE
     max_text_chars: int = Field(100_000, ge=1)
+    max_batch_items: int = Field(10_000, ge=1)
+    """Most items one ``POST /v1/batches`` may carry (each item is a job)."""
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest request body the API reads: above it, 413 before any parsing, so that no body can fill
     the API's memory. 4 MiB holds ``max_text_chars`` (100,000) characters JSON-escaped at their worst

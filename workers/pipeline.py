@@ -70,7 +70,9 @@ class JobContext:
 
     @property
     def lifecycle(self) -> lifecycle.Lifecycle:
-        return lifecycle.Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send.webhook)
+        return lifecycle.Lifecycle(
+            self.jobs, self.segments, self.parts, self.objects, self.send.webhook, self.send.finish_batch
+        )
 
 
 @dataclass(frozen=True)
@@ -224,17 +226,19 @@ def _succeed(
 
 
 def _announce(record: JobRecord, ctx: JobContext) -> None:
-    """A finished job with a receiver gets its webhook delivery sent (the status change itself was
-    already published by the transition)."""
-    if record.webhook is not None:
-        ctx.send.webhook(record.id)
+    """A finished job with a receiver gets its webhook delivery sent, and the last item of a batch
+    its batch's finishing task (the status change itself was already published by the transition)."""
+    ctx.lifecycle.announce(record)
 
 
 def _announce_unsent(record: JobRecord, ctx: JobContext) -> None:
-    """A step retried after its job finished (the broker refused the webhook task the first time)
-    sends the delivery again if no attempt was made; the delivery task drops duplicates."""
+    """A step retried after its job finished (the broker refused the webhook or batch task the first
+    time) sends the delivery again if no attempt was made, and the batch's finishing task if the
+    batch's items are all finished; both tasks drop duplicates."""
     if record.webhook is not None and record.webhook.state is WebhookState.PENDING and record.webhook.attempts == 0:
-        _announce(record, ctx)
+        ctx.send.webhook(record.id)
+    if record.batch_id is not None and record.status.terminal:
+        ctx.send.finish_batch(record.batch_id)
 
 
 def run_segment(job_id: str, index: int, ctx: JobContext) -> None:

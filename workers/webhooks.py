@@ -1,11 +1,11 @@
 """Webhook delivery: its own Celery app, queue and worker, so a slow or dead receiver never holds a
 synthesis thread, and this worker never loads a model.
 
-One task run makes at most one attempt. The job record keeps the delivery's state; a task carries
-the job id and the number of attempts made when it was sent, so a duplicate or stale task (its
-number no longer matches) does nothing. Waits longer than half the broker's visibility timeout are
-made in hops (the task sends itself again with the same number), because Redis would redeliver a
-message held unacknowledged for longer.
+One task run makes at most one attempt. The job record (or, for a batch's event, the batch record)
+keeps the delivery's state; a task carries its id and the number of attempts made when it was
+sent, so a duplicate or stale task (its number no longer matches) does nothing. Waits longer than
+half the broker's visibility timeout are made in hops (the task sends itself again with the same
+number), because Redis would redeliver a message held unacknowledged for longer.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
@@ -21,14 +22,23 @@ from typing import Any
 import redis
 from celery import Celery
 from redis.exceptions import LockError
+from redis.lock import Lock
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
+from ttsq.batches import BatchNotFound, BatchStatus, BatchStore
 from ttsq.broker import SERVICE_UNACKED_PREFIX, celery_config, transport_options
-from ttsq.constants import CLEANUP_TASK, DELIVER_WEBHOOK_TASK, MAINTENANCE_QUEUE, SWEEP_TASK, WEBHOOK_QUEUE
+from ttsq.constants import (
+    CLEANUP_TASK,
+    DELIVER_BATCH_WEBHOOK_TASK,
+    DELIVER_WEBHOOK_TASK,
+    MAINTENANCE_QUEUE,
+    SWEEP_TASK,
+    WEBHOOK_QUEUE,
+)
 from ttsq.errors import JobNotFound
-from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookState, utcnow
+from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookDelivery, WebhookState, utcnow
 from ttsq.progress import SegmentStore
-from ttsq.public import public_job
+from ttsq.public import public_batch, public_job
 from ttsq.settings import Settings, get_settings
 from ttsq.storage import ObjectStore
 from ttsq.webhook_delivery import Attempt, deliver, next_delay
@@ -45,7 +55,7 @@ def service_config(settings: Settings) -> dict[str, Any]:
     options = transport_options(settings.webhook_visibility_timeout_s, SERVICE_UNACKED_PREFIX)
     return {
         **celery_config(settings),
-        "imports": ["workers.maintenance"],
+        "imports": ["workers.maintenance", "workers.batches"],
         "broker_transport_options": options,
         "beat_schedule": beat_schedule(settings),
     }
@@ -71,6 +81,7 @@ class WebhookContext:
     jobs: JobStore
     segments: SegmentStore
     objects: ObjectStore
+    batches: BatchStore
 
 
 @lru_cache
@@ -81,6 +92,7 @@ def webhook_context() -> WebhookContext:
         JobStore(client, _settings.job_ttl_s),
         SegmentStore(client, _settings.job_ttl_s),
         ObjectStore(_settings.s3),
+        BatchStore(client, _settings.job_ttl_s),
     )
 
 
@@ -90,6 +102,21 @@ class NextRun:
 
     countdown_s: float
     attempt: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an event is about (a finished job, or a finished batch), as a delivery needs it."""
+
+    name: str
+    """``job <id>`` or ``batch <id>``, for the log."""
+    url: str | None
+    hook: WebhookDelivery | None
+    event_id: str
+    """The same on every attempt of the event, so receivers can drop repeats."""
+    body: Callable[[], bytes]
+    save: Callable[[dict[str, Any]], None]
+    """Applies changes to the stored delivery state."""
 
 
 def event_id(record: JobRecord) -> str:
@@ -107,50 +134,88 @@ def event_body(record: JobRecord, ctx: WebhookContext) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def run_delivery(job_id: str, attempt: int, ctx: WebhookContext) -> NextRun | None:
-    """Attempt the delivery if it is due and this task is current; returns when to run again."""
+def job_target(job_id: str, ctx: WebhookContext) -> Target:
     record = ctx.jobs.get(job_id)
-    hook = record.webhook
-    if hook is None or record.webhook_url is None or hook.state is not WebhookState.PENDING:
+
+    def save(changes: dict[str, Any]) -> None:
+        def update(current: JobRecord) -> dict[str, Any]:
+            assert current.webhook is not None
+            return {"webhook": current.webhook.model_copy(update=changes)}
+
+        ctx.jobs.update_by(job_id, TERMINAL_STATUSES, update)
+
+    return Target(
+        f"job {job_id}", record.webhook_url, record.webhook, event_id(record), lambda: event_body(record, ctx), save
+    )
+
+
+def batch_target(batch_id: str, ctx: WebhookContext) -> Target:
+    """A finished batch's event: ``batch.completed`` (or ``batch.canceled``), its data the batch as
+    ``GET /v1/batches/{id}`` shows it without items (counts, progress, ``manifest_url``)."""
+    record = ctx.batches.get(batch_id)
+
+    def body() -> bytes:
+        assert record.webhook is not None
+        data = public_batch(record, ctx.batches.counts(batch_id), ctx.objects).model_dump(mode="json")
+        finished = record.finished_at or utcnow()
+        return json.dumps({"type": record.webhook.event, "timestamp": finished.isoformat(), "data": data},
+                          separators=(",", ":")).encode()  # fmt: skip
+
+    def save(changes: dict[str, Any]) -> None:
+        def update(current: Any) -> dict[str, Any]:
+            assert current.webhook is not None
+            return {"webhook": current.webhook.model_copy(update=changes)}
+
+        ctx.batches.update(batch_id, tuple(BatchStatus), update)
+
+    identity = f"msg_{batch_id.replace('-', '')}_batch_{record.status.value}"
+    return Target(f"batch {batch_id}", record.webhook_url, record.webhook, identity, body, save)
+
+
+def run_delivery(job_id: str, attempt: int, ctx: WebhookContext) -> NextRun | None:
+    """Attempt the job's delivery if it is due and this task is current; returns when to run again."""
+    return run_target(job_target(job_id, ctx), attempt, ctx)
+
+
+def run_target(target: Target, attempt: int, ctx: WebhookContext) -> NextRun | None:
+    """Attempt the delivery if it is due and this task is current; returns when to run again."""
+    hook = target.hook
+    if hook is None or target.url is None or hook.state is not WebhookState.PENDING:
         return None
     if hook.attempts != attempt:
-        log.info("job %s: webhook task for attempt %d is stale (%d made); dropping", job_id, attempt, hook.attempts)
+        log.info("%s: webhook task for attempt %d is stale (%d made); dropping", target.name, attempt, hook.attempts)
         return None
     now = utcnow()
     if hook.next_attempt_at is not None and hook.next_attempt_at > now:
         return NextRun((hook.next_attempt_at - now).total_seconds(), attempt)
-    outcome = _attempt(record, ctx)
+    outcome = _attempt(target, ctx)
     delay = None
     if not outcome.delivered and outcome.retryable:
         delay = next_delay(attempt + 1, ctx.settings.webhook_retry_schedule_s, outcome.retry_after_s)
     state = WebhookState.DELIVERED if outcome.delivered else WebhookState.PENDING if delay else WebhookState.FAILED
-    changes = {
-        "state": state,
-        "attempts": attempt + 1,
-        "last_status": outcome.status,
-        "last_error": outcome.error,
-        "next_attempt_at": now + timedelta(seconds=delay) if delay is not None else None,
-    }
-
-    def update(current: JobRecord) -> dict[str, Any]:
-        assert current.webhook is not None
-        return {"webhook": current.webhook.model_copy(update=changes)}
-
-    ctx.jobs.update_by(job_id, TERMINAL_STATUSES, update)
-    log.info("job %s: webhook attempt %d: %s (status %s)", job_id, attempt + 1, state.value, outcome.status)
+    target.save(
+        {
+            "state": state,
+            "attempts": attempt + 1,
+            "last_status": outcome.status,
+            "last_error": outcome.error,
+            "next_attempt_at": now + timedelta(seconds=delay) if delay is not None else None,
+        }
+    )
+    log.info("%s: webhook attempt %d: %s (status %s)", target.name, attempt + 1, state.value, outcome.status)
     return NextRun(delay, attempt + 1) if delay is not None else None
 
 
-def _attempt(record: JobRecord, ctx: WebhookContext) -> Attempt:
+def _attempt(target: Target, ctx: WebhookContext) -> Attempt:
     settings = ctx.settings
-    assert record.webhook_url is not None
+    assert target.url is not None
     if settings.webhook_secret is None:
         return Attempt(False, False, None, "the webhook worker has no TTSQ_WEBHOOK_SECRET", None)
     secrets = parse_secrets(settings.webhook_secret.get_secret_value())
-    body = event_body(record, ctx)
-    headers = signed_headers(secrets, event_id(record), int(utcnow().timestamp()), body)
+    body = target.body()
+    headers = signed_headers(secrets, target.event_id, int(utcnow().timestamp()), body)
     return deliver(
-        record.webhook_url,
+        target.url,
         headers,
         body,
         allow_private=settings.webhook_allow_private,
@@ -159,29 +224,55 @@ def _attempt(record: JobRecord, ctx: WebhookContext) -> Attempt:
     )
 
 
-@app.task(
-    name=DELIVER_WEBHOOK_TASK,
-    ignore_result=True,
-    autoretry_for=(redis.ConnectionError, redis.TimeoutError),
-    retry_backoff=2,
-    retry_jitter=True,
-    max_retries=_settings.task_max_retries,
-)
+def _deliver(lock: Lock, target_of: Callable[[], Target], attempt: int, name: str) -> NextRun | None:
+    """One attempt under the event's claim; a duplicate task finds it held and does nothing."""
+    ctx = webhook_context()
+    if not lock.acquire():
+        log.info("%s: webhook delivery already running; dropping this duplicate", name)
+        return None
+    try:
+        return run_target(target_of(), attempt, ctx)
+    except (JobNotFound, BatchNotFound):
+        log.warning("%s has no record (expired); dropping its webhook", name)
+        return None
+    finally:
+        with contextlib.suppress(LockError):  # expired: the attempt outlived its lock
+            lock.release()
+
+
+def _hop(following: NextRun | None) -> float | None:
+    """How long to wait before the next run: never past half the visibility timeout."""
+    if following is None:
+        return None
+    return min(following.countdown_s, webhook_context().settings.webhook_visibility_timeout_s / 2)
+
+
+_RETRY_OUTAGES: Any = {
+    "ignore_result": True,
+    "autoretry_for": (redis.ConnectionError, redis.TimeoutError),
+    "retry_backoff": 2,
+    "retry_jitter": True,
+    "max_retries": _settings.task_max_retries,
+}
+
+
+@app.task(name=DELIVER_WEBHOOK_TASK, **_RETRY_OUTAGES)
 def deliver_webhook(job_id: str, attempt: int) -> None:
     """One attempt at delivering a finished job's event (see the module docstring)."""
     ctx = webhook_context()
     lock = ctx.jobs.step_lock(job_id, "webhook", round(ctx.settings.webhook_timeout_s) + 60)
-    if not lock.acquire():
-        log.info("job %s: webhook delivery already running; dropping this duplicate", job_id)
-        return
-    try:
-        following = run_delivery(job_id, attempt, ctx)
-    except JobNotFound:
-        log.warning("job %s has no record (expired); dropping its webhook", job_id)
-        return
-    finally:
-        with contextlib.suppress(LockError):  # expired: the attempt outlived its lock
-            lock.release()
-    if following is not None:
-        hop = min(following.countdown_s, ctx.settings.webhook_visibility_timeout_s / 2)
+    following = _deliver(lock, lambda: job_target(job_id, ctx), attempt, f"job {job_id}")
+    hop = _hop(following)
+    if following is not None and hop is not None:
         deliver_webhook.apply_async((job_id, following.attempt), countdown=hop, queue=WEBHOOK_QUEUE)
+
+
+@app.task(name=DELIVER_BATCH_WEBHOOK_TASK, **_RETRY_OUTAGES)
+def deliver_batch_webhook(batch_id: str, attempt: int) -> None:
+    """One attempt at delivering a finished batch's event, like a job's."""
+    ctx = webhook_context()
+    lock = ctx.batches.step_lock(batch_id, "webhook", round(ctx.settings.webhook_timeout_s) + 60)
+    following = _deliver(lock, lambda: batch_target(batch_id, ctx), attempt, f"batch {batch_id}")
+    hop = _hop(following)
+    if following is not None and hop is not None:
+        deliver_batch_webhook.apply_async((batch_id, following.attempt), countdown=hop, queue=WEBHOOK_QUEUE)
