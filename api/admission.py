@@ -18,6 +18,7 @@ from kombu.exceptions import OperationalError
 
 from api.metrics import oldest_age_s
 from api.state import AppState
+from ttsq.batches import BatchRecord
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.errors import QueueUnavailable, StoreUnavailable, TransientError
@@ -91,3 +92,56 @@ def _store_and_queue(state: AppState, record: JobRecord, text: str) -> None:
         "job %s queued: tenant=%s voice=%s format=%s chars=%d priority=%s",
         record.id, record.tenant, record.voice, record.format, record.characters, record.priority.value,
     )  # fmt: skip
+
+
+def admit_and_submit_batch(
+    state: AppState, tenant: Tenant, batch: BatchRecord, items: list[tuple[JobRecord, str]]
+) -> None:
+    """Admit a batch whole (its items' characters and estimated audio in one charge, each item
+    counting against the active-jobs limit) or refuse it whole; then store and queue every item.
+    If the store or the queue fails part way, everything is removed again: items already queued
+    find no record and are dropped by the worker."""
+    records = [record for record, _ in items]
+    ids = [record.id for record in records]
+    charge = Charge(sum(r.characters for r in records), sum(r.reserved_audio_ms for r in records))
+    try:
+        check_queue(state, Priority.BULK)
+        state.quotas.admit_many(tenant.id, ids, charge, tenant.limits, batch.created_at)
+    except redis.RedisError as e:
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    try:
+        _store_and_queue_batch(state, batch, items)
+    except BaseException:
+        try:
+            state.quotas.release_many(tenant.id, ids, charge, usage_day(batch.created_at))
+        except redis.RedisError:
+            log.warning("batch %s: could not release its admission", batch.id)
+        raise
+
+
+def _store_and_queue_batch(state: AppState, batch: BatchRecord, items: list[tuple[JobRecord, str]]) -> None:
+    try:
+        state.batches.create(batch, [record.id for record, _ in items])
+        state.jobs.create_many(items)
+    except redis.RedisError as e:
+        _forget_batch(state, batch, items)
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    queue = entry_queue(state.settings.queue, Priority.BULK)
+    try:
+        for record, _ in items:
+            state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
+    except (OperationalError, redis.RedisError) as e:
+        _forget_batch(state, batch, items)
+        raise QueueUnavailable(f"job queue unavailable: {e}") from e
+    for record, _ in items:
+        state.metrics.submitted.labels(record.voice, record.priority.value).inc()
+    log.info("batch %s queued: tenant=%s items=%d chars=%d", batch.id, batch.tenant, batch.total, batch.characters)
+
+
+def _forget_batch(state: AppState, batch: BatchRecord, items: list[tuple[JobRecord, str]]) -> None:
+    try:
+        for record, _ in items:
+            state.jobs.delete(record)
+        state.batches.delete(batch)
+    except redis.RedisError:
+        log.warning("batch %s: could not remove what was stored of it", batch.id)

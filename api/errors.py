@@ -24,6 +24,7 @@ from api.admission import QueueBehind
 from api.auth import Unauthorized
 from api.idempotency import IdempotencyConflict, InvalidIdempotencyKey
 from tts_core.errors import InvalidInput, TextTooLong, TTSError
+from ttsq.batches import BatchNotFound
 from ttsq.errors import (
     INTERNAL_ERROR,
     JobNotFound,
@@ -77,7 +78,8 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
     """Turn pydantic's error list into one sentence naming each offending field."""
     parts = []
     for error in errors:
-        location = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        location = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.get("loc", ()) if p != "body")
+        location = location.removeprefix(".")
         message = error.get("msg", "invalid value")
         parts.append(f"{location}: {message}" if location else message)
     return "; ".join(parts)
@@ -96,7 +98,7 @@ def _status_for(error: TTSError | ServiceError) -> int:
         return 422
     if isinstance(error, InvalidInput | RequestRefused):
         return 422
-    if isinstance(error, JobNotFound):
+    if isinstance(error, JobNotFound | BatchNotFound):
         return 404
     if isinstance(error, TransientError):
         return 503

@@ -13,7 +13,7 @@ from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.jobs import JobOptions, Priority, TextType
-from ttsq.public import JobPublic, JobResultPublic
+from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
 MAX_WEBHOOK_URL_CHARS = 2048
@@ -143,3 +143,63 @@ class ErrorPublic(BaseModel):
 class ReadinessPublic(BaseModel):
     status: str
     checks: dict[str, str]
+
+
+MAX_REF_CHARS = 200
+
+
+class BatchDefaults(RequestBody):
+    """Job fields every item of a batch takes unless it sets its own."""
+
+    voice: str | None = Field(None, description="Voice id from GET /v1/voices.")
+    format: AudioFormat | None = Field(None, description="Output container/codec.")
+    speed: float | None = Field(None, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
+    noise_scale: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
+    noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
+    text_type: TextType | None = None
+    speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None
+
+
+class BatchItemCreate(BatchDefaults):
+    """One item of a batch: a job's text and the fields it sets itself, and the client's reference."""
+
+    text: str = Field(description="As a job's `text`.", json_schema_extra={"minLength": 1})
+    metadata: dict[str, Any] | None = Field(None, description="As a job's `metadata`.")
+    ref: Annotated[str, StringConstraints(min_length=1, max_length=MAX_REF_CHARS)] | None = Field(
+        None, description="The client's reference, unique within the batch; the item's index if omitted."
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value)) > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes of JSON")
+        return value
+
+
+class BatchCreate(RequestBody):
+    """Many jobs at once: admitted whole or refused whole, followed and canceled as one."""
+
+    items: list[BatchItemCreate] = Field(min_length=1, description="At most `max_batch_items` (10,000) items.")
+    defaults: BatchDefaults = Field(default_factory=BatchDefaults)
+    webhook_url: str | None = Field(
+        None,
+        max_length=MAX_WEBHOOK_URL_CHARS,
+        description="http(s) URL that receives a signed batch.completed (or batch.canceled) event when "
+        "every item is finished and the manifest is written.",
+    )
+
+    def job_request(self, index: int) -> JobCreate:
+        """Item ``index`` as the job request it stands for: the defaults, then its own fields; bulk."""
+        fields = {
+            **self.defaults.model_dump(exclude_none=True),
+            **self.items[index].model_dump(exclude_none=True, exclude={"ref"}),
+        }
+        return JobCreate.model_validate({**fields, "priority": Priority.BULK})
+
+
+class BatchesPublic(BaseModel):
+    """A page of batches, newest first (without their items)."""
+
+    batches: list[BatchPublic]
+    next_cursor: str | None

@@ -11,8 +11,9 @@ from api.idempotency import IdempotencyStore
 from api.metrics import ApiMetrics
 from api.waiting import EventHub
 from tts_core.catalog import VoiceCatalog
+from ttsq.batches import BatchStore
 from ttsq.broker import make_producer
-from ttsq.constants import DELIVER_WEBHOOK_TASK, WEBHOOK_QUEUE, consumed_queues
+from ttsq.constants import DELIVER_WEBHOOK_TASK, FINISH_BATCH_TASK, MAINTENANCE_QUEUE, WEBHOOK_QUEUE, consumed_queues
 from ttsq.jobs import JobStore
 from ttsq.lifecycle import Lifecycle
 from ttsq.parts import PartStore, make_part_store
@@ -40,14 +41,19 @@ class AppState:
     tenants: TenantStore
     quotas: Quotas
     idempotency: IdempotencyStore
+    batches: BatchStore
 
     @property
     def lifecycle(self) -> Lifecycle:
-        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send_webhook)
+        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send_webhook, self.send_finish_batch)
 
     def send_webhook(self, job_id: str) -> None:
         """The first attempt of a job's webhook delivery (a job canceled through the API)."""
         self.producer.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
+
+    def send_finish_batch(self, batch_id: str) -> None:
+        """A batch's finishing task (its last item canceled through the API)."""
+        self.producer.send_task(FINISH_BATCH_TASK, args=[batch_id], queue=MAINTENANCE_QUEUE)
 
     @classmethod
     def build(cls, settings: Settings, metrics: ApiMetrics) -> AppState:
@@ -70,6 +76,7 @@ class AppState:
             tenants=TenantStore(client),
             quotas=Quotas(client),
             idempotency=IdempotencyStore(client, settings.idempotency_ttl_s),
+            batches=BatchStore(client, settings.job_ttl_s),
         )
 
     async def close(self) -> None:
