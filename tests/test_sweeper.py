@@ -129,6 +129,30 @@ def test_only_the_missing_segments_of_a_running_job_are_queued_again(
     jobs.forget_active(record.id, record.tenant)
 
 
+def test_a_job_with_a_claimed_step_is_not_requeued_until_the_claim_is_gone(
+    own_settings: Settings, own_redis: redis.Redis
+) -> None:
+    """A claim that outlived its task (Redis died before the release) would make a re-queued step
+    skip: the sweeper waits for it to expire instead of spending a re-queue."""
+    idle = own_settings.model_copy(update={"queue": "sweep-claimed"})
+    jobs = JobStore(own_redis, idle.job_ttl_s)
+    record = create_record(jobs)
+    claim = jobs.step_lock(record.id, "entry", ttl_s=60)
+    assert claim.acquire()
+    sweeper = sweeper_for(idle, own_redis)
+    now = time.time()
+    sweeper.sweep(now)
+    second = sweeper.sweep(now + idle.sweep_interval_s)
+    assert second.requeued == []
+    assert record.id in second.suspected
+    assert jobs.get(record.id).requeues == 0
+    claim.release()
+    later = time.time() + 2 * idle.sweep_interval_s
+    assert sweeper.sweep(later).requeued == [record.id]
+    own_redis.delete(*consumed_queues(idle.queue))
+    jobs.forget_active(record.id, record.tenant)
+
+
 def test_a_job_that_keeps_losing_its_work_fails_as_stalled(own_settings: Settings, own_redis: redis.Redis) -> None:
     jobs = JobStore(own_redis, own_settings.job_ttl_s)
     record = create_record(jobs, requeues=own_settings.max_requeues)

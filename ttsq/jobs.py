@@ -426,6 +426,10 @@ class JobStore:
             job_stats.observe(pipe, job_stats.FIRST_AUDIO, record.priority.value, _seconds_since(record.created_at))
             pipe.execute()
 
+    def claims_held(self, job_id: str) -> bool:
+        """Whether any step of the job is claimed now (``step_lock``)."""
+        return next(iter(self._redis.scan_iter(job_claim_key(job_id, "*"), count=1000)), None) is not None
+
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,
         ``assemble``), so a duplicate delivery never runs beside the original. It expires after

@@ -106,13 +106,13 @@ class Sweeper:
                 report.suspected.append(job_id)
                 continue
             self._redis.hdel(SUSPECTS_KEY, job_id)
-            self._recover(job_id, report)
+            self._recover(job_id, report, now)
         gone = set(suspects) - set(candidates) | (set(suspects) & present)
         if gone:
             self._redis.hdel(SUSPECTS_KEY, *gone)
         return report
 
-    def _recover(self, job_id: str, report: SweepReport) -> None:
+    def _recover(self, job_id: str, report: SweepReport, now: float) -> None:
         try:
             record = self._jobs.get(job_id)
         except ServiceError:
@@ -120,6 +120,13 @@ class Sweeper:
             return
         if record.status.terminal:
             self._jobs.forget_active(job_id, record.tenant)
+            return
+        if self._jobs.claims_held(job_id):
+            # A step's claim outlived its task (Redis went down before it could be released, and
+            # came back with it): a re-queued step would only skip. It expires within the step
+            # lease; until then the job stays suspected, and no re-queue is spent.
+            report.suspected.append(job_id)
+            self._redis.hsetnx(SUSPECTS_KEY, job_id, now)
             return
         if record.requeues >= self._settings.max_requeues:
             message = f"the job's work vanished {record.requeues + 1} times (worker or Redis failures)"

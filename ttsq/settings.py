@@ -125,15 +125,18 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(60.0, gt=0)
     """How often the sweeper looks for jobs whose work vanished (``ttsq beat``)."""
     sweep_grace_s: float = Field(120.0, ge=0)
-    """A job younger than this, or changed more recently, is never taken for stuck."""
+    """A job created less than this long ago is never taken for stuck (it may be between being
+    stored and being queued)."""
     max_requeues: int = Field(3, ge=0, le=100)
     """Times the sweeper re-queues a job's vanished work before failing it as ``stalled``."""
     cleanup_interval_s: float = Field(600.0, gt=0)
     """How often expired jobs' objects and stale temporary parts are deleted (``ttsq beat``)."""
     ready_timeout_s: float = Field(2.0, gt=0)
     """How long /readyz waits for Redis, S3 and a worker ping."""
-    task_max_retries: int = Field(5, ge=0, le=100)
-    """Retries of a job step during an outage of Redis, S3 or the broker, before the job fails."""
+    task_max_retries: int = Field(10, ge=0, le=100)
+    """Retries of a job step during an outage of Redis, S3 or the broker, before the job fails. With
+    full jitter a wait can be short, so 5 retries could all fall inside a 30 s outage
+    (docs/RELIABILITY.md); 10 waits total about 3 minutes on average."""
     task_retry_backoff_max_s: int = Field(60, ge=1)
     """Longest wait between two such retries (exponential backoff with full jitter up to this)."""
     api_url: str = "http://127.0.0.1:8000"
