@@ -12,11 +12,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test lint format bench bench-memory clean
+.PHONY: help setup dev test faults lint format bench bench-memory clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
 	@echo "make test    set up .venv, lint, run the whole suite against real services"
+	@echo "make faults  kill Redis, S3 and a worker under load: nothing lost or stuck (see docs/RELIABILITY.md)"
 	@echo "make lint    ruff + mypy"
 	@echo "make format  apply ruff's formatting and fixes"
 	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job (see docs/PERFORMANCE.md)"
@@ -58,6 +59,9 @@ format: setup
 
 test: lint
 	$(BIN)/pytest
+
+faults: setup
+	$(BIN)/pytest -m faults -v
 
 bench: setup
 	$(BIN)/python -m bench.run

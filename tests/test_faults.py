@@ -1,0 +1,289 @@
+"""The fault suite: a whole stack of real processes (Redis with its append-only file, SeaweedFS, the
+API, a synthesis worker, the service worker, beat) while Redis is killed, S3 goes away, a worker
+dies mid-job, or a burst arrives. Each scenario counts what users would see: jobs accepted, lost,
+stuck, failed, and objects stored; and records its figures in ``bench/results/faults-latest.json``.
+
+Minutes each, so behind the ``faults`` marker: ``make faults`` runs them, ``make test`` does not.
+What they showed on the reference machine is in docs/RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from tests.faults_support import (
+    Burst,
+    FaultStack,
+    fault_stack,
+    job_ids_in_redis,
+    outcome,
+    prose,
+    record_figures,
+    records,
+    short_texts,
+    tmp_parts,
+    wait_terminal,
+)
+from ttsq.constants import SEGMENT_TASK
+from ttsq.jobs import JobStatus
+from ttsq.ops.processes import wait_until
+from ttsq.progress import SegmentStore
+
+pytestmark = pytest.mark.faults
+
+FAST_SWEEP: Final = {"sweep_interval_s": 5.0, "sweep_grace_s": 15.0}
+"""The sweeper every 5 s, taking a job for stuck after 15 s (production: 60 s and 120 s)."""
+
+DRAIN_TIMEOUT_S: Final = 300.0
+"""How long every accepted job has to reach a terminal status once the fault is over."""
+
+
+def _round(seconds: float) -> float:
+    return round(seconds, 1)
+
+
+@pytest.mark.timeout(900)
+def test_redis_sigkill_and_restart_mid_burst(tmp_path: Path) -> None:
+    """300 short jobs from 4 clients; Redis SIGKILLed once 100 are accepted and restarted 5 s later
+    on the same port and data: every job the API accepted (202) exists and ends, and no other does."""
+    with fault_stack(tmp_path, **FAST_SWEEP) as stack:
+        burst = Burst(stack.api_url, short_texts(300), threads=4).start()
+        wait_until(lambda: burst.count() >= 100, 300, "100 accepted jobs")
+        accepted_at_kill = burst.count()
+        killed_at = time.monotonic()
+        stack.redis_server.kill()
+        time.sleep(5)
+        stack.redis_server.start()
+        back_at = time.monotonic()
+        burst.join()
+        client = stack.redis_client
+        found = wait_terminal(client, list(burst.accepted), DRAIN_TIMEOUT_S)
+        drained_at = time.monotonic()
+        existing = job_ids_in_redis(client)
+        result = outcome(found, stack.objects())
+        orphans = sorted(existing - set(burst.accepted))
+        record_figures(
+            "redis_sigkill_mid_burst",
+            {
+                **burst.figures(),
+                "accepted_at_kill": accepted_at_kill,
+                "redis_down_s": _round(back_at - killed_at),
+                "drain_after_restart_s": _round(drained_at - back_at),
+                "records_not_accepted": len(orphans),
+                **result.figures(),
+                "step_retries": stack.retries(),
+                "processes_alive": stack.alive(),
+            },
+        )
+    assert not burst.unexpected, burst.unexpected[:5]
+    assert not result.lost, f"{len(result.lost)} accepted jobs have no record: {result.lost[:5]}"
+    assert not orphans, f"{len(orphans)} jobs exist that the API did not accept: {orphans[:5]}"
+    assert not result.stuck, f"{len(result.stuck)} jobs never finished: {list(result.stuck.items())[:5]}"
+    assert not result.wrong_objects, f"succeeded jobs without exactly one object: {result.wrong_objects}"
+
+
+def _finished(stack: FaultStack, ids: list[str]) -> int:
+    return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and r.status.terminal)
+
+
+def _mid_way(stack: FaultStack, long_ids: list[str]) -> bool:
+    """A multi-segment job has some of its parts stored, not all."""
+    segments = SegmentStore(stack.redis_client, 60)
+    jobs = [r for r in records(stack.redis_client, long_ids).values() if r is not None]
+    return any(0 < segments.progress(r.id).done < (r.progress.segments_total or 0) for r in jobs)
+
+
+@pytest.mark.timeout(900)
+def test_s3_down_30s_during_200_jobs(tmp_path: Path) -> None:
+    """10 jobs of 2,000 characters (segments stored as parts under ``tmp/`` in S3) and a stream of 190
+    short ones; SeaweedFS stopped for 30 s mid-way and restarted on the same port and data: every job
+    succeeds with one object, and no part is left behind.
+
+    The long jobs join the stream once it runs, asking for interactive priority so that their segments
+    share the queue with the short jobs (bulk segments would wait for the stream to end): the outage
+    meets uploads, segment parts and assemblies alike."""
+    with fault_stack(tmp_path, part_store="s3", **FAST_SWEEP) as stack:
+        short_burst = Burst(stack.api_url, short_texts(190), threads=1, pace_s=0.3).start()
+        wait_until(lambda: _finished(stack, list(short_burst.accepted)) >= 10, 300, "the first short jobs")
+        interactive = {"priority": "interactive"}
+        long_burst = Burst(stack.api_url, [prose(2000)] * 10, threads=2, fields=interactive).start()
+        long_burst.join()
+        long_ids = list(long_burst.accepted)
+        wait_until(lambda: _mid_way(stack, long_ids), 300, "segments under way")
+        client = stack.redis_client
+        before = outcome(records(client, [*long_ids, *short_burst.accepted]), stack.objects())
+        stopped_at = time.monotonic()
+        stack.s3.stop()
+        time.sleep(30)
+        stack.s3.start()
+        back_at = time.monotonic()
+        short_burst.join()
+        ids = [*long_ids, *short_burst.accepted]
+        found = wait_terminal(client, ids, DRAIN_TIMEOUT_S)
+        drained_at = time.monotonic()
+        result = outcome(found, stack.objects())
+        objects = stack.objects()
+        parts_left: list[str] = []
+        try:  # a succeeded job's parts are deleted just after its status changes
+            wait_until(lambda: not tmp_parts(objects), 30, "parts deleted")
+        except TimeoutError:
+            parts_left = tmp_parts(objects)
+        retries = stack.retries()
+        record_figures(
+            "s3_down_30s",
+            {
+                "long_jobs": len(long_ids),
+                "short_jobs": len(short_burst.accepted),
+                "segments_per_long_job": _segments_total(found, long_ids),
+                "finished_before_the_outage": before.by_status,
+                "s3_down_s": _round(back_at - stopped_at),
+                "drain_after_restart_s": _round(drained_at - back_at),
+                **result.figures(),
+                "parts_left_under_tmp": len(parts_left),
+                "step_retries": retries,
+                "processes_alive": stack.alive(),
+            },
+        )
+    assert retries["tasks_retried"], "the outage met no step: the scenario tested nothing"
+    assert len(ids) == 200
+    assert not long_burst.unexpected + short_burst.unexpected
+    assert not result.lost, result.lost
+    assert not result.stuck, result.stuck
+    assert result.by_status == {"succeeded": 200}, result.failed_codes
+    assert not result.wrong_objects, result.wrong_objects
+    assert not parts_left, parts_left[:5]
+
+
+def _segments_total(found: dict[str, Any], ids: list[str]) -> list[int | None]:
+    return sorted({found[i].progress.segments_total if found.get(i) else None for i in ids}, key=str)
+
+
+SEGMENT_SUCCEEDED: Final = re.compile(rf"Task {re.escape(SEGMENT_TASK)}\[([0-9a-f-]+)\] succeeded")
+SEGMENT_ARGS: Final = re.compile(r"'([0-9a-f-]{36})', (\d+)[)\]]")
+"""The job id and segment index in the ``args`` Celery logs with a task's lines (``data``)."""
+
+
+def segment_log(path: Path, job_id: str) -> tuple[dict[str, int], Counter[str]]:
+    """From a JSON worker log: the job's segment tasks it received (task id → segment index, read off
+    Celery's "received" line), and how often each task id logged "succeeded"."""
+    received: dict[str, int] = {}
+    succeeded: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        data = entry.get("data") or {}
+        message = str(entry.get("message", ""))
+        args = SEGMENT_ARGS.search(str(data.get("args", "")))
+        if message.endswith("received") and data.get("name") == SEGMENT_TASK and args and args.group(1) == job_id:
+            received[str(data["id"])] = int(args.group(2))
+        if done := SEGMENT_SUCCEEDED.search(message):
+            succeeded[done.group(1)] += 1
+    return received, succeeded
+
+
+RECOVERY_LIMIT_S: Final = 300.0
+"""From the replacement worker answering a ping to the job's success."""
+
+
+@pytest.mark.timeout(1200)
+def test_worker_sigkill_mid_long_job(tmp_path: Path) -> None:
+    """A 35,000-character job (about 250 segments) with the default visibility timeout (120 s) and
+    step lease (60 s): its worker SIGKILLed a quarter of the way, a replacement started; the job
+    succeeds within 5 minutes of the replacement being ready, and every segment task succeeded once."""
+    with fault_stack(tmp_path, log_format="json") as stack, httpx.Client(base_url=stack.api_url, timeout=30) as api:
+        response = api.post("/v1/jobs", json={"text": prose(35_000)})
+        assert response.status_code == 202, response.text
+        job_id = response.json()["id"]
+        submitted_at = time.time()
+
+        def quarter_done() -> bool:
+            progress = api.get(f"/v1/jobs/{job_id}").json()["progress"]
+            return bool(progress["segments_total"]) and progress["segments_done"] >= progress["segments_total"] / 4
+
+        wait_until(quarter_done, 900, "a quarter of the segments")
+        first = stack.processes["worker"]
+        first.kill(signal.SIGKILL)
+        killed_at = time.time()
+        first.stop()
+        at_kill = api.get(f"/v1/jobs/{job_id}").json()["progress"]
+        stack.start_worker("replacement")
+        ready_at = time.time()
+        client = stack.redis_client
+        record = wait_terminal(client, [job_id], RECOVERY_LIMIT_S + 60)[job_id]
+        assert record is not None
+        finished_at = record.finished_at.timestamp() if record.finished_at else float("inf")
+        first_received, first_succeeded = segment_log(stack.log_path("worker"), job_id)
+        second_received, second_succeeded = segment_log(stack.log_path("replacement"), job_id)
+        objects = stack.objects().list_keys(f"anonymous/jobs/{job_id}/")
+        total = record.progress.segments_total or 0
+        index_of = {**first_received, **second_received}
+        successes = Counter({task: first_succeeded[task] + second_succeeded[task] for task in index_of})
+        per_segment = Counter[int]()
+        for task, count in successes.items():
+            per_segment[index_of[task]] += count
+        in_flight = sorted(set(first_received) - set(first_succeeded))
+        record_figures(
+            "worker_sigkill_mid_long_job",
+            {
+                "characters": record.characters,
+                "segments_total": total,
+                "segments_done_at_kill": at_kill["segments_done"],
+                "tasks_held_by_killed_worker": len(in_flight),
+                "segment_successes_killed_worker": sum(first_succeeded[t] for t in first_received),
+                "segment_successes_replacement": sum(second_succeeded[t] for t in second_received),
+                "submit_to_kill_s": _round(killed_at - submitted_at),
+                "kill_to_replacement_ready_s": _round(ready_at - killed_at),
+                "replacement_ready_to_success_s": _round(finished_at - ready_at),
+                "status": record.status.value,
+                "objects": len(objects),
+            },
+        )
+    assert record.status is JobStatus.SUCCEEDED, record.error
+    assert finished_at - ready_at <= RECOVERY_LIMIT_S
+    assert len(objects) == 1, objects
+    assert sorted(per_segment) == list(range(total)), "a segment task that no worker logged as received"
+    assert set(per_segment.values()) == {1}, {i: n for i, n in per_segment.items() if n != 1}
+    assert all(successes[task] == 1 for task in in_flight)  # finished by the replacement, once
+
+
+@pytest.mark.timeout(2400)
+def test_2000_job_burst(tmp_path: Path) -> None:
+    """2,000 short jobs from 32 clients at once (503s from admission control retried): all of them
+    end succeeded, with exactly one object each, none lost."""
+    with fault_stack(tmp_path, **FAST_SWEEP) as stack:
+        burst = Burst(stack.api_url, short_texts(2000), threads=32, deadline_s=1500).start()
+        burst.join()
+        client = stack.redis_client
+        found = wait_terminal(client, list(burst.accepted), 900)
+        drained_at = time.monotonic()
+        result = outcome(found, stack.objects())
+        finished = [r.finished_at for r in found.values() if r is not None and r.finished_at is not None]
+        created = [r.created_at for r in found.values() if r is not None]
+        span_s = (max(finished) - min(created)).total_seconds() if finished and created else None
+        record_figures(
+            "burst_2000",
+            {
+                **burst.figures(),
+                "first_accepted_to_last_finished_s": None if span_s is None else _round(span_s),
+                "jobs_per_s": None if not span_s else round(len(finished) / span_s, 2),
+                "drain_after_last_accepted_s": _round(drained_at - burst.finished_at),
+                **result.figures(),
+                "processes_alive": stack.alive(),
+            },
+        )
+    assert not burst.unexpected, burst.unexpected[:5]
+    assert len(burst.accepted) == 2000
+    assert not result.lost, result.lost[:5]
+    assert not result.stuck, list(result.stuck.items())[:5]
+    assert result.by_status == {"succeeded": 2000}, result.failed_codes
+    assert not result.wrong_objects, result.wrong_objects
