@@ -85,8 +85,15 @@ def _store_and_queue(state: AppState, record: JobRecord, text: str) -> None:
     try:
         state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
     except (OperationalError, redis.RedisError) as e:
-        state.jobs.delete(record)
-        raise QueueUnavailable(f"job queue unavailable: {e}") from e
+        try:
+            state.jobs.delete(record)
+        except redis.RedisError:
+            # Stored, and now impossible to take back: the job is accepted (the sweeper queues a
+            # job that no message names), so the client gets 202, not a 503 whose retry would
+            # make a second job.
+            log.warning("job %s: stored but not queued (%s); the sweeper will queue it", record.id, e)
+        else:
+            raise QueueUnavailable(f"job queue unavailable: {e}") from e
     state.metrics.submitted.labels(record.voice, record.priority.value).inc()
     log.info(
         "job %s queued: tenant=%s voice=%s format=%s chars=%d priority=%s",

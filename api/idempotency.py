@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from typing import Final, cast
 
 import redis
@@ -18,6 +20,17 @@ from ttsq.constants import idempotency_key
 from ttsq.errors import ServiceError
 
 MAX_KEY_CHARS: Final = 255
+
+ABANDONED_AFTER_S: Final = 30.0
+"""A claim older than this whose job does not exist was abandoned (a request that died mid-way)."""
+
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+  return 1
+end
+return 0
+"""
 
 
 class IdempotencyConflict(ServiceError, code="idempotency_conflict"):
@@ -44,23 +57,33 @@ class IdempotencyStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self._redis = client
         self._ttl_s = ttl_s
+        self._take_over = client.register_script(_TAKE_OVER)
 
     def _entry(self, tenant: str, key: str) -> str:
         return idempotency_key(tenant, hashlib.sha256(key.encode("utf-8")).hexdigest())
 
-    def claim(self, tenant: str, key: str, body_fingerprint: str, job_id: str) -> str | None:
+    def claim(
+        self, tenant: str, key: str, body_fingerprint: str, job_id: str, exists: Callable[[str], bool]
+    ) -> str | None:
         """Claim ``key`` for a new job ``job_id``: None if claimed now, else the id of the job an
-        earlier request with the same body created (IdempotencyConflict if the body differs)."""
+        earlier request with the same body created (IdempotencyConflict if the body differs).
+
+        A claim whose job does not exist ``ABANDONED_AFTER_S`` after it was made was left by a
+        request that failed without being able to release it (Redis went down): it is taken over,
+        so the retry creates the job instead of being refused for a day."""
         entry = self._entry(tenant, key)
-        value = json.dumps({"fingerprint": body_fingerprint, "job_id": job_id})
+        value = json.dumps({"fingerprint": body_fingerprint, "job_id": job_id, "claimed_at": time.time()})
         if self._redis.set(entry, value, nx=True, ex=self._ttl_s):
             return None
         raw = cast(bytes | None, self._redis.get(entry))
         if raw is None:  # expired between the two calls: claim again
-            return self.claim(tenant, key, body_fingerprint, job_id)
+            return self.claim(tenant, key, body_fingerprint, job_id, exists)
         earlier = json.loads(raw)
         if earlier["fingerprint"] != body_fingerprint:
             raise IdempotencyConflict("this Idempotency-Key was already used with a different request body")
+        abandoned = time.time() - float(earlier.get("claimed_at", 0)) > ABANDONED_AFTER_S
+        if abandoned and not exists(str(earlier["job_id"])) and self._take_over(keys=[entry], args=[raw, value]):
+            return None
         return str(earlier["job_id"])
 
     def release(self, tenant: str, key: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -11,6 +12,8 @@ import pytest
 import redis
 from mypy_boto3_s3 import S3Client
 
+from api.idempotency import ABANDONED_AFTER_S, IdempotencyStore, fingerprint
+from api.schemas import JobCreate
 from tests.conftest import TEST_BUCKET, IdleQueueApi, wait_for_job, wait_for_tasks
 from tests.receiver import Receiver
 from ttsq.constants import job_objects_prefix
@@ -165,3 +168,21 @@ def test_a_refused_request_does_not_claim_its_idempotency_key(idle_queue_api: Id
     refused = client.post("/v1/jobs", json={**SHORT, "voice": "xx_XX-nobody-low"}, headers=key)
     assert refused.status_code == 422
     assert client.post("/v1/jobs", json=SHORT, headers=key).status_code == 202  # the fixed request
+
+
+def test_an_abandoned_idempotency_claim_is_taken_over(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:
+    """A request that claimed its key and then died with Redis (so it could neither create its job
+    nor release the key) must not make the client's retries fail for a day."""
+    key = f"order-{uuid.uuid4()}"
+    body = JobCreate.model_validate(SHORT).model_dump(mode="json")
+    entry = IdempotencyStore(redis_client, 3600)._entry("anonymous", key)
+    lost = {"fingerprint": fingerprint(body), "job_id": str(uuid.uuid4()), "claimed_at": time.time()}
+    redis_client.set(entry, json.dumps(lost), ex=3600)
+    fresh = idle_queue_api.client.post("/v1/jobs", json=SHORT, headers={"Idempotency-Key": key})
+    assert fresh.status_code == 409  # a young claim may still be in flight
+    redis_client.set(entry, json.dumps({**lost, "claimed_at": time.time() - ABANDONED_AFTER_S - 1}), ex=3600)
+    taken = idle_queue_api.client.post("/v1/jobs", json=SHORT, headers={"Idempotency-Key": key})
+    assert taken.status_code == 202
+    again = idle_queue_api.client.post("/v1/jobs", json=SHORT, headers={"Idempotency-Key": key})
+    assert again.status_code == 200
+    assert again.json()["id"] == taken.json()["id"]

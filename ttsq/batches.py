@@ -124,6 +124,9 @@ class BatchStore:
             pipe.zrem(tenant_batches_key(record.tenant), record.id)
             pipe.execute()
 
+    def exists(self, batch_id: str) -> bool:
+        return bool(self._redis.exists(batch_key(batch_id)))
+
     def get(self, batch_id: str) -> BatchRecord:
         raw = self._redis.get(batch_key(batch_id))
         if raw is None:

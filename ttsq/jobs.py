@@ -347,6 +347,9 @@ class JobStore:
         raws = self._redis.mget([job_key(job_id) for job_id in job_ids]) if job_ids else []
         return [None if raw is None else JobRecord.model_validate_json(raw) for raw in raws]
 
+    def exists(self, job_id: str) -> bool:
+        return bool(self._redis.exists(job_key(job_id)))
+
     def get(self, job_id: str) -> JobRecord:
         raw = self._redis.get(job_key(job_id))
         if raw is None:
@@ -426,9 +429,12 @@ class JobStore:
             job_stats.observe(pipe, job_stats.FIRST_AUDIO, record.priority.value, _seconds_since(record.created_at))
             pipe.execute()
 
-    def claims_held(self, job_id: str) -> bool:
-        """Whether any step of the job is claimed now (``step_lock``)."""
-        return next(iter(self._redis.scan_iter(job_claim_key(job_id, "*"), count=1000)), None) is not None
+    def claims_held(self, record: JobRecord) -> bool:
+        """Whether any step of the job is claimed now (``step_lock``): its entry, assembly or one of
+        its planned segments."""
+        steps = ["entry", "assemble", *(f"segment:{n}" for n in range(record.progress.segments_total or 0))]
+        keys = [job_claim_key(record.id, step) for step in steps]
+        return any(self._redis.exists(*keys[start : start + 1000]) for start in range(0, len(keys), 1000))
 
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,

@@ -121,7 +121,7 @@ class Sweeper:
         if record.status.terminal:
             self._jobs.forget_active(job_id, record.tenant)
             return
-        if self._jobs.claims_held(job_id):
+        if self._jobs.claims_held(record):
             # A step's claim outlived its task (Redis went down before it could be released, and
             # came back with it): a re-queued step would only skip. It expires within the step
             # lease; until then the job stays suspected, and no re-queue is spent.

@@ -142,7 +142,9 @@ def create_batch(
     batch, items = _build(state, tenant, body)
     if idempotency_key is not None:
         key = check_key(idempotency_key)
-        earlier = state.idempotency.claim(tenant.id, key, fingerprint(body.model_dump(mode="json")), batch.id)
+        earlier = state.idempotency.claim(
+            tenant.id, key, fingerprint(body.model_dump(mode="json")), batch.id, state.batches.exists
+        )
         if earlier is not None:
             response.status_code = 200
             response.headers["Idempotent-Replayed"] = "true"

@@ -140,7 +140,9 @@ def create_job(
     )
     if idempotency_key is not None:
         key = check_key(idempotency_key)
-        earlier = state.idempotency.claim(tenant.id, key, fingerprint(body.model_dump(mode="json")), record.id)
+        earlier = state.idempotency.claim(
+            tenant.id, key, fingerprint(body.model_dump(mode="json")), record.id, state.jobs.exists
+        )
         if earlier is not None:
             response.status_code = 200
             response.headers["Idempotent-Replayed"] = "true"
