@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints,
 
 from api.json_checks import MAX_DEPTH, check_body
 from tts_core.catalog import DEFAULT_VOICE_ID
-from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, SPEED_RANGE
+from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.jobs import JobOptions, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
@@ -64,6 +64,21 @@ class JobCreate(RequestBody):
         strict=True,
         description="Rhythm variation; voice default if omitted.",
     )
+    sentence_pause_s: float | None = Field(
+        None,
+        ge=PAUSE_RANGE[0],
+        le=PAUSE_RANGE[1],
+        strict=True,
+        description="Seconds of silence between sentences; the server's default (0.25) if omitted.",
+    )
+    paragraph_pause_s: float | None = Field(
+        None,
+        ge=PAUSE_RANGE[0],
+        le=PAUSE_RANGE[1],
+        strict=True,
+        description="Seconds of silence after a paragraph (a blank line in plain text, an SSML <p>); "
+        "the server's default (0.6) if omitted.",
+    )
     text_type: TextType = Field(
         TextType.TEXT,
         description="text, or ssml: the documented SSML subset (speak, p, s, break, prosody rate, say-as, sub, "
@@ -100,7 +115,14 @@ class JobCreate(RequestBody):
 
     def options(self, speaker_id: int | None = None) -> JobOptions:
         """The options as stored, with the speaker resolved to the model's id by the caller."""
-        return JobOptions(speed=self.speed, noise_scale=self.noise_scale, noise_w=self.noise_w, speaker_id=speaker_id)
+        return JobOptions(
+            speed=self.speed,
+            noise_scale=self.noise_scale,
+            noise_w=self.noise_w,
+            speaker_id=speaker_id,
+            sentence_pause_s=self.sentence_pause_s,
+            paragraph_pause_s=self.paragraph_pause_s,
+        )
 
 
 class JobsPublic(BaseModel):
@@ -156,6 +178,8 @@ class BatchDefaults(RequestBody):
     speed: float | None = Field(None, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
     noise_scale: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
+    sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
+    paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     text_type: TextType | None = None
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None
 

@@ -7,7 +7,7 @@ import pytest
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import VoiceConfig
 from tts_core.errors import EmptyText
-from tts_core.segments import PiperFrontEnd, Utterance, group_segments, plan_utterances
+from tts_core.segments import PiperFrontEnd, Utterance, group_segments, plan_plain, plan_utterances
 
 LONG_SENTENCE = (
     "The river, which had been rising for three days under a grey and patient sky, finally spilled "
@@ -66,3 +66,13 @@ def test_group_segments_packs_in_order_up_to_budget() -> None:
 
 def test_group_segments_keeps_an_oversized_utterance_alone() -> None:
     assert [len(s) for s in group_segments([ids(10), ids(500), ids(10)], 400)] == [1, 1, 1]
+
+
+def test_a_blank_line_ends_a_paragraph_with_its_pause(voice_config: VoiceConfig) -> None:
+    text = "First sentence. Second one.\n  \nA new paragraph here.\n\n\nThe last one."
+    planned = plan_plain(text, PiperFrontEnd(voice_config), 400, paragraph_pause_s=1.25)
+    assert [u.pause_after_s for u in planned] == [None, 1.25, 1.25, None]
+    flat = plan_plain(text.replace("\n", " "), PiperFrontEnd(voice_config), 400, paragraph_pause_s=1.25)
+    assert [u.ids for u in flat] == [u.ids for u in planned]  # the same speech, only the pauses differ
+    with pytest.raises(EmptyText):
+        plan_plain("\n\n ... \n\n", PiperFrontEnd(voice_config), 400, paragraph_pause_s=1.0)

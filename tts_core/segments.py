@@ -7,6 +7,7 @@ grows with the user's punctuation habits, and segments are similar in cost for t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar
@@ -73,6 +74,27 @@ class PiperFrontEnd:
 def plain(utterances: Sequence[Utterance]) -> list[PlannedUtterance]:
     """Utterances of plain text: normal rate, sentence pauses."""
     return [PlannedUtterance(u.phoneme_ids) for u in utterances]
+
+
+PARAGRAPH_BREAK: Final = re.compile(r"\n[^\S\n]*\n")
+"""A blank line (perhaps with spaces on it) ends a paragraph of plain text."""
+
+
+def plan_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float) -> list[PlannedUtterance]:
+    """Plain text: sentences with the job's sentence pause, and ``paragraph_pause_s`` after the last
+    utterance of every paragraph but the last, so a narrated book breathes where its paragraphs end.
+
+    Raises :class:`EmptyText` if nothing speakable is left."""
+    paragraphs = [p for p in PARAGRAPH_BREAK.split(text) if has_speech(normalize_text(p))]
+    if not paragraphs:
+        raise EmptyText("text has nothing to speak")
+    planned: list[PlannedUtterance] = []
+    for number, paragraph in enumerate(paragraphs, start=1):
+        utterances = plain(plan_utterances(paragraph, front_end, max_ids))
+        if number < len(paragraphs):
+            utterances[-1] = replace(utterances[-1], pause_after_s=paragraph_pause_s)
+        planned.extend(utterances)
+    return planned
 
 
 def plan_utterances(text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:

@@ -101,6 +101,10 @@ class JobOptions(BaseModel):
     noise_w: float | None = None
     speaker_id: int | None = None
     """Model speaker id of a multi-speaker voice (resolved from the request's name or index)."""
+    sentence_pause_s: float | None = None
+    """Silence between sentences; None: the server's ``TTSQ_SENTENCE_PAUSE_S``."""
+    paragraph_pause_s: float | None = None
+    """Silence after a paragraph (a blank line, an SSML ``<p>``); None: ``TTSQ_PARAGRAPH_PAUSE_S``."""
 
 
 class JobResult(BaseModel):

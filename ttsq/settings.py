@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     paragraph_pause_s: float = Field(DEFAULT_PARAGRAPH_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
-    """Silence at the end of an SSML ``<p>``."""
+    """Silence after a paragraph: a blank line of plain text, the end of an SSML ``<p>`` (jobs may set their own)."""
     segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)
     """Phoneme-id budget of a segment, the unit of work of one task."""
     part_store: Literal["redis", "s3"] = "redis"

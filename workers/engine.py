@@ -31,9 +31,8 @@ from tts_core.segments import (
     FrontEnd,
     PiperFrontEnd,
     group_segments,
-    plain,
+    plan_plain,
     plan_ssml,
-    plan_utterances,
 )
 from tts_core.speech_markup import parse_ssml
 from tts_core.voice import Voice
@@ -132,17 +131,27 @@ class Engine:
         """From the catalog: knowing it loads no model."""
         return self.catalog.get(voice_id).sample_rate
 
-    def plan_segments(self, voice_id: str, text: str, max_ids: int, text_type: TextType = TextType.TEXT) -> SegmentPlan:
+    def plan_segments(
+        self,
+        voice_id: str,
+        text: str,
+        max_ids: int,
+        text_type: TextType = TextType.TEXT,
+        paragraph_pause_s: float | None = None,
+    ) -> SegmentPlan:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
-        pauses, packed into segments of at most ``max_ids``; needs the voice's front end, not its model."""
+        pauses (``paragraph_pause_s`` after a paragraph: a blank line of plain text, an SSML ``<p>``;
+        the settings' by default), packed into segments of at most ``max_ids``; needs the voice's
+        front end, not its model."""
+        paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         info = self.catalog.get(voice_id)
         front_end = front_end_of(info)
         budget = min(max_ids, front_end.max_ids or max_ids)  # the engine's own context limit
         if text_type is TextType.SSML:
             document = parse_ssml(text, default_lang=info.language)
-            utterances = plan_ssml(document, front_end, budget, self._settings.paragraph_pause_s)
+            utterances = plan_ssml(document, front_end, budget, paragraph)
         else:
-            utterances = plain(plan_utterances(text, front_end, budget))
+            utterances = plan_plain(text, front_end, budget, paragraph)
         return group_segments(utterances, max_ids)
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:

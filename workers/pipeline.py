@@ -96,7 +96,9 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
         speed=record.options.speed,
         noise_scale=record.options.noise_scale,
         noise_w=record.options.noise_w,
-        sentence_pause_s=settings.sentence_pause_s,
+        sentence_pause_s=(
+            settings.sentence_pause_s if record.options.sentence_pause_s is None else record.options.sentence_pause_s
+        ),
         speaker_id=record.options.speaker_id,
     )
 
@@ -141,7 +143,9 @@ def start_job(job_id: str, ctx: JobContext) -> None:
         _announce_unsent(ctx.jobs.get(job_id), ctx)
         return
     max_ids = ctx.settings.segment_max_ids
-    segments = ctx.engine.plan_segments(record.voice, ctx.jobs.text(job_id), max_ids, record.text_type)
+    text = ctx.jobs.text(job_id)
+    paragraph_pause = record.options.paragraph_pause_s
+    segments = ctx.engine.plan_segments(record.voice, text, max_ids, record.text_type, paragraph_pause)
     record = _reserve_planned_audio(record, segments, ctx)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
@@ -169,7 +173,8 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
     """Replace the submit-time estimate of the job's audio with the plan's; a plan the tenant's day
     cannot take fails the job before any synthesis (``audio_seconds_per_day_exceeded``)."""
     utterances = [u for segment in segments for u in segment]
-    pauses = sum(ctx.settings.sentence_pause_s if u.pause_after_s is None else u.pause_after_s for u in utterances)
+    sentence_pause = synthesis_config(record, ctx.settings).sentence_pause_s
+    pauses = sum(sentence_pause if u.pause_after_s is None else u.pause_after_s for u in utterances)
     id_counts = (round(len(u.ids) / u.rate) for u in utterances)
     engine = ctx.engine.catalog.get(record.voice).engine.value
     planned_ms = round(planned_audio_s(engine, id_counts, pauses, record.options.speed) * 1000)
