@@ -11,14 +11,25 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
+from ttsq.ops.books import BookError
 from ttsq.ops.client import ClientError, TTSQClient
 from ttsq.ops.commands import beat_argv, webhook_worker_argv
 from ttsq.ops.dev import DevError, DevPorts, run_dev
 from ttsq.ops.keys import keys
+from ttsq.ops.narrate import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    NarrateOptions,
+    Narration,
+    failure_table,
+    narrate,
+    resume_command,
+)
 from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
@@ -188,3 +199,77 @@ def say(
     except (ClientError, OSError) as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"{output}: {size} bytes, {done['result']['duration_s']:.2f}s of {chosen} (job {job['id']})")
+
+
+@main.command("narrate")
+@click.argument("book", type=click.Path(path_type=Path))
+@click.option("--out", "folder", type=click.Path(path_type=Path), required=True, help="Folder for the audio files.")
+@click.option("--voice", default=None, help="Voice id (see GET /v1/voices); default: the server's.")
+@click.option("--format", "audio_format", type=click.Choice(FORMATS), default="mp3", show_default=True)
+@click.option("--speed", type=float, default=None)
+@click.option(
+    "--by",
+    type=click.Choice(["chapter", "file"]),
+    default="chapter",
+    show_default=True,
+    help="chapter: one audio file per chapter; file: the whole book as one job and one file.",
+)
+@click.option("--api-url", default=None, help="Default: the api_url setting (TTSQ_API_URL), http://127.0.0.1:8000.")
+@click.option("--m4b", is_flag=True, help="Also write DIR/<book>.m4b: one AAC audiobook with chapter marks.")
+def narrate_command(
+    book: Path,
+    folder: Path,
+    voice: str | None,
+    audio_format: str,
+    speed: float | None,
+    by: str,
+    api_url: str | None,
+    m4b: bool,
+) -> None:
+    """Narrate BOOK (.txt, .md, .epub, or a folder of .txt/.md) through a running API as one batch.
+
+    Each chapter is downloaded to DIR/NN-title.<format> as soon as it is done; DIR/manifest.json and
+    DIR/<book>.m3u list them. Rerunning the same command reuses finished files and the same batch;
+    Ctrl-C leaves the batch running and prints the command that resumes. No subtitles (.vtt) yet:
+    jobs have no word timings to make them from.
+    """
+    options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by)
+    console = Console(stderr=True)
+    settings = get_settings()
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    try:
+        with TTSQClient(api_url or settings.api_url, key) as client:
+            narration = narrate(book, folder, options, client, console)
+    except KeyboardInterrupt:
+        console.print("Interrupted: the batch keeps running on the server; this resumes it:")
+        click.echo(resume_command(book, folder, options, api_url, m4b))
+        sys.exit(EXIT_INTERRUPTED)
+    except (BookError, ClientError, OSError) as e:
+        raise click.ClickException(str(e)) from e
+    _finish(narration, folder, m4b, console)
+
+
+def _finish(narration: Narration, folder: Path, m4b: bool, console: Console) -> None:
+    """The summary, the audiobook if asked for and every chapter has audio, and the exit code."""
+    done = narration.succeeded
+    audio_s = sum(o.duration_s or 0 for o in done)
+    click.echo(f"{folder}: {len(done)} of {len(narration.planned)} chapters, {audio_s / 60:.1f} min of audio")
+    if narration.failed:
+        console.print(failure_table(narration.failed))
+        sys.exit(EXIT_FAILED)
+    if m4b:
+        import av  # PyAV (bundled FFmpeg): loaded only when an audiobook is asked for
+
+        from ttsq.ops.m4b import ChapterAudio, write_m4b
+
+        path = folder / f"{narration.book_name}.m4b"
+        chapters = [ChapterAudio(folder / o.file, o.title) for o in done]
+        try:
+            duration = write_m4b(chapters, path, narration.book.title)
+        except (OSError, ValueError, av.FFmpegError) as e:
+            raise click.ClickException(f"cannot write {path}: {e}") from e
+        click.echo(f"{path}: {duration / 60:.1f} min, {len(chapters)} chapters")
+
+
+if __name__ == "__main__":  # python -m ttsq.ops.cli: this checkout's code, whatever `ttsq` is installed from
+    main()

@@ -1,0 +1,220 @@
+"""``ttsq narrate`` as a user runs it, against the real API, worker, Redis and S3."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import av
+import httpx
+import pytest
+import soundfile
+
+from api.main import create_app
+from tests.conftest import serve, start_worker
+from tests.test_cli import clean_env
+from tests.test_segment_jobs import BROKEN_VOICE_ID, broken_voice
+from ttsq.ops.books import read_book
+from ttsq.ops.narrate import STATE_FILE
+from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.settings import Settings
+
+BOOK = """# The Small Book
+
+## The Door
+
+A door opened onto the garden. Nobody came in.
+
+## The Garden
+
+The garden was quiet. A bird sang once.
+
+## The End
+
+And that was all.
+"""
+ROOT = Path(__file__).parents[1]
+TTSQ = [sys.executable, "-m", "ttsq.ops.cli"]
+"""This checkout's command (the installed ``ttsq`` script may belong to another checkout)."""
+TITLES = ["The Door", "The Garden", "The End"]
+FILES = ["01-the-door.mp3", "02-the-garden.mp3", "03-the-end.mp3"]
+
+
+@pytest.fixture(autouse=True)
+def _service_worker(webhook_worker: ManagedProcess) -> None:
+    """Batches are finished by the service worker."""
+
+
+def narrate(book: Path, out: Path, api_url: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    argv = [*TTSQ, "narrate", str(book), "--out", str(out), "--api-url", api_url, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=clean_env(), cwd=ROOT)
+
+
+def batch_ids(client: httpx.Client) -> list[str]:
+    return [b["id"] for b in client.get("/v1/batches", params={"limit": 200}).json()["batches"]]
+
+
+def decoded_s(path: Path) -> float:
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        return sum(frame.samples for frame in container.decode(stream)) / stream.sample_rate
+
+
+def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
+    api_url: str, client: httpx.Client, tmp_path: Path
+) -> None:
+    book = tmp_path / "small-book.md"
+    book.write_text(BOOK)
+    out = tmp_path / "out"
+    run = narrate(book, out, api_url)
+    assert run.returncode == 0, run.stderr
+    assert f"{out}: 3 of 3 chapters" in run.stdout
+    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, "manifest.json", "the-small-book.m3u", STATE_FILE])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["book"] == "The Small Book"
+    assert manifest["batch_id"] in batch_ids(client)
+    chapters = manifest["chapters"]
+    assert [(c["index"], c["title"], c["file"], c["status"]) for c in chapters] == [
+        (n, title, file, "succeeded") for n, (title, file) in enumerate(zip(TITLES, FILES, strict=True), 1)
+    ]
+    for chapter, source in zip(chapters, read_book(book).chapters, strict=True):
+        job = client.get(f"/v1/jobs/{chapter['job_id']}").json()
+        assert (job["batch_id"], job["ref"], job["format"]) == (manifest["batch_id"], chapter["ref"], "mp3")
+        assert job["metadata"] == {"title": source.title, "index": source.index}
+        assert chapter["duration_s"] == job["result"]["duration_s"] > 0.5
+        assert soundfile.info(str(out / chapter["file"])).samplerate == 22050
+        assert decoded_s(out / chapter["file"]) == pytest.approx(chapter["duration_s"], abs=0.1)
+    playlist = (out / "the-small-book.m3u").read_text().splitlines()
+    assert playlist[:2] == ["#EXTM3U", "#PLAYLIST:The Small Book"]
+    expected = [[f"#EXTINF:{round(c['duration_s'])},{c['title']}", c["file"]] for c in chapters]
+    assert playlist[2:] == [line for pair in expected for line in pair]
+
+    # A rerun of the same book and options keeps every file and makes no batch or job; --m4b joins them.
+    before = batch_ids(client)
+    again = narrate(book, out, api_url, "--m4b")
+    assert again.returncode == 0, again.stderr
+    assert "3 chapter(s) already in" in again.stderr
+    assert batch_ids(client) == before
+    assert json.loads((out / "manifest.json").read_text()) == manifest
+    audiobook = out / "the-small-book.m4b"
+    total = sum(c["duration_s"] for c in chapters)
+    with av.open(str(audiobook)) as container:
+        assert container.streams.audio[0].codec_context.name == "aac"
+        marks = container.chapters()
+    assert [m["metadata"]["title"] for m in marks] == TITLES
+    starts = [float(m["start"] * (m["time_base"] or 0)) for m in marks]
+    assert starts[0] == 0
+    for start, earlier in zip(starts[1:], range(1, 3), strict=True):
+        assert start == pytest.approx(sum(c["duration_s"] for c in chapters[:earlier]), abs=0.1)
+    assert decoded_s(audiobook) == pytest.approx(total, abs=0.5)
+
+
+def pride_and_prejudice(folder: Path, chapters: int, chars: int) -> Path:
+    """The first ``chars`` characters (whole sentences) of the corpus's chapters, as a .md book."""
+    source = read_book(ROOT / "bench/corpus/pride_and_prejudice.txt")
+    parts = ["# Pride and Prejudice"]
+    for chapter in source.chapters[:chapters]:
+        text = chapter.text[:chars].rsplit(".", 1)[0] + "."
+        parts.append(f"## {chapter.title}\n\n{text}")
+    path = folder / "pride.md"
+    path.write_text("\n\n".join(parts) + "\n")
+    return path
+
+
+def test_ctrl_c_leaves_the_batch_running_and_the_printed_command_resumes_it(
+    api_url: str, client: httpx.Client, tmp_path: Path
+) -> None:
+    book = pride_and_prejudice(tmp_path, 3, 400)
+    out = tmp_path / "out"
+    argv = [*TTSQ, "narrate", str(book), "--out", str(out), "--api-url", api_url]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=ROOT
+    )
+    state = out / STATE_FILE
+    wait_until(lambda: state.exists() and json.loads(state.read_text())["batch_id"], 60, "the saved batch id")
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "the batch keeps running on the server" in stderr
+    batch_id = json.loads(state.read_text())["batch_id"]
+    assert client.get(f"/v1/batches/{batch_id}").json()["status"] in {"running", "completed"}
+    assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
+    resume = shlex.split(stdout.strip().splitlines()[-1])
+    assert resume[:2] == ["ttsq", "narrate"]
+    before = batch_ids(client)
+    done = subprocess.run([*TTSQ, *resume[1:]], capture_output=True, text=True, timeout=120, env=clean_env(), cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert batch_ids(client) == before  # the same batch, rejoined
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["batch_id"] == batch_id
+    assert [c["status"] for c in manifest["chapters"]] == ["succeeded"] * 3
+    for chapter in manifest["chapters"]:
+        assert decoded_s(out / chapter["file"]) == pytest.approx(chapter["duration_s"], abs=0.1)
+
+
+@pytest.fixture
+def broken_stack(settings: Settings, tmp_path: Path) -> Iterator[str]:
+    """A worker and an API with a voice that fails any sentence with "th" as in "think"."""
+    custom = broken_voice(settings, tmp_path)
+    worker = start_worker(custom, tmp_path / "broken-worker.log", f"narrate-broken-{tmp_path.name[-8:]}")
+    try:
+        with serve(create_app(custom)) as url:
+            yield url
+    finally:
+        worker.stop()
+
+
+def test_a_failing_chapter_is_reported_while_the_others_finish(broken_stack: str, tmp_path: Path) -> None:
+    book = tmp_path / "book.md"
+    book.write_text("# Book\n\n## One\n\nA quiet day.\n\n## Two\n\nI think so.\n\n## Three\n\nA good end.\n")
+    out = tmp_path / "out"
+    run = narrate(book, out, broken_stack, "--voice", BROKEN_VOICE_ID, "--format", "wav", "--m4b")
+    assert run.returncode == 1, run.stderr
+    assert f"{out}: 2 of 3 chapters" in run.stdout
+    assert "Chapters without audio" in run.stderr
+    assert "synthesis_error" in run.stderr
+    assert (out / "01-one.wav").exists()
+    assert (out / "03-three.wav").exists()
+    assert not (out / "02-two.wav").exists()
+    assert not (out / "book.m4b").exists()
+    chapters = json.loads((out / "manifest.json").read_text())["chapters"]
+    assert [c["status"] for c in chapters] == ["succeeded", "failed", "succeeded"]
+    assert chapters[1]["file"] is None
+    assert chapters[1]["error"].startswith("synthesis_error")
+    assert [line for line in (out / "book.m3u").read_text().splitlines() if not line.startswith("#")] == [
+        "01-one.wav",
+        "03-three.wav",
+    ]
+
+
+def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
+    book = tmp_path / "book.md"
+    book.write_text(BOOK)
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    run = narrate(book, tmp_path / "out", url, timeout=60)
+    assert run.returncode == 1
+    assert f"cannot reach the ttsq API at {url}" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [("empty.md", "", "the book has no text to speak")])
+def test_an_empty_book_is_refused_before_anything_is_sent(
+    tmp_path: Path, name: str, content: Any, message: str
+) -> None:
+    book = tmp_path / name
+    book.write_text(content)
+    run = narrate(book, tmp_path / "out", f"http://127.0.0.1:{free_port()}", timeout=60)
+    assert run.returncode == 1
+    assert f"{book}: {message}" in run.stderr
+    missing = narrate(tmp_path / "nothing.txt", tmp_path / "out", "http://127.0.0.1:1", timeout=60)
+    assert missing.returncode == 1
+    assert "nothing.txt: no such file or folder" in missing.stderr

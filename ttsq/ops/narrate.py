@@ -1,0 +1,349 @@
+"""``ttsq narrate``: a book's chapters as one batch, followed live, each chapter downloaded as soon
+as it succeeds, resumable after Ctrl-C or a failure.
+
+Each chapter's ``ref`` is a key derived from its text and the synthesis options, so a rerun knows
+which files on disk are still right. ``DIR/.narrate.json`` keeps the batch id and what each
+chapter became; the batch's ``Idempotency-Key`` is derived from its request body, so a rerun (within
+the server's 24 h) is answered with the same batch instead of a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ttsq.jobs import JobStatus
+from ttsq.ops.books import Book, Chapter, read_book, safe_name
+from ttsq.ops.client import BatchGone, TTSQClient
+
+STATE_FILE: Final = ".narrate.json"
+"""In the output folder: the batch id and each chapter's ref, file, job and outcome."""
+
+POLL_S: Final = 1.0
+"""Seconds between two reads of the batch."""
+
+REF_CHARS: Final = 16
+"""Hex digits of a chapter's ref (64 bits of sha256: no two chapters of a book collide)."""
+
+EXIT_FAILED: Final = 1
+EXIT_INTERRUPTED: Final = 130
+"""128 + SIGINT, as a shell reports a command stopped by Ctrl-C."""
+
+
+@dataclass(frozen=True)
+class NarrateOptions:
+    """What the audio of every chapter is made with; part of each chapter's ref."""
+
+    voice: str | None
+    format: str
+    speed: float | None
+    by: str = "chapter"
+    """``chapter``: one audio file per chapter; ``file``: the whole book as one item and one file."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A chapter as narrated: its ref and the file its audio goes to."""
+
+    chapter: Chapter
+    ref: str
+    file: str
+
+
+@dataclass
+class Outcome:
+    """What became of one chapter: kept in the state file and written to the manifest."""
+
+    index: int
+    title: str
+    ref: str
+    file: str
+    job_id: str | None = None
+    status: str = "pending"
+    bytes: int | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class State:
+    """``DIR/.narrate.json``."""
+
+    book: str
+    batch_id: str | None = None
+    chapters: dict[str, Outcome] = field(default_factory=dict)
+    """Outcomes by ref."""
+
+    @classmethod
+    def load(cls, folder: Path, book: str) -> State:
+        path = folder / STATE_FILE
+        try:
+            raw = json.loads(path.read_text())
+            outcomes = {entry["ref"]: Outcome(**entry) for entry in raw["chapters"]}
+            return cls(book=book, batch_id=raw.get("batch_id"), chapters=outcomes)
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls(book=book)
+
+    def save(self, folder: Path) -> None:
+        body = {"book": self.book, "batch_id": self.batch_id, "chapters": [asdict(o) for o in self.chapters.values()]}
+        _write_atomic(folder / STATE_FILE, json.dumps(body, indent=1, ensure_ascii=False))
+
+
+def chapter_ref(text: str, options: NarrateOptions) -> str:
+    """A key that changes whenever the chapter's audio would: its text, voice, format and speed."""
+    key = json.dumps([text, options.voice, options.format, options.speed])
+    return hashlib.sha256(key.encode()).hexdigest()[:REF_CHARS]
+
+
+def plan(book: Book, options: NarrateOptions) -> list[Planned]:
+    """The chapters to narrate (the whole book as one with ``by="file"``), each with ref and file."""
+    chapters = book.chapters
+    if options.by == "file":
+        chapters = [Chapter(1, book.title, "\n\n".join(c.text for c in book.chapters))]
+    planned = []
+    for chapter in chapters:
+        file = f"{safe_name(chapter.index, chapter.title)}.{options.format}"
+        planned.append(Planned(chapter, chapter_ref(chapter.text, options), file))
+    return planned
+
+
+def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str, Any]:
+    defaults = {k: v for k, v in {"voice": options.voice, "format": options.format, "speed": options.speed}.items()}
+    items = [
+        {"text": p.chapter.text, "ref": p.ref, "metadata": {"title": p.chapter.title, "index": p.chapter.index}}
+        for p in planned
+    ]
+    return {"items": items, "defaults": {k: v for k, v in defaults.items() if v is not None}}
+
+
+def idempotency_key(body: dict[str, Any], replacing: str | None) -> str:
+    """Derived from the request body, and from the batch it replaces (a rerun after that one
+    failed or expired must not be answered with it again)."""
+    digest = hashlib.sha256(json.dumps([body, replacing], sort_keys=True).encode()).hexdigest()
+    return f"ttsq-narrate-{digest[:40]}"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def _kept(outcome: Outcome | None, folder: Path) -> bool:
+    """A chapter finished by an earlier run: succeeded, and its file there with the size it had."""
+    if outcome is None or outcome.status != JobStatus.SUCCEEDED or outcome.bytes is None:
+        return False
+    path = folder / outcome.file
+    return path.is_file() and path.stat().st_size == outcome.bytes
+
+
+class Narration:
+    """One run of ``ttsq narrate``: plan, reuse, submit or rejoin, follow, download, write."""
+
+    def __init__(self, book: Book, folder: Path, options: NarrateOptions, client: TTSQClient, console: Console) -> None:
+        self.book = book
+        self.folder = folder
+        self.options = options
+        self.client = client
+        self.console = console
+        self.planned = plan(book, options)
+        self.state = State.load(folder, book.title)
+        kept = {
+            p.ref: self.state.chapters[p.ref] for p in self.planned if _kept(self.state.chapters.get(p.ref), folder)
+        }
+        self.state.chapters = {p.ref: kept.get(p.ref) or self._fresh(p) for p in self.planned}
+        self.reused = len(kept)
+
+    @staticmethod
+    def _fresh(p: Planned) -> Outcome:
+        return Outcome(index=p.chapter.index, title=p.chapter.title, ref=p.ref, file=p.file)
+
+    @property
+    def missing(self) -> list[Planned]:
+        return [p for p in self.planned if self.state.chapters[p.ref].status != JobStatus.SUCCEEDED]
+
+    def start(self) -> None:
+        """Rejoin the saved batch if it still has every missing chapter on its way; else submit a
+        batch of the missing chapters. The batch id is saved before anything else happens."""
+        missing = self.missing
+        if not missing:
+            return
+        if self.state.batch_id is None or not self._rejoin(missing):
+            body = batch_body(missing, self.options)
+            self.state.batch_id = self.client.submit_batch(body, idempotency_key(body, self.state.batch_id))["id"]
+        for p in missing:
+            self.state.chapters[p.ref] = self._fresh(p)
+        self.state.save(self.folder)
+
+    def _rejoin(self, missing: list[Planned]) -> bool:
+        assert self.state.batch_id is not None
+        try:
+            batch = self.client.get_batch(self.state.batch_id)
+        except BatchGone:
+            return False
+        statuses = {item["ref"]: item["status"] for item in batch["items"]}
+        over = {JobStatus.FAILED.value, JobStatus.CANCELED.value, None}
+        return all(p.ref in statuses and statuses[p.ref] not in over for p in missing)
+
+    def follow(self, on_change: Callable[[], None]) -> None:
+        """Poll the batch every ``POLL_S`` until each missing chapter is finished, downloading each
+        one the moment it succeeds."""
+        while self.state.batch_id is not None and any(o.status == "pending" for o in self.state.chapters.values()):
+            batch = self.client.get_batch(self.state.batch_id)
+            changed = False
+            for item in batch["items"]:
+                outcome = self.state.chapters.get(item["ref"])
+                if outcome is not None and outcome.status == "pending" and item["status"] is not None:
+                    changed |= self._settle(outcome, item)
+            if changed:
+                self.state.save(self.folder)
+            on_change()
+            if any(o.status == "pending" for o in self.state.chapters.values()):
+                time.sleep(POLL_S)
+
+    def _settle(self, outcome: Outcome, item: dict[str, Any]) -> bool:
+        status = JobStatus(item["status"])
+        outcome.job_id = item["job_id"]
+        if not status.terminal:
+            return False
+        if status is JobStatus.SUCCEEDED:
+            outcome.bytes = self.client.download(item["job_id"], self.folder / outcome.file)
+            outcome.duration_s = item["result"]["duration_s"]
+        else:
+            error = item.get("error") or {}
+            outcome.error = f"{error.get('code', status.value)}: {error.get('message', '')}".rstrip(": ")
+        outcome.status = status.value
+        return True
+
+    @property
+    def succeeded(self) -> list[Outcome]:
+        return [o for o in self.state.chapters.values() if o.status == JobStatus.SUCCEEDED]
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.state.chapters.values() if o.status not in (JobStatus.SUCCEEDED, "pending")]
+
+    def write_outputs(self) -> None:
+        """``manifest.json`` and ``<book>.m3u`` (the chapters that have audio)."""
+        manifest = {
+            "book": self.book.title,
+            "batch_id": self.state.batch_id,
+            "format": self.options.format,
+            "voice": self.options.voice,
+            "chapters": [
+                {
+                    "index": o.index,
+                    "title": o.title,
+                    "file": o.file if o.status == JobStatus.SUCCEEDED else None,
+                    "ref": o.ref,
+                    "job_id": o.job_id,
+                    "duration_s": o.duration_s,
+                    "status": o.status,
+                    "error": o.error,
+                }
+                for o in self.state.chapters.values()
+            ],
+        }
+        _write_atomic(self.folder / "manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+        _write_atomic(self.folder / f"{self.book_name}.m3u", m3u(self.book.title, self.succeeded))
+
+    @property
+    def book_name(self) -> str:
+        """The book's file name stem: its ``safe_name`` without the number."""
+        return safe_name(0, self.book.title).removeprefix("00-") or "book"
+
+
+def m3u(title: str, outcomes: Iterable[Outcome]) -> str:
+    """An extended M3U playlist: each file with its duration (whole seconds) and title."""
+    lines = ["#EXTM3U", f"#PLAYLIST:{title}"]
+    for o in outcomes:
+        lines += [f"#EXTINF:{round(o.duration_s or 0)},{o.title}", o.file]
+    return "\n".join(lines) + "\n"
+
+
+class Display:
+    """The live progress line: chapters done of total, percent of characters, minutes of audio, ETA."""
+
+    def __init__(self, narration: Narration, console: Console) -> None:
+        self.narration = narration
+        self.characters = {p.ref: len(p.chapter.text) for p in narration.planned}
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[chapters]} chapters"),
+            TextColumn("{task.fields[audio]} min of audio"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = self.progress.add_task(
+            narration.book.title, total=sum(self.characters.values()), chapters="", audio=""
+        )
+        self.update()
+
+    def update(self) -> None:
+        outcomes = self.narration.state.chapters.values()
+        finished = [o for o in outcomes if o.status != "pending"]
+        audio_min = sum(o.duration_s or 0 for o in outcomes) / 60
+        self.progress.update(
+            self.task,
+            completed=sum(self.characters[o.ref] for o in finished),
+            chapters=f"{len(finished)}/{len(self.characters)}",
+            audio=f"{audio_min:.1f}",
+        )
+
+
+def failure_table(outcomes: Iterable[Outcome]) -> Table:
+    table = Table(title="Chapters without audio")
+    for column in ("#", "title", "status", "error"):
+        table.add_column(column)
+    for o in outcomes:
+        table.add_row(str(o.index), o.title, o.status, o.error or "")
+    return table
+
+
+def resume_command(book: Path, folder: Path, options: NarrateOptions, api_url: str | None, m4b: bool) -> str:
+    argv = ["ttsq", "narrate", str(book), "--out", str(folder), "--format", options.format, "--by", options.by]
+    if options.voice:
+        argv += ["--voice", options.voice]
+    if options.speed is not None:
+        argv += ["--speed", str(options.speed)]
+    if api_url:
+        argv += ["--api-url", api_url]
+    if m4b:
+        argv.append("--m4b")
+    return shlex.join(argv)
+
+
+def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQClient, console: Console) -> Narration:
+    """Read, submit (or rejoin), follow with a live display, download, write the manifest and
+    playlist. Raises ``BookError``, ``ClientError``, ``OSError``; ``KeyboardInterrupt`` leaves the
+    state saved and the batch running."""
+    book = read_book(book_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    narration = Narration(book, folder, options, client, console)
+    if narration.reused:
+        console.print(f"{narration.reused} chapter(s) already in {folder}, kept")
+    if narration.missing:
+        narration.start()
+        console.print(f"batch {narration.state.batch_id}: {len(narration.missing)} chapter(s) to narrate")
+    display = Display(narration, console)
+    with display.progress:
+        try:
+            narration.follow(display.update)
+        finally:
+            narration.state.save(folder)
+    narration.write_outputs()
+    return narration
