@@ -15,12 +15,14 @@ from typing import Any
 import av
 import httpx
 import pytest
+import redis
 import soundfile
 
 from api.main import create_app
 from tests.conftest import serve, start_worker
 from tests.test_cli import clean_env
 from tests.test_segment_jobs import BROKEN_VOICE_ID, broken_voice
+from ttsq.constants import batch_key
 from ttsq.ops.books import read_book
 from ttsq.ops.narrate import STATE_FILE
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
@@ -68,7 +70,7 @@ def decoded_s(path: Path) -> float:
 
 
 def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
-    api_url: str, client: httpx.Client, tmp_path: Path
+    api_url: str, client: httpx.Client, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     book = tmp_path / "small-book.md"
     book.write_text(BOOK)
@@ -114,6 +116,20 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
     for start, earlier in zip(starts[1:], range(1, 3), strict=True):
         assert start == pytest.approx(sum(c["duration_s"] for c in chapters[:earlier]), abs=0.1)
     assert decoded_s(audiobook) == pytest.approx(total, abs=0.5)
+
+    # Past the batch's TTL, a rerun submits a new batch of only the chapters not on disk.
+    redis_client.delete(batch_key(manifest["batch_id"]))
+    (out / FILES[1]).unlink()
+    kept = {name: (out / name).stat().st_mtime_ns for name in (FILES[0], FILES[2])}
+    third = narrate(book, out, api_url)
+    assert third.returncode == 0, third.stderr
+    [new_batch] = [b for b in batch_ids(client) if b not in before]
+    assert client.get(f"/v1/batches/{new_batch}").json()["counts"]["total"] == 1
+    rewritten = json.loads((out / "manifest.json").read_text())
+    assert rewritten["batch_id"] == new_batch
+    assert [c["ref"] for c in rewritten["chapters"]] == [c["ref"] for c in chapters]
+    assert {name: (out / name).stat().st_mtime_ns for name in kept} == kept
+    assert decoded_s(out / FILES[1]) == pytest.approx(rewritten["chapters"][1]["duration_s"], abs=0.1)
 
 
 def pride_and_prejudice(folder: Path, chapters: int, chars: int) -> Path:

@@ -203,7 +203,9 @@ def say(
 
 @main.command("narrate")
 @click.argument("book", type=click.Path(path_type=Path))
-@click.option("--out", "folder", type=click.Path(path_type=Path), required=True, help="Folder for the audio files.")
+@click.option(
+    "--out", "folder", type=click.Path(path_type=Path), required=True, metavar="DIR", help="Folder for the audio files."
+)
 @click.option("--voice", default=None, help="Voice id (see GET /v1/voices); default: the server's.")
 @click.option("--format", "audio_format", type=click.Choice(FORMATS), default="mp3", show_default=True)
 @click.option("--speed", type=float, default=None)
