@@ -210,6 +210,21 @@ def test_a_failing_chapter_is_reported_while_the_others_finish(broken_stack: str
     ]
 
 
+def test_a_chapter_the_voice_cannot_read_refuses_the_batch_before_anything_runs(
+    api_url: str, client: httpx.Client, tmp_path: Path
+) -> None:
+    """The batch API validates every item at submit (422 naming the item): nothing is narrated."""
+    book = tmp_path / "book.md"
+    book.write_text("# Book\n\n## One\n\nA quiet day.\n\n## Two\n\n今日は静かな日です。\n")
+    before = batch_ids(client)
+    run = narrate(book, tmp_path / "out", api_url)
+    assert run.returncode == 1
+    assert "HTTP 422" in run.stderr
+    assert "unsupported_text: items[" in run.stderr
+    assert batch_ids(client) == before
+    assert not list((tmp_path / "out").glob("*.mp3"))
+
+
 def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     book = tmp_path / "book.md"
     book.write_text(BOOK)

@@ -118,7 +118,7 @@ def plan(book: Book, options: NarrateOptions) -> list[Planned]:
 
 
 def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str, Any]:
-    defaults = {k: v for k, v in {"voice": options.voice, "format": options.format, "speed": options.speed}.items()}
+    defaults = {"voice": options.voice, "format": options.format, "speed": options.speed}
     items = [
         {"text": p.chapter.text, "ref": p.ref, "metadata": {"title": p.chapter.title, "index": p.chapter.index}}
         for p in planned
@@ -150,12 +150,11 @@ def _kept(outcome: Outcome | None, folder: Path) -> bool:
 class Narration:
     """One run of ``ttsq narrate``: plan, reuse, submit or rejoin, follow, download, write."""
 
-    def __init__(self, book: Book, folder: Path, options: NarrateOptions, client: TTSQClient, console: Console) -> None:
+    def __init__(self, book: Book, folder: Path, options: NarrateOptions, client: TTSQClient) -> None:
         self.book = book
         self.folder = folder
         self.options = options
         self.client = client
-        self.console = console
         self.planned = plan(book, options)
         self.state = State.load(folder, book.title)
         kept = {
@@ -333,7 +332,7 @@ def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQ
     state saved and the batch running."""
     book = read_book(book_path)
     folder.mkdir(parents=True, exist_ok=True)
-    narration = Narration(book, folder, options, client, console)
+    narration = Narration(book, folder, options, client)
     if narration.reused:
         console.print(f"{narration.reused} chapter(s) already in {folder}, kept")
     if narration.missing:
