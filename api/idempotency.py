@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Final, cast
 
 import redis
+from fastapi import Response
 
 from ttsq.constants import idempotency_key
 from ttsq.errors import ServiceError
@@ -45,6 +46,42 @@ def fingerprint(body: object) -> str:
     """A stable digest of a request body (its JSON with sorted keys)."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+IN_FLIGHT: Final = "the first request with this Idempotency-Key is still being handled; retry shortly"
+"""What a repeat is told while the first request's job or batch does not exist yet."""
+
+
+def submit_once(
+    store: IdempotencyStore,
+    tenant: str,
+    header: str | None,
+    body: object,
+    new_id: str,
+    exists: Callable[[str], bool],
+    submit: Callable[[], None],
+) -> str | None:
+    """Run ``submit`` (for the new id) unless an earlier request with the same ``Idempotency-Key``
+    and body did: returns that request's id to answer with, or None once submitted now. A submission
+    that fails gives the key back, so a corrected retry goes through."""
+    if header is None:
+        submit()
+        return None
+    key = check_key(header)
+    earlier = store.claim(tenant, key, fingerprint(body), new_id, exists)
+    if earlier is not None:
+        return earlier
+    try:
+        submit()
+    except BaseException:
+        store.release(tenant, key)
+        raise
+    return None
+
+
+def mark_replayed(response: Response) -> None:
+    response.status_code = 200
+    response.headers["Idempotent-Replayed"] = "true"
 
 
 def check_key(key: str) -> str:

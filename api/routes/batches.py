@@ -12,7 +12,7 @@ from api.admission import admit_and_submit_batch
 from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
-from api.idempotency import IdempotencyConflict, check_key, fingerprint
+from api.idempotency import IN_FLIGHT, IdempotencyConflict, mark_replayed, submit_once
 from api.routes.jobs import MAX_PAGE, require_json, spoken_text
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
@@ -140,22 +140,18 @@ def create_batch(
 ) -> BatchPublic:
     """Validate every item, admit the batch whole (or refuse it whole), store and queue its jobs."""
     batch, items = _build(state, tenant, body)
-    if idempotency_key is not None:
-        key = check_key(idempotency_key)
-        earlier = state.idempotency.claim(
-            tenant.id, key, fingerprint(body.model_dump(mode="json")), batch.id, state.batches.exists
-        )
-        if earlier is not None:
-            response.status_code = 200
-            response.headers["Idempotent-Replayed"] = "true"
-            return _public(state, _replayed(state, tenant, earlier))
-        try:
-            admit_and_submit_batch(state, tenant, batch, items)
-        except BaseException:
-            state.idempotency.release(tenant.id, key)
-            raise
-    else:
-        admit_and_submit_batch(state, tenant, batch, items)
+    earlier = submit_once(
+        state.idempotency,
+        tenant.id,
+        idempotency_key,
+        body.model_dump(mode="json"),
+        batch.id,
+        state.batches.exists,
+        lambda: admit_and_submit_batch(state, tenant, batch, items),
+    )
+    if earlier is not None:
+        mark_replayed(response)
+        return _public(state, _replayed(state, tenant, earlier))
     response.headers["Location"] = f"/v1/batches/{batch.id}"
     return _public(state, batch)
 
@@ -164,8 +160,7 @@ def _replayed(state: AppState, tenant: Tenant, batch_id: str) -> BatchRecord:
     try:
         return owned_batch(state, tenant, batch_id)
     except BatchNotFound:
-        message = "the first request with this Idempotency-Key is still being handled; retry shortly"
-        raise IdempotencyConflict(message) from None
+        raise IdempotencyConflict(IN_FLIGHT) from None
 
 
 @router.get("", response_model=BatchesPublic, responses=_ERRORS, summary="List your batches, newest first")

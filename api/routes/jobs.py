@@ -17,7 +17,7 @@ from api.admission import admit_and_submit
 from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
-from api.idempotency import IdempotencyConflict, check_key, fingerprint
+from api.idempotency import IN_FLIGHT, IdempotencyConflict, mark_replayed, submit_once
 from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
@@ -138,22 +138,18 @@ def create_job(
         tenant=tenant.id,
         reserved_audio_ms=round(estimate_audio_s(spoken, body.speed) * 1000),
     )
-    if idempotency_key is not None:
-        key = check_key(idempotency_key)
-        earlier = state.idempotency.claim(
-            tenant.id, key, fingerprint(body.model_dump(mode="json")), record.id, state.jobs.exists
-        )
-        if earlier is not None:
-            response.status_code = 200
-            response.headers["Idempotent-Replayed"] = "true"
-            return _public(state, _replayed(state, tenant, earlier))
-        try:
-            admit_and_submit(state, tenant, record, body.text)
-        except BaseException:
-            state.idempotency.release(tenant.id, key)
-            raise
-    else:
-        admit_and_submit(state, tenant, record, body.text)
+    earlier = submit_once(
+        state.idempotency,
+        tenant.id,
+        idempotency_key,
+        body.model_dump(mode="json"),
+        record.id,
+        state.jobs.exists,
+        lambda: admit_and_submit(state, tenant, record, body.text),
+    )
+    if earlier is not None:
+        mark_replayed(response)
+        return _public(state, _replayed(state, tenant, earlier))
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return _public(state, record)
 
@@ -162,8 +158,7 @@ def _replayed(state: AppState, tenant: Tenant, job_id: str) -> JobRecord:
     try:
         return owned_job(state, tenant, job_id)
     except JobNotFound:
-        message = "the first request with this Idempotency-Key is still being handled; retry shortly"
-        raise IdempotencyConflict(message) from None
+        raise IdempotencyConflict(IN_FLIGHT) from None
 
 
 def spoken_text(body: JobCreate, language: str, max_chars: int) -> str:
