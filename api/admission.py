@@ -9,9 +9,11 @@ bound.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
+from collections.abc import Iterator
 
 import redis
 from kombu.exceptions import OperationalError
@@ -58,22 +60,32 @@ def check_queue(state: AppState, priority: Priority) -> None:
         raise QueueBehind(message, max(1, math.ceil(min(age - limit, 60))))
 
 
-def admit_and_submit(state: AppState, tenant: Tenant, record: JobRecord, text: str) -> None:
-    """Check the queue and the tenant's limits, charge the tenant, store the job and queue it."""
+@contextlib.contextmanager
+def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priority: Priority) -> Iterator[None]:
+    """Check the queue and admit ``records`` at once against the tenant's limits (charging their
+    sum), then run the block; if the block fails, the admission is given back."""
+    charge = Charge(sum(r.characters for r in records), sum(r.reserved_audio_ms for r in records))
+    ids = [record.id for record in records]
+    created_at = records[0].created_at
     try:
-        check_queue(state, record.priority)
-        charge = Charge(record.characters, record.reserved_audio_ms)
-        state.quotas.admit(tenant.id, record.id, charge, tenant.limits, record.created_at)
+        check_queue(state, priority)
+        state.quotas.admit_many(tenant.id, ids, charge, tenant.limits, created_at)
     except redis.RedisError as e:
         raise StoreUnavailable(f"job store unavailable: {e}") from e
     try:
-        _store_and_queue(state, record, text)
+        yield
     except BaseException:
         try:
-            state.quotas.release(tenant.id, record.id, charge, usage_day(record.created_at))
+            state.quotas.release_many(tenant.id, ids, charge, usage_day(created_at))
         except redis.RedisError:  # Redis is the outage: nothing was stored
-            log.warning("job %s: could not release its admission", record.id)
+            log.warning("job %s…: could not release its admission", ids[0])
         raise
+
+
+def admit_and_submit(state: AppState, tenant: Tenant, record: JobRecord, text: str) -> None:
+    """Check the queue and the tenant's limits, charge the tenant, store the job and queue it."""
+    with _admitted(state, tenant, [record], record.priority):
+        _store_and_queue(state, record, text)
 
 
 def _store_and_queue(state: AppState, record: JobRecord, text: str) -> None:
@@ -108,22 +120,8 @@ def admit_and_submit_batch(
     counting against the active-jobs limit) or refuse it whole; then store and queue every item.
     If the store or the queue fails part way, everything is removed again: items already queued
     find no record and are dropped by the worker."""
-    records = [record for record, _ in items]
-    ids = [record.id for record in records]
-    charge = Charge(sum(r.characters for r in records), sum(r.reserved_audio_ms for r in records))
-    try:
-        check_queue(state, Priority.BULK)
-        state.quotas.admit_many(tenant.id, ids, charge, tenant.limits, batch.created_at)
-    except redis.RedisError as e:
-        raise StoreUnavailable(f"job store unavailable: {e}") from e
-    try:
+    with _admitted(state, tenant, [record for record, _ in items], Priority.BULK):
         _store_and_queue_batch(state, batch, items)
-    except BaseException:
-        try:
-            state.quotas.release_many(tenant.id, ids, charge, usage_day(batch.created_at))
-        except redis.RedisError:
-            log.warning("batch %s: could not release its admission", batch.id)
-        raise
 
 
 def _store_and_queue_batch(state: AppState, batch: BatchRecord, items: list[tuple[JobRecord, str]]) -> None:
