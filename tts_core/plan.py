@@ -17,17 +17,29 @@ class PlannedUtterance:
     pause_after_s: float | None = None
     pause_before_s: float = 0.0
     """Only a job's first utterance has one: a break before any speech."""
+    span: tuple[int, int] | None = None
+    """Offsets in the submitted text of the piece it speaks (plain text only): what marks point at."""
+    sentence_start: bool = False
+    """It begins a sentence of the text (with ``span``)."""
 
     def to_json(self) -> list[object]:
-        return [self.ids, self.rate, self.pause_after_s, self.pause_before_s]
+        spoken = [list(self.span), self.sentence_start] if self.span is not None else []
+        return [self.ids, self.rate, self.pause_after_s, self.pause_before_s, *spoken]
 
     @classmethod
     def from_json(cls, data: list[object]) -> PlannedUtterance:
-        ids, rate, after, before = data
+        ids, rate, after, before, *spoken = data
         assert isinstance(ids, list)
+        span: tuple[int, int] | None = None
+        if spoken:
+            where = spoken[0]
+            assert isinstance(where, list)
+            span = (int(where[0]), int(where[1]))
         return cls(
             [int(i) for i in ids],
             float(str(rate)),
             None if after is None else float(str(after)),
             float(str(before)),
+            span,
+            bool(spoken[1]) if spoken else False,
         )

@@ -8,7 +8,7 @@ grows with the user's punctuation habits, and segments are similar in cost for t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar
 
@@ -18,6 +18,7 @@ from tts_core.phonemes import phoneme_ids, phonemize
 from tts_core.plan import PlannedUtterance
 from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
+from tts_core.text_spans import OffsetMap
 
 _SHRINK: Final = 0.9
 """Safety margin when turning an id budget into a character limit for re-cutting."""
@@ -29,6 +30,11 @@ class Utterance:
 
     text: str
     phoneme_ids: list[int]
+    span: tuple[int, int] | None = None
+    """Where the text this utterance speaks lies in the submitted text (its piece: utterances that
+    espeak-ng made of one piece share it); None where not tracked (SSML, direct synthesis)."""
+    sentence_start: bool = False
+    """The first utterance of a sentence (with ``span``): where a sentence mark begins."""
 
     @property
     def ids(self) -> list[int]:
@@ -72,8 +78,8 @@ class PiperFrontEnd:
 
 
 def plain(utterances: Sequence[Utterance]) -> list[PlannedUtterance]:
-    """Utterances of plain text: normal rate, sentence pauses."""
-    return [PlannedUtterance(u.phoneme_ids) for u in utterances]
+    """Utterances of plain text: normal rate, sentence pauses, their place in the text kept."""
+    return [PlannedUtterance(u.phoneme_ids, span=u.span, sentence_start=u.sentence_start) for u in utterances]
 
 
 PARAGRAPH_BREAK: Final = re.compile(r"\n[^\S\n]*\n")
@@ -85,46 +91,87 @@ def plan_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: 
     utterance of every paragraph but the last, so a narrated book breathes where its paragraphs end.
 
     Raises :class:`EmptyText` if nothing speakable is left."""
-    paragraphs = [p for p in PARAGRAPH_BREAK.split(text) if has_speech(normalize_text(p))]
+    paragraphs = [(base, p) for base, p in _paragraphs(text) if has_speech(normalize_text(p))]
     if not paragraphs:
         raise EmptyText("text has nothing to speak")
     planned: list[PlannedUtterance] = []
-    for number, paragraph in enumerate(paragraphs, start=1):
-        utterances = plain(plan_utterances(paragraph, front_end, max_ids))
+    for number, (base, paragraph) in enumerate(paragraphs, start=1):
+        utterances = plain(plan_utterances(paragraph, front_end, max_ids, base))
         if number < len(paragraphs):
             utterances[-1] = replace(utterances[-1], pause_after_s=paragraph_pause_s)
         planned.extend(utterances)
     return planned
 
 
-def plan_utterances(text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS) -> list[Utterance]:
-    """Normalise, split into sentences, phonemise, and cut any utterance over ``max_ids``.
+def _paragraphs(text: str) -> list[tuple[int, str]]:
+    """Paragraphs of plain text with the offset each starts at."""
+    paragraphs: list[tuple[int, str]] = []
+    start = 0
+    for found in PARAGRAPH_BREAK.finditer(text):
+        paragraphs.append((start, text[start : found.start()]))
+        start = found.end()
+    paragraphs.append((start, text[start:]))
+    return paragraphs
+
+
+def plan_utterances(
+    text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS, base: int | None = None
+) -> list[Utterance]:
+    """Normalise, split into sentences, phonemise, and cut any utterance over ``max_ids``. With
+    ``base`` (where ``text`` starts in the submitted text), each utterance gets its span there.
 
     Raises :class:`EmptyText` if nothing speakable is left.
     """
     normalized = normalize_text(text)
     if not has_speech(normalized):
         raise EmptyText("text has nothing to speak")
+    offsets = OffsetMap(text, normalized, base) if base is not None else None
     utterances: list[Utterance] = []
+    cursor = 0
     for sentence in front_end.sentences(normalized):
-        utterances.extend(_fit(sentence, front_end, max_ids))
+        at = normalized.find(sentence, cursor)
+        cursor = at + len(sentence) if at >= 0 else cursor
+        first = True
+        for piece, piece_at, ids in _located(_fit(sentence, front_end, max_ids), sentence, at):
+            span = _span(offsets, piece_at, len(piece))
+            utterances.append(Utterance(piece, ids, span, first and span is not None))
+            first = False
     if not utterances:
         raise EmptyText("text has nothing to speak")
     return utterances
 
 
-def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[Utterance]:
+def _located(
+    pieces: list[tuple[str, list[list[int]]]], sentence: str, sentence_at: int
+) -> Iterator[tuple[str, int, list[int]]]:
+    """Each utterance's piece with the piece's offset in the normalised text (-1: unknown)."""
+    cursor = 0
+    for piece, id_lists in pieces:
+        inside = sentence.find(piece, cursor) if sentence_at >= 0 else -1
+        cursor = inside + len(piece) if inside >= 0 else cursor
+        for ids in id_lists:
+            yield piece, sentence_at + inside if inside >= 0 else -1, ids
+
+
+def _span(offsets: OffsetMap | None, at: int, length: int) -> tuple[int, int] | None:
+    if offsets is None or not offsets.usable or at < 0:
+        return None
+    return offsets.start(at), offsets.end(at + length)
+
+
+def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[tuple[str, list[list[int]]]]:
     """Phonemise ``sentence``; if it exceeds the budget, cut the text shorter and try each piece.
+    Returns each piece with the id lists of the utterances espeak-ng made of it.
 
     The id budget is the only limit on an utterance's length: characters say little about how long
     the model's input becomes, phoneme ids say it exactly."""
-    utterances = [Utterance(sentence, ids) for ids in front_end.phoneme_ids(sentence) if ids]
-    longest = max((len(u.phoneme_ids) for u in utterances), default=0)
+    id_lists = [ids for ids in front_end.phoneme_ids(sentence) if ids]
+    longest = max((len(ids) for ids in id_lists), default=0)
     if longest <= max_ids or len(sentence) <= 1:
-        return utterances
-    ids_per_char = sum(len(u.phoneme_ids) for u in utterances) / len(sentence)
+        return [(sentence, id_lists)] if id_lists else []
+    ids_per_char = sum(len(ids) for ids in id_lists) / len(sentence)
     limit = min(len(sentence) // 2 or 1, max(1, int(max_ids / ids_per_char * _SHRINK)))
-    fitted: list[Utterance] = []
+    fitted: list[tuple[str, list[list[int]]]] = []
     for piece in cut_long(sentence, limit):
         fitted.extend(_fit(piece, front_end, max_ids))
     return fitted
