@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from tts_core.audio import FloatAudio
+from tts_core.timing import IdSamples, TimedAudio
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,9 @@ K = TypeVar("K", bound=Hashable)
 DEFAULT_MAX_PADDING: Final = 0.3
 """Largest share of padded (wasted) positions a batch may carry before it is split by length."""
 
-RunBatch = Callable[[K, list[Sequence[int]]], list[FloatAudio]]
-"""Runs one inference call for items sharing a key; returns one trimmed audio array per item."""
+RunBatch = Callable[[K, list[Sequence[int]]], Sequence[FloatAudio | TimedAudio]]
+"""Runs one inference call for items sharing a key; returns one trimmed audio array per item, with
+each input id's share of it where the model says (``TimedAudio``)."""
 
 ObserveCall = Callable[[K, "BatchRecord"], None]
 """Told of every inference call once it ended (e.g. to count it in metrics); must not raise."""
@@ -49,6 +51,8 @@ class BatchResult:
     """This item's share of ``run_ms``, in proportion to its phoneme ids."""
     wait_ms: float
     """Time from submit to the start of the call."""
+    id_samples: IdSamples | None = None
+    """Samples each input id lasts in ``audio``, if the model says (Piper does)."""
 
 
 @dataclass(frozen=True)
@@ -252,10 +256,12 @@ class DynamicBatcher(Generic[K]):
         run_ms = (time.perf_counter() - started) * 1000.0
         total_ids = sum(lengths)
         if ok:
-            for request, audio in zip(group, outputs, strict=True):
+            for request, output in zip(group, outputs, strict=True):
                 share = run_ms * len(request.ids) / total_ids if total_ids else run_ms / len(group)
                 wait = (started - request.submitted) * 1000.0
-                request.future.set_result(BatchResult(audio, len(group), run_ms, share, wait))
+                id_samples = output.id_samples if isinstance(output, TimedAudio) else None
+                result = BatchResult(_audio(output), len(group), run_ms, share, wait, id_samples)
+                request.future.set_result(result)
         record = BatchRecord(
             started_at=started_wall,
             size=len(group),
@@ -265,7 +271,7 @@ class DynamicBatcher(Generic[K]):
             wait_ms=(started - min(r.submitted for r in group)) * 1000.0,
             run_ms=run_ms,
             ok=ok,
-            output_samples=sum(len(audio) for audio in outputs) if ok else 0,
+            output_samples=sum(len(_audio(output)) for output in outputs) if ok else 0,
         )
         with self._history_lock:
             self._history.append(record)
@@ -276,3 +282,7 @@ class DynamicBatcher(Generic[K]):
                 self._observe(group[0].key, record)
             except Exception:  # an observer's fault must never stop the batcher
                 log.exception("batch observer failed")
+
+
+def _audio(output: FloatAudio | TimedAudio) -> FloatAudio:
+    return output.audio if isinstance(output, TimedAudio) else output

@@ -18,6 +18,7 @@ from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
 from tts_core.runtime import create_session
 from tts_core.segments import PiperFrontEnd, Utterance, plan_utterances
+from tts_core.timing import TimedAudio, WordIds
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ class Voice:
 
     def synthesize_ids(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
         """Run one padded ``session.run`` over several id sequences and trim each to its exact length."""
+        return [timed.audio for timed in self.synthesize_timed(batch, config)]
+
+    def synthesize_timed(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+        """As :meth:`synthesize_ids`, with the samples each input id lasts (the graph's durations)."""
         if not batch:
             return []
         lengths = np.array([len(ids) for ids in batch], dtype=np.int64)
@@ -88,9 +93,18 @@ class Voice:
             audio, frames = self._session.run(None, feeds)[:2]
         except Exception as e:  # ORT raises its own non-Exception-hierarchy-documented errors
             raise SynthesisError(f"inference failed: {e}") from e
-        sample_counts = frames.reshape(len(batch), -1).sum(axis=1).astype(np.int64) * HOP_LENGTH
+        id_samples = frames.reshape(len(batch), -1).astype(np.int64) * HOP_LENGTH
         flat = audio.reshape(len(batch), -1)
-        return [flat[row, : int(n)].astype(np.float32) for row, n in enumerate(sample_counts)]
+        timed: list[TimedAudio] = []
+        for row, length in enumerate(lengths):
+            samples = id_samples[row, : int(length)]
+            timed.append(TimedAudio(flat[row, : int(samples.sum())].astype(np.float32), samples))
+        return timed
+
+    @property
+    def word_ids(self) -> WordIds:
+        """Which of this voice's ids break words or make no sound of one (for word timings)."""
+        return WordIds.of(self.config.phoneme_id_map)
 
     def synthesize(self, text: str, config: SynthesisConfig, max_batch: int = 1) -> Iterator[AudioChunk]:
         """Speak ``text`` utterance by utterance, ``max_batch`` utterances per inference call."""

@@ -1,0 +1,215 @@
+"""When each spoken word is heard: the model's own phoneme durations turned into word spans.
+
+A Piper graph decides how many frames each input id lasts (its ``Ceil`` output, also used to trim
+batched audio: ``tts_core.alignment``). Runs of ids between word breaks (espeak-ng's spaces) are the
+words as the model voiced them; their first and last sounding ids give their span, so the pauses
+at commas and sentence ends stay outside every word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import pairwise
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from tts_core.audio import FloatAudio
+from tts_core.phonemes import BOS, EOS, PAD, phonemize
+
+IdSamples = npt.NDArray[np.int64]
+"""Samples of audio each input id lasts, in input order."""
+
+WORD_BREAK: Final = " "
+SILENT_SYMBOLS: Final = frozenset({BOS, EOS, PAD, WORD_BREAK, *",.;:!?¡¿'\"()-…«»“”↓", "\N{EM DASH}", "\N{EN DASH}"})
+"""Symbols that frame or separate speech without being part of a word's sound."""
+MODIFIER_SYMBOLS: Final = frozenset("ˈˌːˑ")
+
+Span = tuple[int, int]
+"""Start and end (exclusive) in samples."""
+Run = tuple[int, int, int]
+"""A spoken word as the model voiced it: start and end in samples, and how many phonemes it has."""
+
+
+@dataclass(frozen=True)
+class TimedAudio:
+    """A model's audio for one utterance with each input id's share of it."""
+
+    audio: FloatAudio
+    id_samples: IdSamples
+
+
+@dataclass(frozen=True)
+class WordIds:
+    """Which ids of a voice break words and which make no sound of a word (framing, punctuation)."""
+
+    breaks: frozenset[int]
+    silent: frozenset[int]
+    modifiers: frozenset[int]
+    """Stress and length marks: they sound with a phoneme, but are not one."""
+
+    @classmethod
+    def of(cls, id_map: Mapping[str, Sequence[int]]) -> WordIds:
+        """From a Piper voice's phoneme id map."""
+
+        def ids(symbols: Iterable[str]) -> frozenset[int]:
+            return frozenset(i for symbol in symbols for i in id_map.get(symbol, ()))
+
+        return cls(ids(WORD_BREAK), ids(SILENT_SYMBOLS), ids(MODIFIER_SYMBOLS))
+
+
+def spoken_words(ids: Sequence[int], id_samples: IdSamples, word_ids: WordIds) -> list[Run]:
+    """The id runs between word breaks that sound (samples from the utterance's start), each from
+    its first to the end of its last sounding id, with its phoneme count."""
+    ends = np.cumsum(id_samples)
+    words: list[Run] = []
+    first: int | None = None
+    last = phonemes = 0
+    for index, symbol in enumerate(ids):
+        if symbol in word_ids.breaks:
+            if first is not None:
+                words.append((first, last, phonemes))
+            first, phonemes = None, 0
+        elif symbol not in word_ids.silent and id_samples[index] > 0:
+            start = int(ends[index] - id_samples[index])
+            first = start if first is None else first
+            last = int(ends[index])
+            phonemes += symbol not in word_ids.modifiers
+    if first is not None:
+        words.append((first, last, phonemes))
+    return words
+
+
+@dataclass(frozen=True)
+class UtteranceTiming:
+    """Where one utterance's audio lies (samples from the start of its segment, or of the job once
+    shifted) and its spoken words within it (same origin); ``words`` None if the model gives no
+    durations (Kokoro)."""
+
+    start: int
+    end: int
+    words: list[Run] | None
+
+    def shifted(self, by: int) -> UtteranceTiming:
+        words = None if self.words is None else [(s + by, e + by, n) for s, e, n in self.words]
+        return UtteranceTiming(self.start + by, self.end + by, words)
+
+    def to_json(self) -> list[object]:
+        return [self.start, self.end, self.words]
+
+    @classmethod
+    def from_json(cls, data: list[object]) -> UtteranceTiming:
+        start, end, words = data
+        spans = None if words is None else [(int(w[0]), int(w[1]), int(w[2])) for w in words]  # type: ignore[attr-defined]
+        return cls(int(str(start)), int(str(end)), spans)
+
+
+@dataclass(frozen=True)
+class SegmentTiming:
+    """A segment's length in samples and its utterances' timings (from the segment's start)."""
+
+    samples: int
+    utterances: list[UtteranceTiming]
+
+    def to_json(self) -> list[object]:
+        return [self.samples, [u.to_json() for u in self.utterances]]
+
+    @classmethod
+    def from_json(cls, data: list[object]) -> SegmentTiming:
+        samples, utterances = data
+        assert isinstance(utterances, list)
+        return cls(int(str(samples)), [UtteranceTiming.from_json(u) for u in utterances])
+
+
+MAX_RUNS_PER_WORD: Final = 4
+"""A number may be voiced as several runs ("1999": nineteen, ninety, nine)."""
+MAX_WORDS_PER_RUN: Final = 3
+"""espeak-ng may voice short words as one run ("of the")."""
+UNEVEN_COST: Final = 0.5
+"""Cost of matching other than one word to one run, in phonemes: a tie goes to one-to-one."""
+DIGIT_WEIGHT: Final = 4
+"""Phonemes a digit is expected to become, against one per letter."""
+
+
+Weigh = Callable[[str], int]
+"""Phonemes a written word is expected to become."""
+
+
+def letter_weight(word: str) -> int:
+    """A guess without a phonemiser: about one phoneme per letter, more per digit."""
+    return sum(DIGIT_WEIGHT if ch.isdigit() else 1 for ch in word if ch.isalnum()) or 1
+
+
+def espeak_weight(espeak_voice: str) -> Weigh:
+    """Phonemes espeak-ng makes of the word alone (cached: a book repeats its words)."""
+
+    @lru_cache(maxsize=65536)
+    def weigh(word: str) -> int:
+        symbols = (p for sentence in phonemize(word, espeak_voice) for p in sentence)
+        return sum(p not in SILENT_SYMBOLS and p not in MODIFIER_SYMBOLS for p in symbols) or 1
+
+    return weigh
+
+
+def allocate(words: Sequence[str], runs: Sequence[Run], whole: Span, weigh: Weigh = letter_weight) -> list[Span]:
+    """Spans of the text's ``words`` from the spoken ``runs`` of the same text; ``whole`` is the
+    utterance audio, used only when nothing sounds.
+
+    Usually espeak-ng voices each word as one run, but a number may become several and short words
+    may join into one. Words and runs are matched in order by dynamic programming: a word takes one
+    or more whole runs, or a few words share one run (split by their characters), so that expected
+    and voiced phoneme counts agree best.
+    """
+    if not words:
+        return []
+    if not runs:
+        return _shared(words, whole)
+    expected = np.array([weigh(w) for w in words], dtype=np.float64)
+    voiced = np.array([max(r[2], 1) for r in runs], dtype=np.float64)
+    expected *= voiced.sum() / expected.sum()
+    return _matched(words, runs, expected, voiced)
+
+
+def _matched(
+    words: Sequence[str], runs: Sequence[Run], expected: npt.NDArray[np.float64], voiced: npt.NDArray[np.float64]
+) -> list[Span]:
+    count, available = len(words), len(runs)
+    best = np.full((count + 1, available + 1), np.inf)
+    step: dict[tuple[int, int], tuple[int, int]] = {}
+    best[0, 0] = 0.0
+    for i in range(count + 1):
+        for j in range(available + 1):
+            if not np.isfinite(best[i, j]):
+                continue
+            moves = [(1, t) for t in range(1, MAX_RUNS_PER_WORD + 1)]
+            moves += [(u, 1) for u in range(2, MAX_WORDS_PER_RUN + 1)]
+            for took_words, took_runs in moves:
+                ni, nj = i + took_words, j + took_runs
+                if ni > count or nj > available:
+                    continue
+                cost = abs(expected[i:ni].sum() - voiced[j:nj].sum())
+                cost += 0.0 if took_words == took_runs == 1 else UNEVEN_COST
+                if best[i, j] + cost < best[ni, nj]:
+                    best[ni, nj] = best[i, j] + cost
+                    step[ni, nj] = (i, j)
+    if not np.isfinite(best[count, available]):  # too uneven to match: share the time by characters
+        return _shared(words, (runs[0][0], runs[-1][1]))
+    spans: list[Span] = []
+    i, j = count, available
+    while i:
+        pi, pj = step[i, j]
+        group = (runs[pj][0], runs[j - 1][1])
+        spans[:0] = _shared(words[pi:i], group) if i - pi > 1 else [group]
+        i, j = pi, pj
+    return spans
+
+
+def _shared(words: Sequence[str], span: Span) -> list[Span]:
+    """``span`` cut among ``words`` in proportion to their characters."""
+    start, end = span
+    cumulative = np.cumsum([0, *(len(w) for w in words)])
+    edges = [start + round((end - start) * c / cumulative[-1]) for c in cumulative]
+    return list(pairwise(edges))
