@@ -12,6 +12,7 @@ from api.json_checks import MAX_DEPTH, check_body
 from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
+from tts_core.marks import MarkType
 from ttsq.jobs import JobOptions, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
@@ -79,6 +80,13 @@ class JobCreate(RequestBody):
         description="Seconds of silence after a paragraph (a blank line in plain text, an SSML <p>); "
         "the server's default (0.6) if omitted.",
     )
+    marks: list[MarkType] = Field(
+        default_factory=list,
+        max_length=2,
+        description="Timing marks to store beside the audio: `sentence`, `word` or both (plain text only; "
+        "word marks need a Piper voice). The result then links `marks.json` (`marks_url`) and WebVTT and "
+        "SRT subtitles (`subtitles_url`, `srt_url`).",
+    )
     text_type: TextType = Field(
         TextType.TEXT,
         description="text, or ssml: the documented SSML subset (speak, p, s, break, prosody rate, say-as, sub, "
@@ -106,6 +114,13 @@ class JobCreate(RequestBody):
         "(Standard Webhooks) when the job finishes.",
     )
 
+    @field_validator("marks")
+    @classmethod
+    def _marks_once(cls, value: list[MarkType]) -> list[MarkType]:
+        if len(set(value)) != len(value):
+            raise ValueError("marks names a kind twice")
+        return value
+
     @field_validator("metadata")
     @classmethod
     def _metadata_size(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +137,7 @@ class JobCreate(RequestBody):
             speaker_id=speaker_id,
             sentence_pause_s=self.sentence_pause_s,
             paragraph_pause_s=self.paragraph_pause_s,
+            marks=self.marks,
         )
 
 
@@ -181,6 +197,7 @@ class BatchDefaults(RequestBody):
     sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     text_type: TextType | None = None
+    marks: list[MarkType] | None = Field(None, max_length=2, description="As a job's `marks`.")
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None
 
 

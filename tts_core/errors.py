@@ -77,6 +77,11 @@ class InvalidOption(InvalidInput, code="invalid_option"):
     """A synthesis option lies outside its documented bounds."""
 
 
+class MarksUnsupported(InvalidInput, code="marks_unsupported"):
+    """Timing marks were asked for where ttsq cannot make them: for SSML (its offsets would point into
+    markup), or word marks of a voice whose model does not time its input (Kokoro)."""
+
+
 class VoiceLoadError(TTSError, code="voice_load_error"):
     """A voice's ONNX model or JSON config is missing or unreadable."""
 

@@ -212,6 +212,9 @@ def manifest(record: BatchRecord, items: Iterator[tuple[str, JobRecord | None]])
                 "status": status,
                 "key": result.key if result is not None else None,
                 "duration_s": result.duration_s if result is not None else None,
+                "marks_key": result.marks_key if result is not None else None,
+                "subtitles_key": result.subtitles_key if result is not None else None,
+                "srt_key": result.srt_key if result is not None else None,
                 "error": job.error.model_dump() if job is not None and job.error is not None else None,
             }
         )

@@ -67,6 +67,11 @@ def job_objects_prefix(tenant: str, job_id: str) -> str:
     return JOB_OBJECTS_TEMPLATE.format(tenant=tenant, job_id=job_id)
 
 
+def job_object_key(tenant: str, job_id: str, name: str) -> str:
+    """Another object of a job beside its audio (``marks.json``, ``subtitles.vtt``...)."""
+    return job_objects_prefix(tenant, job_id) + name
+
+
 def segment_queue(queue: str) -> str:
     return f"{queue}{SEGMENT_QUEUE_SUFFIX}"
 
@@ -78,6 +83,11 @@ def interactive_queue(queue: str) -> str:
 def consumed_queues(queue: str) -> list[str]:
     """The queues a synthesis worker takes from, highest priority first."""
     return [interactive_queue(queue), queue, segment_queue(queue)]
+
+
+def job_timings_key(job_id: str) -> str:
+    """Per segment, where its utterances and words lie in its audio (jobs with marks)."""
+    return f"{KEY_PREFIX}:job:{job_id}:timings"
 
 
 def job_segments_key(job_id: str) -> str:

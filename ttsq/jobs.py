@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
+from tts_core.marks import MarkType
 from ttsq import job_stats
 from ttsq.constants import (
     ACTIVE_JOBS_KEY,
@@ -105,6 +106,8 @@ class JobOptions(BaseModel):
     """Silence between sentences; None: the server's ``TTSQ_SENTENCE_PAUSE_S``."""
     paragraph_pause_s: float | None = None
     """Silence after a paragraph (a blank line, an SSML ``<p>``); None: ``TTSQ_PARAGRAPH_PAUSE_S``."""
+    marks: list[MarkType] = Field(default_factory=list)
+    """Timing marks to store beside the audio (with subtitles); none by default."""
 
 
 class JobResult(BaseModel):
@@ -115,6 +118,16 @@ class JobResult(BaseModel):
     duration_s: float
     sample_rate: int
     content_type: str
+    marks_key: str | None = None
+    """``marks.json`` (sentence and/or word marks), if the job asked for marks."""
+    subtitles_key: str | None = None
+    """WebVTT subtitles, made with the marks."""
+    srt_key: str | None = None
+    """The same subtitles as SubRip."""
+
+    def keys(self) -> list[str]:
+        """Every object stored for the job."""
+        return [k for k in (self.key, self.marks_key, self.subtitles_key, self.srt_key) if k is not None]
 
 
 class JobError(BaseModel):
@@ -238,7 +251,8 @@ def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
         day = record.created_at.astimezone(UTC).strftime("%Y-%m-%d")
         pipe.hincrby(usage_key(record.tenant, day), "audio_ms", delivered_ms - record.reserved_audio_ms)
     if record.result is not None:
-        pipe.zadd(OBJECT_EXPIRY_KEY, {record.result.key: record.created_at.timestamp() + ttl_s})
+        expiry = record.created_at.timestamp() + ttl_s
+        pipe.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(record.result.keys(), expiry))
 
 
 def _count_batch_item(pipe: redis.client.Pipeline, record: JobRecord) -> int:
@@ -343,9 +357,9 @@ class JobStore:
         descending). Entries of expired jobs are dropped on the way."""
         return newest_page(self._redis, tenant_jobs_key(tenant), self._ttl_s, after, limit)
 
-    def forget_object(self, key: str) -> None:
-        """The object is deleted already: the cleanup task need not."""
-        self._redis.zrem(OBJECT_EXPIRY_KEY, key)
+    def forget_object(self, *keys: str) -> None:
+        """The objects are deleted already: the cleanup task need not."""
+        self._redis.zrem(OBJECT_EXPIRY_KEY, *keys)
 
     def many(self, job_ids: list[str]) -> list[JobRecord | None]:
         raws = self._redis.mget([job_key(job_id) for job_id in job_ids]) if job_ids else []

@@ -95,7 +95,7 @@ def purge_job(job_id: str, lc: Lifecycle) -> JobRecord:
     if keys:
         lc.objects.delete_many(keys)
     if record.result is not None:
-        lc.jobs.forget_object(record.result.key)
+        lc.jobs.forget_object(*record.result.keys())
     if record.purged_at is not None:
         return record
     purged = lc.jobs.update_by(job_id, TERMINAL_STATUSES, lambda _: {"purged_at": utcnow(), "result": None})

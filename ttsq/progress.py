@@ -16,7 +16,15 @@ from typing import cast
 import redis
 
 from tts_core.plan import PlannedUtterance
-from ttsq.constants import job_done_key, job_events_channel, job_segments_key, job_stats_key, job_streamed_key
+from tts_core.timing import SegmentTiming
+from ttsq.constants import (
+    job_done_key,
+    job_events_channel,
+    job_segments_key,
+    job_stats_key,
+    job_streamed_key,
+    job_timings_key,
+)
 from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
 from ttsq.jobs import JobRecord, JobStatus
 
@@ -108,9 +116,23 @@ class SegmentStore:
     def was_streamed(self, job_id: str) -> bool:
         return bool(self._redis.exists(job_streamed_key(job_id)))
 
+    def save_timing(self, job_id: str, index: int, timing: SegmentTiming) -> None:
+        """Where segment ``index``'s utterances and words lie in its audio (a job with marks), kept
+        until assembly turns them into the job's marks."""
+        key = job_timings_key(job_id)
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, str(index), json.dumps(timing.to_json(), separators=(",", ":")))
+            pipe.expire(key, self._ttl_s)
+            pipe.execute()
+
+    def timing(self, job_id: str, index: int) -> SegmentTiming | None:
+        raw = cast(bytes | None, self._redis.hget(job_timings_key(job_id), str(index)))
+        return None if raw is None else SegmentTiming.from_json(json.loads(raw))
+
     def drop_plan(self, job_id: str) -> None:
-        """The plan is the bulky part (every segment's ids); drop it once the job is finished."""
-        self._redis.delete(job_segments_key(job_id))
+        """The plan is the bulky part (every segment's ids); drop it, and the segments' timings, once
+        the job is finished."""
+        self._redis.delete(job_segments_key(job_id), job_timings_key(job_id))
 
 
 def live_progress(record: JobRecord, segments: SegmentStore) -> JobRecord:

@@ -27,9 +27,32 @@ _INTERNAL_FIELDS = {"result", "attempts", "stream", "keep", "tenant", "reserved_
 
 
 class JobResultPublic(JobResult):
-    """Finished audio as stored, plus a presigned download URL made when the job is read."""
+    """Finished audio as stored, plus presigned download URLs made when the job is read."""
 
     url: str
+    marks_url: str | None = None
+    """``marks.json``, if the job asked for marks."""
+    subtitles_url: str | None = None
+    """WebVTT subtitles, if the job asked for marks."""
+    srt_url: str | None = None
+    """The same subtitles as SubRip."""
+
+
+def public_result(result: JobResult | None, objects: ObjectStore) -> JobResultPublic | None:
+    """The stored result with a fresh presigned URL of each of its objects."""
+    if result is None:
+        return None
+
+    def url(key: str | None) -> str | None:
+        return objects.presigned_get_url(key) if key is not None else None
+
+    return JobResultPublic(
+        url=objects.presigned_get_url(result.key),
+        marks_url=url(result.marks_key),
+        subtitles_url=url(result.subtitles_key),
+        srt_url=url(result.srt_key),
+        **result.model_dump(),
+    )
 
 
 class JobPublic(BaseModel):
@@ -61,19 +84,15 @@ class JobPublic(BaseModel):
     """The client's reference of a batch item."""
 
     @classmethod
-    def from_record(cls, record: JobRecord, url: str | None) -> JobPublic:
-        result = None
-        if record.result is not None and url is not None:
-            result = JobResultPublic(url=url, **record.result.model_dump())
+    def from_record(cls, record: JobRecord, result: JobResultPublic | None) -> JobPublic:
         fields = record.model_dump(exclude=_INTERNAL_FIELDS)
         return cls(**fields, result=result)
 
 
 def public_job(record: JobRecord, segments: SegmentStore, objects: ObjectStore) -> JobPublic:
-    """The public view of ``record``: live progress of a running job, a fresh presigned URL of its audio."""
+    """The public view of ``record``: live progress of a running job, fresh presigned URLs of its objects."""
     record = live_progress(record, segments)
-    url = objects.presigned_get_url(record.result.key) if record.result else None
-    return JobPublic.from_record(record, url)
+    return JobPublic.from_record(record, public_result(record.result, objects))
 
 
 class BatchCountsPublic(BaseModel):
@@ -127,10 +146,7 @@ class BatchPublic(BaseModel):
 def public_item(job_id: str, record: JobRecord | None, objects: ObjectStore) -> BatchItemPublic:
     if record is None:
         return BatchItemPublic(ref=None, job_id=job_id, status=None, result=None, error=None)
-    result = None
-    if record.result is not None:
-        url = objects.presigned_get_url(record.result.key)
-        result = JobResultPublic(url=url, **record.result.model_dump())
+    result = public_result(record.result, objects)
     return BatchItemPublic(ref=record.ref, job_id=job_id, status=record.status, result=result, error=record.error)
 
 

@@ -35,6 +35,7 @@ from tts_core.segments import (
     plan_ssml,
 )
 from tts_core.speech_markup import parse_ssml
+from tts_core.timing import TimedAudio, Weigh, WordIds, espeak_weight, letter_weight
 from tts_core.voice import Voice
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
@@ -71,6 +72,7 @@ class Engine:
         self.device = device
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
         self._voices: dict[str, SpeechModel] = {}
+        self._weights: dict[str, Weigh] = {}
         self._lock = threading.Lock()
         plan = batch_plan(settings.worker, device)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
@@ -154,9 +156,27 @@ class Engine:
             utterances = plan_plain(text, front_end, budget, paragraph)
         return group_segments(utterances, max_ids)
 
-    def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio]:
+    def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio] | list[TimedAudio]:
         voice_id, config = key
-        return self.voice(voice_id).synthesize_ids(batch, config)
+        voice = self.voice(voice_id)
+        if isinstance(voice, Voice):  # its durations time the words
+            return voice.synthesize_timed(batch, config)
+        return voice.synthesize_ids(batch, config)
+
+    def word_weight(self, voice_id: str) -> Weigh:
+        """How many phonemes a word of this voice's text becomes (espeak-ng for Piper voices), to
+        match written words with voiced ones."""
+        info = self.catalog.get(voice_id)
+        if isinstance(info.source, PiperSource):
+            return self._weights.setdefault(
+                info.source.config.espeak_voice, espeak_weight(info.source.config.espeak_voice)
+            )
+        return letter_weight
+
+    def word_ids(self, voice_id: str) -> WordIds | None:
+        """The voice's word-break and silent ids, if its model times its input ids (Piper)."""
+        voice = self.voice(voice_id)
+        return voice.word_ids if isinstance(voice, Voice) else None
 
     def synthesize(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.formats import AudioFormat, encode, encode_stream
 from tts_core.plan import PlannedUtterance
+from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
@@ -44,6 +46,7 @@ from ttsq.quotas import QuotaExceeded, Quotas, usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import Limits, TenantStore
+from workers.marks_output import segment_timing, store_marks
 
 if TYPE_CHECKING:
     from workers.engine import Engine
@@ -82,6 +85,8 @@ class SegmentAudio:
     pcm: PCM16
     synthesis_ms: float
     audio_s: float
+    timing: SegmentTiming | None = None
+    """Where its utterances and words lie, for a job with marks."""
 
 
 def _mark_started(record: JobRecord) -> dict[str, Any]:
@@ -122,7 +127,11 @@ def _speak(
     sample_rate = ctx.engine.sample_rate(record.voice)
     before = [u.pause_before_s for u in utterances]
     pcm = timed_pcm([r.audio for r in ordered], before, after, sample_rate)
-    return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate)
+    timing = None
+    if record.options.marks:
+        word_ids = ctx.engine.word_ids(record.voice)
+        timing = segment_timing(utterances, ordered, before, after, sample_rate, word_ids)
+    return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate, timing)
 
 
 def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
@@ -154,7 +163,7 @@ def start_job(job_id: str, ctx: JobContext) -> None:
         if record.stream:  # the API sends this part while the object is encoded and stored
             ctx.parts.put(job_id, 0, audio.pcm.tobytes())
             ctx.segments.mark_done(job_id, 0, audio.synthesis_ms, audio.audio_s)
-        _finish_single(job_id, record, audio, ctx)
+        _finish_single(job_id, record, segments[0], audio, ctx)
         return
     if ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
         return
@@ -193,7 +202,9 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
     return record.model_copy(update={"reserved_audio_ms": planned_ms})
 
 
-def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: JobContext) -> None:
+def _finish_single(
+    job_id: str, record: JobRecord, segments_plan: list[PlannedUtterance], audio: SegmentAudio, ctx: JobContext
+) -> None:
     if not record.keep:
         _succeed(job_id, record, None, round(audio.synthesis_ms), audio.audio_s, ctx)
         return
@@ -208,8 +219,11 @@ def _finish_single(job_id: str, record: JobRecord, audio: SegmentAudio, ctx: Job
         sample_rate=sample_rate,
         content_type=encoded.content_type,
     )
+    if record.options.marks and audio.timing is not None:
+        timed = zip(segments_plan, audio.timing.utterances, strict=True)
+        result = _store_marks(ctx, record, timed, sample_rate, result)
     if not _succeed(job_id, record, result, round(audio.synthesis_ms), result.duration_s, ctx):
-        ctx.objects.delete_many([key])  # canceled while it was encoded: keep nothing
+        ctx.objects.delete_many(result.keys())  # canceled while it was encoded: keep nothing
 
 
 def _succeed(
@@ -261,6 +275,8 @@ def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
         if utterances is None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
         audio = _speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
+        if audio.timing is not None:
+            ctx.segments.save_timing(job_id, index, audio.timing)
         ctx.parts.put(job_id, index, audio.pcm.tobytes())
         counted, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
         if counted and done == 1:  # the job's first audio exists from now on
@@ -310,10 +326,36 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
         sample_rate=sample_rate,
         content_type=audio_format.content_type,
     )
+    if record.options.marks:
+        timed = _job_timings(job_id, total, ctx)
+        result = _store_marks(ctx, record, timed, sample_rate, result)
     if _succeed(job_id, record, result, sums.synthesis_ms, result.duration_s, ctx):
         cleanup(job_id, total, ctx, keep_parts=record.stream)
     elif ctx.jobs.get(job_id).status is JobStatus.CANCELED:  # canceled while it was assembled
-        ctx.objects.delete_many([key])
+        ctx.objects.delete_many(result.keys())
+
+
+def _store_marks(
+    ctx: JobContext,
+    record: JobRecord,
+    timed: Iterable[tuple[PlannedUtterance, UtteranceTiming]],
+    sample_rate: int,
+    result: JobResult,
+) -> JobResult:
+    weigh = ctx.engine.word_weight(record.voice)
+    return store_marks(ctx.objects, record, ctx.jobs.text(record.id), timed, sample_rate, result, weigh)
+
+
+def _job_timings(job_id: str, total: int, ctx: JobContext) -> Iterator[tuple[PlannedUtterance, UtteranceTiming]]:
+    """Every planned utterance of the job with its timing in the job's audio, segment by segment."""
+    offset = 0
+    for index in range(total):
+        plan, timing = ctx.segments.segment(job_id, index), ctx.segments.timing(job_id, index)
+        if plan is None or timing is None:
+            raise SegmentLost(f"job {job_id} has no plan or timing for segment {index}; cannot make its marks")
+        for utterance, utterance_timing in zip(plan, timing.utterances, strict=True):
+            yield utterance, utterance_timing.shifted(offset)
+        offset += timing.samples
 
 
 def cleanup(job_id: str, total: int, ctx: JobContext, keep_parts: bool = False) -> None:

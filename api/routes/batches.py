@@ -13,7 +13,7 @@ from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
 from api.idempotency import IN_FLIGHT, IdempotencyConflict, mark_replayed, submit_once
-from api.routes.jobs import MAX_PAGE, require_json, spoken_text
+from api.routes.jobs import MAX_PAGE, check_marks, require_json, spoken_text
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
@@ -34,7 +34,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorPublic} for code in (400, 401, 404, 409, 413, 415, 422, 429, 503)
 }
 
-_FIELD_OF_CODE: Final = {"voice_not_found": "voice", "invalid_option": "speaker"}
+_FIELD_OF_CODE: Final = {"voice_not_found": "voice", "invalid_option": "speaker", "marks_unsupported": "marks"}
 """Which item field a refusal names; any other refusal of an item is about its text."""
 
 
@@ -64,6 +64,7 @@ def _item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, batch_
     try:
         spoken = spoken_text(request, state.catalog.get(voice).language, settings.max_text_chars)
         state.catalog.check_speakable(voice, spoken)
+        check_marks(request, state.catalog.get(voice))
         speaker_id = state.catalog.get(voice).speaker_index(request.speaker)
     except (TTSError, ServiceError) as e:
         field = _FIELD_OF_CODE.get(e.code, "text")

@@ -21,7 +21,8 @@ from api.idempotency import IN_FLIGHT, IdempotencyConflict, mark_replayed, submi
 from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
-from tts_core.errors import TextTooLong
+from tts_core.catalog import EngineName, VoiceInfo
+from tts_core.errors import MarksUnsupported, TextTooLong
 from tts_core.speech_markup import parse_ssml
 from tts_core.text import check_text
 from ttsq.constants import MAX_WAIT_S
@@ -121,6 +122,7 @@ def create_job(
     voice = body.voice or settings.default_voice
     spoken = spoken_text(body, state.catalog.get(voice).language, settings.max_text_chars)
     state.catalog.check_speakable(voice, spoken)
+    check_marks(body, state.catalog.get(voice))
     speaker_id = state.catalog.get(voice).speaker_index(body.speaker)
     if body.webhook_url is not None:
         check_webhook_url(body.webhook_url, settings)
@@ -173,6 +175,18 @@ def spoken_text(body: JobCreate, language: str, max_chars: int) -> str:
     spoken = parse_ssml(body.text, default_lang=language).spoken_text
     check_text(spoken, max_chars)
     return spoken
+
+
+def check_marks(body: JobCreate, voice: VoiceInfo) -> None:
+    """Marks point at characters of plain text, and word marks need a model that times its input."""
+    if not body.marks:
+        return
+    if body.text_type is TextType.SSML:
+        raise MarksUnsupported("marks are made for plain text only, not for text_type ssml")
+    if "word" in body.marks and voice.engine is not EngineName.PIPER:
+        raise MarksUnsupported(
+            f"word marks need a Piper voice; {voice.id} ({voice.engine.value}) gives sentence marks only"
+        )
 
 
 def default_priority(characters: int, settings: Settings) -> Priority:
