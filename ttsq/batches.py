@@ -6,6 +6,8 @@ job with ``batch_id`` and ``ref`` set. When an item reaches its terminal status,
 transaction moves the counters (``JobStore._write``), so they are exact whatever is delivered
 twice; the write that finishes the last item tells its caller, which sends ``ttsq.finish_batch``:
 :func:`finish_batch` writes the manifest to the object store and marks the batch finished.
+Until then the batch is listed in ``ttsq:batches:active``, where the sweeper finds a batch whose
+finishing task was lost (:mod:`ttsq.batch_sweep`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic import BaseModel
 from redis.lock import Lock
 
 from ttsq.constants import (
+    ACTIVE_BATCHES_KEY,
     OBJECT_EXPIRY_KEY,
     batch_claim_key,
     batch_counts_key,
@@ -107,14 +110,17 @@ class BatchStore:
         self._ttl_s = ttl_s
 
     def create(self, record: BatchRecord, job_ids: list[str]) -> None:
-        """Write the record, its item list and zeroed counters, and list it as its tenant's."""
+        """Write the record, its item list and zeroed counters, and list it as its tenant's and as
+        active (until its manifest is written)."""
+        created = record.created_at.timestamp()
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.set(batch_key(record.id), record.model_dump_json(), ex=self._ttl_s)
             pipe.rpush(batch_items_key(record.id), *job_ids)
             pipe.expire(batch_items_key(record.id), self._ttl_s)
             pipe.hset(batch_counts_key(record.id), mapping={"total": record.total, "finished": 0})
             pipe.expire(batch_counts_key(record.id), self._ttl_s)
-            pipe.zadd(tenant_batches_key(record.tenant), {record.id: record.created_at.timestamp()})
+            pipe.zadd(tenant_batches_key(record.tenant), {record.id: created})
+            pipe.zadd(ACTIVE_BATCHES_KEY, {record.id: created})
             pipe.execute()
 
     def delete(self, record: BatchRecord) -> None:
@@ -122,7 +128,25 @@ class BatchStore:
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.delete(batch_key(record.id), batch_items_key(record.id), batch_counts_key(record.id))
             pipe.zrem(tenant_batches_key(record.tenant), record.id)
+            pipe.zrem(ACTIVE_BATCHES_KEY, record.id)
             pipe.execute()
+
+    def active_ids(self, created_before: float) -> list[str]:
+        """Ids of batches without a manifest created before the given Unix time, oldest first."""
+        raw = cast(list[bytes], self._redis.zrangebyscore(ACTIVE_BATCHES_KEY, "-inf", created_before))
+        return [member.decode() for member in raw]
+
+    def forget_active(self, batch_ids: list[str]) -> None:
+        """Drop active-set entries of batches that are finished or whose record expired."""
+        if batch_ids:
+            self._redis.zrem(ACTIVE_BATCHES_KEY, *batch_ids)
+
+    def finished_items(self, batch_ids: list[str]) -> list[int]:
+        """How many items of each batch are finished (its ``finished`` counter), in one round trip."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            for batch_id in batch_ids:
+                pipe.hget(batch_counts_key(batch_id), "finished")
+            return [int(value or 0) for value in pipe.execute()]
 
     def exists(self, batch_id: str) -> bool:
         return bool(self._redis.exists(batch_key(batch_id)))
@@ -161,7 +185,8 @@ class BatchStore:
         allowed_from: tuple[BatchStatus, ...],
         changes_of: Callable[[BatchRecord], Mapping[str, Any]],
     ) -> BatchRecord | None:
-        """Change the record atomically if its status is in ``allowed_from``; None otherwise."""
+        """Change the record atomically if its status is in ``allowed_from``; None otherwise. The
+        write that sets its manifest takes it out of the active set too."""
         key = batch_key(batch_id)
         outcome: list[BatchRecord | None] = [None]
 
@@ -176,6 +201,8 @@ class BatchStore:
             updated = BatchRecord.model_validate({**record.model_dump(), **changes_of(record)})
             pipe.multi()
             pipe.set(key, updated.model_dump_json(), keepttl=True)
+            if updated.manifest_key is not None:
+                pipe.zrem(ACTIVE_BATCHES_KEY, batch_id)
             outcome[0] = updated
 
         self._redis.transaction(apply, key)
@@ -188,6 +215,13 @@ class BatchStore:
     def schedule_object_expiry(self, record: BatchRecord, key: str) -> None:
         """The cleanup task deletes the manifest when the batch's records expire."""
         self._redis.zadd(OBJECT_EXPIRY_KEY, {key: record.created_at.timestamp() + self._ttl_s})
+
+    def claimed(self, batch_ids: list[str], step: str) -> list[bool]:
+        """Whether each batch's ``step`` is claimed now (:meth:`step_lock`), in one round trip."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            for batch_id in batch_ids:
+                pipe.exists(batch_claim_key(batch_id, step))
+            return [bool(found) for found in pipe.execute()]
 
     def step_lock(self, batch_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a batch (``finish``, ``webhook``)."""

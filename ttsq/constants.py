@@ -195,6 +195,11 @@ BATCH_MANIFEST_TEMPLATE: Final = "{tenant}/batches/{batch_id}/manifest.json"
 """S3 key of a finished batch's manifest: each item's ref, job id, status, object key and error."""
 
 
+ACTIVE_BATCHES_KEY: Final = f"{KEY_PREFIX}:batches:active"
+"""Sorted set of every batch without a manifest yet (score: creation time), so the sweeper finds a
+batch whose finishing task was lost without scanning keys."""
+
+
 def batch_key(batch_id: str) -> str:
     """A batch's record (JSON), with the job TTL."""
     return f"{KEY_PREFIX}:batch:{batch_id}"
