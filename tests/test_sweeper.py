@@ -8,6 +8,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,21 @@ from mypy_boto3_s3 import S3Client
 
 from tests.conftest import create_record, start_worker
 from tts_core.plan import PlannedUtterance
+from ttsq.batches import BatchRecord, BatchStatus, BatchStore, finish_batch, new_batch_id
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.constants import OBJECT_EXPIRY_KEY, consumed_queues, job_objects_prefix, part_object_key
-from ttsq.jobs import JobStatus, JobStore
+from ttsq.constants import (
+    ACTIVE_BATCHES_KEY,
+    MAINTENANCE_QUEUE,
+    OBJECT_EXPIRY_KEY,
+    batch_counts_key,
+    batch_items_key,
+    batch_key,
+    batch_manifest_key,
+    consumed_queues,
+    job_objects_prefix,
+    part_object_key,
+)
+from ttsq.jobs import JobRecord, JobStatus, JobStore, utcnow
 from ttsq.lifecycle import Lifecycle
 from ttsq.maintenance import Sweeper, cleanup
 from ttsq.ops.commands import beat_argv, webhook_worker_argv
@@ -71,7 +84,7 @@ def sweeper_for(settings: Settings, client: redis.Redis) -> Sweeper:
     lifecycle = Lifecycle(
         jobs, segments, make_part_store(settings, client, objects), objects, send.webhook, send.finish_batch
     )
-    return Sweeper(settings, client, jobs, segments, lifecycle, send)
+    return Sweeper(settings, client, jobs, segments, lifecycle, send, BatchStore(client, settings.job_ttl_s))
 
 
 def wait_for_status(jobs: JobStore, job_id: str, timeout_s: float = 60) -> JobStatus:
@@ -218,3 +231,119 @@ def test_beat_and_the_service_worker_recover_a_lost_job(
     finally:
         beat.stop()
         service.stop()
+
+
+def create_batch(jobs: JobStore, batches: BatchStore, size: int) -> tuple[BatchRecord, list[JobRecord]]:
+    """A batch and its queued items written straight to Redis, as the API would (nothing sent)."""
+    batch_id = new_batch_id()
+    items = [create_record(jobs, f"Item number {n}.", batch_id=batch_id, ref=str(n)) for n in range(size)]
+    record = BatchRecord(
+        id=batch_id,
+        tenant=items[0].tenant,
+        total=size,
+        characters=sum(i.characters for i in items),
+        created_at=utcnow(),
+    )
+    batches.create(record, [item.id for item in items])
+    return record, items
+
+
+def messages_naming(client: redis.Redis, batch_id: str) -> int:
+    return sum(batch_id.encode() in message for message in client.lrange(MAINTENANCE_QUEUE, 0, -1))
+
+
+@contextmanager
+def service_worker(settings: Settings, log_path: Path, name: str) -> Iterator[ManagedProcess]:
+    """The service worker (webhooks, maintenance, batches' finishing tasks) on the module's Redis."""
+    env = {**os.environ, **settings_env(settings)}
+    process = ManagedProcess(name, webhook_worker_argv(2, f"{name}@%h"), log_path, env).start()
+    try:
+        wait_for_node(settings, name, process, 60)
+        yield process
+    finally:
+        process.stop()
+
+
+def test_a_batch_whose_finishing_task_was_lost_is_finished_on_the_second_look(
+    own_settings: Settings, own_redis: redis.Redis, own_worker: ManagedProcess, tmp_path: Path
+) -> None:
+    """The items run and the last one sends ``ttsq.finish_batch``; no service worker takes it here,
+    and the message is deleted (as a Redis crash would lose it). The sweeper sends it again."""
+    jobs = JobStore(own_redis, own_settings.job_ttl_s)
+    batches = BatchStore(own_redis, own_settings.job_ttl_s)
+    batch, items = create_batch(jobs, batches, 2)
+    send = TaskPublisher(make_producer(own_settings), own_settings.queue)
+    for item in items:
+        send.entry(item.id, item.priority)
+    assert [wait_for_status(jobs, item.id) for item in items] == [JobStatus.SUCCEEDED] * 2
+    wait_until(lambda: messages_naming(own_redis, batch.id) == 1, 30, "the batch's finishing task sent")
+    own_redis.delete(MAINTENANCE_QUEUE)
+    assert batches.get(batch.id).status is BatchStatus.RUNNING
+    assert own_redis.zscore(ACTIVE_BATCHES_KEY, batch.id) is not None
+    sweeper = sweeper_for(own_settings, own_redis)
+    now = time.time()
+    first = sweeper.sweep(now).batches
+    assert batch.id in first.suspected
+    assert first.resent == []
+    assert messages_naming(own_redis, batch.id) == 0
+    assert sweeper.sweep(now + own_settings.sweep_interval_s).batches.resent == [batch.id]
+    assert messages_naming(own_redis, batch.id) == 1
+    with service_worker(own_settings, tmp_path / "service.log", "batch-service"):
+        wait_until(lambda: batches.get(batch.id).manifest_key is not None, 60, "the batch finished")
+    finished = batches.get(batch.id)
+    assert finished.status is BatchStatus.COMPLETED
+    assert finished.manifest_key == batch_manifest_key(batch.tenant, batch.id)
+    stored = ObjectStore(own_settings.s3).get(finished.manifest_key)
+    assert stored is not None
+    manifest = json.loads(stored)
+    assert manifest["status"] == "completed"
+    assert [(e["job_id"], e["status"]) for e in manifest["items"]] == [(i.id, "succeeded") for i in items]
+    assert own_redis.zscore(ACTIVE_BATCHES_KEY, batch.id) is None
+    later = sweeper.sweep(now + 3 * own_settings.sweep_interval_s).batches
+    assert batch.id not in later.suspected + later.resent
+
+
+def test_a_batch_with_its_finishing_task_waiting_is_left_alone(own_settings: Settings, own_redis: redis.Redis) -> None:
+    jobs = JobStore(own_redis, own_settings.job_ttl_s)
+    batches = BatchStore(own_redis, own_settings.job_ttl_s)
+    batch, items = create_batch(jobs, batches, 1)
+    canceled = jobs.transition(items[0].id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
+    assert canceled is not None
+    assert canceled.completes_batch
+    TaskPublisher(make_producer(own_settings), own_settings.queue).finish_batch(batch.id)
+    sweeper = sweeper_for(own_settings, own_redis)
+    now = time.time()
+    for later in (0, own_settings.sweep_interval_s, 2 * own_settings.sweep_interval_s):
+        report = sweeper.sweep(now + later).batches
+        assert batch.id not in report.suspected + report.resent
+    assert messages_naming(own_redis, batch.id) == 1
+    own_redis.delete(MAINTENANCE_QUEUE)
+    batches.forget_active([batch.id])
+
+
+def test_the_batch_index_keeps_only_unfinished_batches(own_settings: Settings, own_redis: redis.Redis) -> None:
+    """A finished batch leaves the index when its manifest is written; one whose record expired, or
+    one finished while its entry was kept, is dropped by the sweep; one with items to go stays."""
+    jobs = JobStore(own_redis, own_settings.job_ttl_s)
+    batches = BatchStore(own_redis, own_settings.job_ttl_s)
+    objects = ObjectStore(own_settings.s3)
+    finished, [item] = create_batch(jobs, batches, 1)
+    assert own_redis.zscore(ACTIVE_BATCHES_KEY, finished.id) is not None
+    jobs.transition(item.id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
+    assert finish_batch(finished.id, batches, jobs, objects) is not None
+    assert own_redis.zscore(ACTIVE_BATCHES_KEY, finished.id) is None
+    expired, expired_items = create_batch(jobs, batches, 1)
+    own_redis.delete(batch_key(expired.id), batch_items_key(expired.id), batch_counts_key(expired.id))
+    kept, kept_items = create_batch(jobs, batches, 1)
+    jobs.transition(kept_items[0].id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
+    assert finish_batch(kept.id, batches, jobs, objects) is not None
+    own_redis.zadd(ACTIVE_BATCHES_KEY, {kept.id: kept.created_at.timestamp()})  # left by an interrupted write
+    running, running_items = create_batch(jobs, batches, 2)
+    jobs.transition(running_items[0].id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
+    report = sweeper_for(own_settings, own_redis).sweep(time.time()).batches
+    assert sorted(report.forgotten) == sorted([expired.id, kept.id])
+    assert running.id not in report.suspected
+    assert own_redis.zrange(ACTIVE_BATCHES_KEY, 0, -1) == [running.id.encode()]
+    for record in (*expired_items, running_items[1]):
+        jobs.forget_active(record.id, record.tenant)
+    batches.forget_active([running.id])

@@ -8,10 +8,12 @@ all take their configuration from :func:`celery_config`.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, cast
 
+import redis
 from celery import Celery
 from celery.signals import before_task_publish
 from kombu.exceptions import OperationalError
@@ -141,6 +143,21 @@ class TaskPublisher:
         """The task that writes a batch's manifest once its last item finished (service worker)."""
         with _publishing():
             self._app.send_task(FINISH_BATCH_TASK, args=[batch_id], queue=MAINTENANCE_QUEUE)
+
+
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def ids_in_messages(client: redis.Redis, queues: Iterable[str], unacked_key: str) -> set[str]:
+    """Every UUID (job and batch ids among them) in the messages waiting in ``queues`` and held
+    under ``unacked_key``: a message names its arguments in plain text (``argsrepr``)."""
+    found: set[str] = set()
+    for queue in queues:
+        for message in cast(list[bytes], client.lrange(queue, 0, -1)):
+            found.update(m.decode() for m in _UUID.findall(message))
+    for message in cast(list[bytes], client.hvals(unacked_key)):
+        found.update(m.decode() for m in _UUID.findall(message))
+    return found
 
 
 @contextlib.contextmanager

@@ -9,7 +9,9 @@ acknowledged after a failed retry. The sweeper lists the active jobs, reads ever
 message once, and takes a job for stuck only when it is missing at two sweeps in a row (a message
 moving from a queue to a worker is briefly in neither). A stuck job's missing work is queued again:
 its entry task if it was never planned, its unfinished segments, or its assembly. Every step is
-safe to repeat. After ``max_requeues`` it is failed as ``stalled``.
+safe to repeat. After ``max_requeues`` it is failed as ``stalled``. Each sweep also sends the
+finishing task of a batch again when its items are all finished but that task was lost
+(:mod:`ttsq.batch_sweep`).
 
 **Cleanup.** Objects of jobs whose records expired are deleted (their keys wait in a sorted set
 scored by expiry), and temporary parts under ``tmp/`` older than the part TTL (a job that died
@@ -19,16 +21,16 @@ mid-way) too.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, cast
 
 import redis
 
-from ttsq.broker import TaskPublisher
+from ttsq.batch_sweep import BatchSweeper, BatchSweepReport
+from ttsq.batches import BatchStore
+from ttsq.broker import TaskPublisher, ids_in_messages
 from ttsq.constants import KEY_PREFIX, OBJECT_EXPIRY_KEY, consumed_queues
 from ttsq.errors import ServiceError
 from ttsq.jobs import JobError, JobRecord, JobStatus, JobStore
@@ -47,8 +49,6 @@ UNACKED_KEY: Final = "unacked"
 
 TMP_PREFIX: Final = "tmp/"
 
-_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
 
 class Stalled(ServiceError, code="stalled"):
     """The job's work vanished more often than the sweeper re-queues it."""
@@ -60,23 +60,13 @@ class SweepReport:
     suspected: list[str] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-
-
-def ids_in_messages(client: redis.Redis, queues: Iterable[str]) -> set[str]:
-    """Every UUID (job ids among them) in the waiting and held messages of the synthesis queues."""
-    found: set[str] = set()
-    for queue in queues:
-        for message in cast(list[bytes], client.lrange(queue, 0, -1)):
-            found.update(m.decode() for m in _UUID.findall(message))
-    for message in cast(list[bytes], client.hvals(UNACKED_KEY)):
-        found.update(m.decode() for m in _UUID.findall(message))
-    return found
+    batches: BatchSweepReport = field(default_factory=BatchSweepReport)
 
 
 class Sweeper:
     def __init__(
         self, settings: Settings, client: redis.Redis, jobs: JobStore, segments: SegmentStore, lc: Lifecycle,
-        send: TaskPublisher,
+        send: TaskPublisher, batches: BatchStore,
     ) -> None:  # fmt: skip
         self._settings = settings
         self._redis = client
@@ -84,15 +74,22 @@ class Sweeper:
         self._segments = segments
         self._lifecycle = lc
         self._send = send
+        grace_s, interval_s = settings.sweep_grace_s, settings.sweep_interval_s
+        self._batches = BatchSweeper(client, batches, send.finish_batch, grace_s, interval_s)
 
     def sweep(self, now: float | None = None) -> SweepReport:
         now = time.time() if now is None else now
         report = SweepReport()
+        self._sweep_jobs(now, report)
+        report.batches = self._batches.sweep(now)
+        return report
+
+    def _sweep_jobs(self, now: float, report: SweepReport) -> None:
         candidates = self._jobs.active_ids(created_before=now - self._settings.sweep_grace_s)
         if not candidates:
             self._redis.delete(SUSPECTS_KEY)
-            return report
-        present = ids_in_messages(self._redis, consumed_queues(self._settings.queue))
+            return
+        present = ids_in_messages(self._redis, consumed_queues(self._settings.queue), UNACKED_KEY)
         suspects = {
             k.decode(): float(v) for k, v in cast(dict[bytes, bytes], self._redis.hgetall(SUSPECTS_KEY)).items()
         }
@@ -110,7 +107,6 @@ class Sweeper:
         gone = set(suspects) - set(candidates) | (set(suspects) & present)
         if gone:
             self._redis.hdel(SUSPECTS_KEY, *gone)
-        return report
 
     def _recover(self, job_id: str, report: SweepReport, now: float) -> None:
         try:

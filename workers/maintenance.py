@@ -10,6 +10,7 @@ from functools import lru_cache
 import redis
 from redis.exceptions import LockError
 
+from ttsq.batches import BatchStore
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import CLEANUP_TASK, KEY_PREFIX, SWEEP_TASK
 from ttsq.errors import ServiceError
@@ -47,7 +48,8 @@ def sweeper() -> Sweeper:
     parts = make_part_store(_settings, client, _objects())
     send = TaskPublisher(make_producer(_settings), _settings.queue)
     lifecycle = Lifecycle(jobs, segments, parts, _objects(), send.webhook, send.finish_batch)
-    return Sweeper(_settings, client, jobs, segments, lifecycle, send)
+    batches = BatchStore(client, _settings.job_ttl_s)
+    return Sweeper(_settings, client, jobs, segments, lifecycle, send, batches)
 
 
 def _alone(name: str, ttl_s: float) -> redis.lock.Lock:
@@ -65,8 +67,11 @@ def sweep() -> None:
         return
     try:
         report = sweeper().sweep()
-        if report.requeued or report.failed:
-            log.warning("sweep: %d re-queued, %d failed as stalled", len(report.requeued), len(report.failed))
+        if report.requeued or report.failed or report.batches.resent:
+            log.warning(
+                "sweep: %d re-queued, %d failed as stalled, %d batches' finishing tasks sent again",
+                len(report.requeued), len(report.failed), len(report.batches.resent),
+            )  # fmt: skip
     finally:
         try:
             lock.release()
