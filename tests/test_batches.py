@@ -15,7 +15,7 @@ from mypy_boto3_s3 import S3Client
 
 from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi
 from tests.receiver import Receiver
-from ttsq.constants import batch_manifest_key
+from ttsq.constants import ACTIVE_BATCHES_KEY, batch_manifest_key
 from ttsq.ops.processes import ManagedProcess
 from ttsq.tenants import Limits, TenantStore
 
@@ -57,7 +57,9 @@ def wait_for_batch(client: httpx.Client, batch_id: str, done: Any, timeout_s: fl
     raise AssertionError(f"batch {batch_id} not there after {timeout_s}s: {batch}")
 
 
-def test_a_batch_runs_to_completion_with_a_manifest(client: httpx.Client, s3_client: S3Client) -> None:
+def test_a_batch_runs_to_completion_with_a_manifest(
+    client: httpx.Client, s3_client: S3Client, redis_client: redis.Redis
+) -> None:
     items = [{"text": text} for text in SENTENCES]
     items[0]["ref"] = "chapter-1"
     items[1]["format"] = "mp3"
@@ -70,6 +72,7 @@ def test_a_batch_runs_to_completion_with_a_manifest(client: httpx.Client, s3_cli
     assert done["progress"]["characters_done"] == done["progress"]["characters_total"]
     assert done["progress"]["segments_done"] == 5
     assert done["finished_at"] is not None
+    assert redis_client.zscore(ACTIVE_BATCHES_KEY, batch["id"]) is None  # the sweeper looks no more
     assert [item["ref"] for item in done["items"]] == ["chapter-1", "1", "2", "3", "4"]
     key = batch_manifest_key("anonymous", batch["id"])
     manifest = json.loads(s3_client.get_object(Bucket=TEST_BUCKET, Key=key)["Body"].read())
@@ -132,9 +135,10 @@ def test_another_tenants_batch_is_not_found(idle_queue_api: IdleQueueApi, tenant
     assert client.get(f"/v1/batches/{batch['id']}", headers=mine).json()["status"] == "running"
 
 
-def test_canceling_a_batch_cancels_every_item(idle_queue_api: IdleQueueApi) -> None:
+def test_canceling_a_batch_cancels_every_item(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:
     client = idle_queue_api.client
     batch = submit(client, {"items": [{"text": text} for text in SENTENCES[:3]]})
+    assert redis_client.zscore(ACTIVE_BATCHES_KEY, batch["id"]) is not None
     canceled = client.delete(f"/v1/batches/{batch['id']}")
     assert canceled.status_code == 200
     assert canceled.json()["status"] == "canceled"
@@ -143,6 +147,7 @@ def test_canceling_a_batch_cancels_every_item(idle_queue_api: IdleQueueApi) -> N
     # The last cancel sent the finishing task: the service worker writes the manifest.
     finished = wait_for_batch(client, batch["id"], lambda b: b["manifest_url"] is not None)
     assert finished["status"] == "canceled"
+    assert redis_client.zscore(ACTIVE_BATCHES_KEY, batch["id"]) is None
     assert [item["status"] for item in finished["items"]] == ["canceled"] * 3
     for item in finished["items"]:
         assert client.get(f"/v1/jobs/{item['job_id']}").json()["status"] == "canceled"
