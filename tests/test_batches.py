@@ -6,16 +6,17 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 import redis
 from mypy_boto3_s3 import S3Client
 
+from api.admission import PUBLISH_PIPELINE
 from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi
 from tests.receiver import Receiver
-from ttsq.constants import ACTIVE_BATCHES_KEY, batch_manifest_key
+from ttsq.constants import ACTIVE_BATCHES_KEY, batch_items_key, batch_manifest_key
 from ttsq.ops.processes import ManagedProcess
 from ttsq.tenants import Limits, TenantStore
 
@@ -183,6 +184,22 @@ def test_items_are_paged_in_order(idle_queue_api: IdleQueueApi) -> None:
     assert refused.json()["error"]["code"] == "invalid_cursor"
     client.delete(f"/v1/batches/{batch['id']}")
     client.delete(f"/v1/batches/{other['id']}")
+
+
+def test_a_batch_larger_than_one_pipeline_queues_every_item_once_in_order(
+    idle_queue_api: IdleQueueApi, redis_client: redis.Redis
+) -> None:
+    """The entry tasks go out in pipelines of ``PUBLISH_PIPELINE`` commands (two per item): every
+    item's task is queued once, the first item's oldest, whatever chunk it fell in."""
+    client = idle_queue_api.client
+    count = PUBLISH_PIPELINE + 1
+    batch = submit(client, {"items": [{"text": f"Line {n}."} for n in range(count)]})
+    item_ids = [m.decode() for m in cast(list[bytes], redis_client.lrange(batch_items_key(batch["id"]), 0, -1))]
+    base = idle_queue_api.queue.removesuffix(".interactive")
+    waiting = redis_client.lrange(base, 0, -1)  # producers LPUSH: the tail is the oldest
+    assert [json.loads(m)["headers"]["id"] for m in reversed(waiting)] == item_ids
+    assert len(item_ids) == count
+    client.delete(f"/v1/batches/{batch['id']}")
 
 
 @pytest.fixture
