@@ -10,6 +10,11 @@ from typing import Any, Final
 
 from tts_core.errors import InvalidOption, VoiceLoadError
 
+BOS: Final = "^"
+EOS: Final = "$"
+PAD: Final = "_"
+"""Piper's framing symbols: an utterance's ids start with BOS, end with EOS, and PAD follows each phoneme."""
+
 DEFAULT_NOISE_SCALE: Final = 0.667
 """Generator noise; Piper's training default."""
 

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Final
 
 import piper_phonemize
 
-BOS: Final = "^"
-EOS: Final = "$"
-PAD: Final = "_"
+from tts_core.config import BOS, EOS, PAD
 
 _ESPEAK_LOCK = threading.Lock()
 """espeak-ng keeps global state: one phonemisation at a time per process (worker threads, API threads)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import pairwise
 from typing import Final
 
@@ -18,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tts_core.audio import FloatAudio
-from tts_core.phonemes import BOS, EOS, PAD, phonemize
+from tts_core.config import BOS, EOS, PAD
 
 IdSamples = npt.NDArray[np.int64]
 """Samples of audio each input id lasts, in input order."""
@@ -141,17 +140,6 @@ Weigh = Callable[[str], int]
 def letter_weight(word: str) -> int:
     """A guess without a phonemiser: about one phoneme per letter, more per digit."""
     return sum(DIGIT_WEIGHT if ch.isdigit() else 1 for ch in word if ch.isalnum()) or 1
-
-
-def espeak_weight(espeak_voice: str) -> Weigh:
-    """Phonemes espeak-ng makes of the word alone (cached: a book repeats its words)."""
-
-    @lru_cache(maxsize=65536)
-    def weigh(word: str) -> int:
-        symbols = (p for sentence in phonemize(word, espeak_voice) for p in sentence)
-        return sum(p not in SILENT_SYMBOLS and p not in MODIFIER_SYMBOLS for p in symbols) or 1
-
-    return weigh
 
 
 def allocate(words: Sequence[str], runs: Sequence[Run], whole: Span, weigh: Weigh = letter_weight) -> list[Span]:

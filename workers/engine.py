@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Final
 
 from tts_core.audio import FloatAudio
@@ -25,6 +26,7 @@ from tts_core.config import SynthesisConfig
 from tts_core.device import Device
 from tts_core.kokoro import KokoroVoice
 from tts_core.kokoro import front_end as kokoro_front_end
+from tts_core.phonemes import phonemize
 from tts_core.plan import PlannedUtterance
 from tts_core.runtime import resolve_device
 from tts_core.segments import (
@@ -35,7 +37,7 @@ from tts_core.segments import (
     plan_ssml,
 )
 from tts_core.speech_markup import parse_ssml
-from tts_core.timing import TimedAudio, Weigh, WordIds, espeak_weight, letter_weight
+from tts_core.timing import MODIFIER_SYMBOLS, SILENT_SYMBOLS, TimedAudio, Weigh, WordIds, letter_weight
 from tts_core.voice import Voice
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
@@ -214,6 +216,17 @@ class Engine:
     def close(self) -> None:
         self.interactive.close()
         self.batcher.close()
+
+
+def espeak_weight(espeak_voice: str) -> Weigh:
+    """Phonemes espeak-ng makes of a word alone (cached: a book repeats its words)."""
+
+    @lru_cache(maxsize=65536)
+    def weigh(word: str) -> int:
+        symbols = (p for sentence in phonemize(word, espeak_voice) for p in sentence)
+        return sum(p not in SILENT_SYMBOLS and p not in MODIFIER_SYMBOLS for p in symbols) or 1
+
+    return weigh
 
 
 def load_voice(info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
