@@ -242,3 +242,13 @@ def test_a_word_cut_between_two_pieces_is_one_mark() -> None:
         ("word", "Supercalifragilistic", 10, 290),
         ("word", "day", 310, 390),
     ]
+
+
+def test_a_japanese_voice_gives_sentence_marks_and_subtitles(client: httpx.Client) -> None:
+    text = "吾輩は猫である。名前はまだ無い。"
+    job = finished_job(client, {"text": text, "voice": "ja_JP-kokoro-jf_alpha", "marks": ["sentence"]})
+    marks = marks_from_json(json.loads(fetched(job["result"]["marks_url"])))
+    check_marks(marks, round(job["result"]["duration_s"] * 1000) + 1)
+    assert [m.value for m in marks] == ["吾輩は猫である。", "名前はまだ無い。"]
+    captions = webvtt.from_buffer(io.StringIO(fetched(job["result"]["subtitles_url"]).decode())).captions
+    assert [c.text for c in captions] == ["吾輩は猫である。", "名前はまだ無い。"]
