@@ -42,6 +42,8 @@ class TTSQClient:
     def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 30.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+        # Presigned URLs carry their own signature; S3 refuses a request with a second (the API key).
+        self._presigned = httpx.Client(timeout=timeout_s)
         self._timeout_s = timeout_s
         self._base_url = base_url
 
@@ -50,6 +52,7 @@ class TTSQClient:
 
     def __exit__(self, *_: object) -> None:
         self._http.close()
+        self._presigned.close()
 
     def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         """The request, with a connection failure turned into a :class:`ClientError` naming the API."""
@@ -114,15 +117,30 @@ class TTSQClient:
         return job
 
     def download(self, job_id: str, destination: Path) -> int:
-        """Follow the audio redirect to the presigned URL and write the bytes under a temporary name,
-        renamed once complete (a partial file never has the final name); returns their count."""
+        """Follow the audio redirect to the presigned URL and save the bytes (see :func:`_save`);
+        returns their count."""
         response = self._send("GET", f"/v1/jobs/{job_id}/audio", follow_redirects=True)
         _raise_for_error(response)
-        partial = destination.with_name(f".{destination.name}.partial")
+        return _save(response.content, destination)
+
+    def fetch(self, url: str, destination: Path) -> int:
+        """Download a presigned URL of a result (``marks_url``, ``subtitles_url``…) like :meth:`download`."""
         try:
-            partial.write_bytes(response.content)
-            partial.replace(destination)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        return len(response.content)
+            response = self._presigned.get(url)
+        except httpx.TransportError as e:
+            raise ClientError(f"cannot download {destination.name}: {e or type(e).__name__}") from e
+        _raise_for_error(response)
+        return _save(response.content, destination)
+
+
+def _save(content: bytes, destination: Path) -> int:
+    """Write the bytes under a temporary name, renamed once complete (a partial file never has the
+    final name); returns their count."""
+    partial = destination.with_name(f".{destination.name}.partial")
+    try:
+        partial.write_bytes(content)
+        partial.replace(destination)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return len(content)
