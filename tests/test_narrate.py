@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import signal
@@ -17,10 +18,12 @@ import httpx
 import pytest
 import redis
 import soundfile
+import webvtt
 
 from api.main import create_app
 from tests.conftest import serve, start_worker
 from tests.test_cli import clean_env
+from tests.test_marks import seconds
 from tests.test_segment_jobs import BROKEN_VOICE_ID, broken_voice
 from ttsq.constants import batch_key
 from ttsq.ops.books import read_book
@@ -47,6 +50,8 @@ TTSQ = [sys.executable, "-m", "ttsq.ops.cli"]
 """This checkout's command (the installed ``ttsq`` script may belong to another checkout)."""
 TITLES = ["The Door", "The Garden", "The End"]
 FILES = ["01-the-door.mp3", "02-the-garden.mp3", "03-the-end.mp3"]
+SIDE = [f"{name.removesuffix('.mp3')}{suffix}" for name in FILES for suffix in (".vtt", ".srt", ".marks.json")]
+"""What the default ``--marks sentence`` downloads beside the audio."""
 
 
 @pytest.fixture(autouse=True)
@@ -78,9 +83,11 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
     run = narrate(book, out, api_url)
     assert run.returncode == 0, run.stderr
     assert f"{out}: 3 of 3 chapters" in run.stdout
-    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, "manifest.json", "the-small-book.m3u", STATE_FILE])
+    outputs = [*FILES, *SIDE, "manifest.json", "the-small-book.m3u", STATE_FILE]
+    assert sorted(p.name for p in out.iterdir()) == sorted(outputs)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["book"] == "The Small Book"
+    assert manifest["marks"] == ["sentence"]
     assert manifest["batch_id"] in batch_ids(client)
     chapters = manifest["chapters"]
     assert [(c["index"], c["title"], c["file"], c["status"]) for c in chapters] == [
@@ -93,6 +100,14 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
         assert chapter["duration_s"] == job["result"]["duration_s"] > 0.5
         assert soundfile.info(str(out / chapter["file"])).samplerate == 22050
         assert decoded_s(out / chapter["file"]) == pytest.approx(chapter["duration_s"], abs=0.1)
+        stem = chapter["file"].removesuffix(".mp3")
+        files = (chapter["subtitles_file"], chapter["srt_file"], chapter["marks_file"])
+        assert files == (f"{stem}.vtt", f"{stem}.srt", f"{stem}.marks.json")
+        captions = webvtt.from_buffer(io.StringIO((out / f"{stem}.vtt").read_text())).captions
+        assert " ".join(c.text.replace("\n", " ") for c in captions).split() == source.text.split()
+        assert seconds(captions[-1].end) <= min(chapter["duration_s"], decoded_s(out / chapter["file"])) + 0.05
+        assert {m["type"] for m in json.loads((out / f"{stem}.marks.json").read_text())} == {"sentence"}
+        assert (out / f"{stem}.srt").read_text().startswith("1\n00:00:0")
     playlist = (out / "the-small-book.m3u").read_text().splitlines()
     assert playlist[:2] == ["#EXTM3U", "#PLAYLIST:The Small Book"]
     expected = [[f"#EXTINF:{round(c['duration_s'])},{c['title']}", c["file"]] for c in chapters]
@@ -117,19 +132,55 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
         assert start == pytest.approx(sum(c["duration_s"] for c in chapters[:earlier]), abs=0.1)
     assert decoded_s(audiobook) == pytest.approx(total, abs=0.5)
 
-    # Past the batch's TTL, a rerun submits a new batch of only the chapters not on disk.
+    # Past the batch's TTL, a rerun submits a new batch of only the chapters not whole on disk: one
+    # without its audio, one without its subtitles.
     redis_client.delete(batch_key(manifest["batch_id"]))
     (out / FILES[1]).unlink()
-    kept = {name: (out / name).stat().st_mtime_ns for name in (FILES[0], FILES[2])}
+    (out / "03-the-end.vtt").unlink()
+    kept = {name: (out / name).stat().st_mtime_ns for name in (FILES[0], "01-the-door.vtt")}
     third = narrate(book, out, api_url)
     assert third.returncode == 0, third.stderr
     [new_batch] = [b for b in batch_ids(client) if b not in before]
-    assert client.get(f"/v1/batches/{new_batch}").json()["counts"]["total"] == 1
+    assert client.get(f"/v1/batches/{new_batch}").json()["counts"]["total"] == 2
     rewritten = json.loads((out / "manifest.json").read_text())
     assert rewritten["batch_id"] == new_batch
     assert [c["ref"] for c in rewritten["chapters"]] == [c["ref"] for c in chapters]
     assert {name: (out / name).stat().st_mtime_ns for name in kept} == kept
     assert decoded_s(out / FILES[1]) == pytest.approx(rewritten["chapters"][1]["duration_s"], abs=0.1)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*outputs, "the-small-book.m4b"])
+
+
+def test_other_marks_narrate_again_and_word_marks_are_downloaded(
+    api_url: str, client: httpx.Client, tmp_path: Path
+) -> None:
+    book = tmp_path / "tiny.md"
+    book.write_text("# Tiny\n\n## One\n\nA quiet day.\n\n## Two\n\nThe birds sang.\n")
+    out = tmp_path / "out"
+    plain = narrate(book, out, api_url, "--marks", "none", "--format", "wav")
+    assert plain.returncode == 0, plain.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["01-one.wav", "02-two.wav", STATE_FILE, "manifest.json", "tiny.m3u"]
+    )
+    chapters = json.loads((out / "manifest.json").read_text())["chapters"]
+    assert [(c["subtitles_file"], c["srt_file"], c["marks_file"]) for c in chapters] == [(None, None, None)] * 2
+
+    # The same book with word marks reuses nothing made without them: a new batch asks for marks.
+    before = batch_ids(client)
+    worded = narrate(book, out, api_url, "--marks", "word", "--format", "wav")
+    assert worded.returncode == 0, worded.stderr
+    assert "already in" not in worded.stderr
+    [new_batch] = [b for b in batch_ids(client) if b not in before]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["batch_id"] == new_batch
+    assert manifest["marks"] == ["sentence", "word"]
+    for chapter, source in zip(manifest["chapters"], read_book(book).chapters, strict=True):
+        job = client.get(f"/v1/jobs/{chapter['job_id']}").json()
+        assert job["options"]["marks"] == ["sentence", "word"]
+        marks = json.loads((out / chapter["marks_file"]).read_text())
+        words = [m["value"] for m in marks if m["type"] == "word"]
+        assert words == source.text.rstrip(".").split()
+        assert max(m["end_ms"] for m in marks) <= chapter["duration_s"] * 1000 + 50
+        assert (out / chapter["subtitles_file"]).read_text().startswith("WEBVTT")
 
 
 def pride_and_prejudice(folder: Path, chapters: int, chars: int) -> Path:

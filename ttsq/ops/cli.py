@@ -24,6 +24,7 @@ from ttsq.ops.keys import keys
 from ttsq.ops.narrate import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    MARKS,
     NarrateOptions,
     Narration,
     failure_table,
@@ -216,6 +217,14 @@ def say(
     show_default=True,
     help="chapter: one audio file per chapter; file: the whole book as one job and one file.",
 )
+@click.option(
+    "--marks",
+    type=click.Choice(list(MARKS)),
+    default="sentence",
+    show_default=True,
+    help="Timing marks per chapter, downloaded as NN-title.vtt, .srt and .marks.json: sentence, "
+    "word (sentence and word marks; needs a Piper voice), or none (audio only).",
+)
 @click.option("--api-url", default=None, help="Default: the api_url setting (TTSQ_API_URL), http://127.0.0.1:8000.")
 @click.option("--m4b", is_flag=True, help="Also write DIR/<book>.m4b: one AAC audiobook with chapter marks.")
 def narrate_command(
@@ -225,17 +234,18 @@ def narrate_command(
     audio_format: str,
     speed: float | None,
     by: str,
+    marks: str,
     api_url: str | None,
     m4b: bool,
 ) -> None:
     """Narrate BOOK (.txt, .md, .epub, or a folder of .txt/.md) through a running API as one batch.
 
-    Each chapter is downloaded to DIR/NN-title.<format> as soon as it is done; DIR/manifest.json and
-    DIR/<book>.m3u list them. Rerunning the same command reuses finished files and the same batch;
-    Ctrl-C leaves the batch running and prints the command that resumes. No subtitles (.vtt) yet:
-    jobs have no word timings to make them from.
+    Each chapter is downloaded to DIR/NN-title.<format> as soon as it is done, with its subtitles
+    (NN-title.vtt, NN-title.srt) and marks (NN-title.marks.json) unless --marks none;
+    DIR/manifest.json and DIR/<book>.m3u list them. Rerunning the same command reuses finished files
+    and the same batch; Ctrl-C leaves the batch running and prints the command that resumes.
     """
-    options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by)
+    options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by, marks=marks)
     console = Console(stderr=True)
     settings = get_settings()
     key = settings.api_key.get_secret_value() if settings.api_key else None

@@ -1,8 +1,11 @@
 """``ttsq narrate``: a book's chapters as one batch, followed live, each chapter downloaded as soon
 as it succeeds, resumable after Ctrl-C or a failure.
 
-Each chapter's ``ref`` is a key derived from its text and the synthesis options, so a rerun knows
-which files on disk are still right. ``DIR/.narrate.json`` keeps the batch id and what each
+With marks (``--marks``, sentence by default), each chapter's WebVTT and SRT subtitles and its
+``marks.json`` are downloaded beside its audio.
+
+Each chapter's ``ref`` is a key derived from its text and the synthesis options (marks included),
+so a rerun knows which files on disk are still right. ``DIR/.narrate.json`` keeps the batch id and what each
 chapter became; the batch's ``Idempotency-Key`` is derived from its request body, so a rerun (within
 the server's 24 h) is answered with the same batch instead of a new one.
 """
@@ -22,9 +25,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tts_core.marks import MarkType
 from ttsq.jobs import JobStatus
 from ttsq.ops.books import Book, Chapter, read_book, safe_name
-from ttsq.ops.client import BatchGone, TTSQClient
+from ttsq.ops.client import BatchGone, ClientError, TTSQClient
 
 STATE_FILE: Final = ".narrate.json"
 """In the output folder: the batch id and each chapter's ref, file, job and outcome."""
@@ -34,6 +38,14 @@ POLL_S: Final = 1.0
 
 REF_CHARS: Final = 16
 """Hex digits of a chapter's ref (64 bits of sha256: no two chapters of a book collide)."""
+
+MARKS: Final[dict[str, tuple[MarkType, ...]]] = {"none": (), "sentence": ("sentence",), "word": ("sentence", "word")}
+"""``--marks`` choices and the job ``marks`` each asks for: word marks come with sentence marks,
+which the subtitles are cut from."""
+
+SIDE_FILES: Final = {"subtitles": ".vtt", "srt": ".srt", "marks": ".marks.json"}
+"""What a chapter with marks gets beside its audio: the result's ``<kind>_url``, saved as
+``NN-title<suffix>``."""
 
 EXIT_FAILED: Final = 1
 EXIT_INTERRUPTED: Final = 130
@@ -49,15 +61,19 @@ class NarrateOptions:
     speed: float | None
     by: str = "chapter"
     """``chapter``: one audio file per chapter; ``file``: the whole book as one item and one file."""
+    marks: str = "sentence"
+    """A key of ``MARKS``: which timing marks, and so which subtitle files, each chapter gets."""
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A chapter as narrated: its ref and the file its audio goes to."""
+    """A chapter as narrated: its ref, the file its audio goes to and those its marks go to."""
 
     chapter: Chapter
     ref: str
     file: str
+    side: dict[str, str]
+    """Files by ``SIDE_FILES`` kind; empty without marks."""
 
 
 @dataclass
@@ -73,6 +89,8 @@ class Outcome:
     bytes: int | None = None
     duration_s: float | None = None
     error: str | None = None
+    side: dict[str, str] = field(default_factory=dict)
+    """The chapter's subtitle and marks files by ``SIDE_FILES`` kind."""
 
 
 @dataclass
@@ -100,9 +118,13 @@ class State:
 
 
 def chapter_ref(text: str, options: NarrateOptions) -> str:
-    """A key that changes whenever the chapter's audio would: its text, voice, format and speed."""
-    key = json.dumps([text, options.voice, options.format, options.speed])
-    return hashlib.sha256(key.encode()).hexdigest()[:REF_CHARS]
+    """A key that changes whenever the chapter's files would: its text, voice, format, speed and
+    marks. Marks join the key only when asked for, so a ``--marks none`` run keeps the refs (and
+    the files) of runs made before marks existed."""
+    parts: list[Any] = [text, options.voice, options.format, options.speed]
+    if MARKS[options.marks]:
+        parts.append(MARKS[options.marks])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:REF_CHARS]
 
 
 def plan(book: Book, options: NarrateOptions) -> list[Planned]:
@@ -112,13 +134,15 @@ def plan(book: Book, options: NarrateOptions) -> list[Planned]:
         chapters = [Chapter(1, book.title, "\n\n".join(c.text for c in book.chapters))]
     planned = []
     for chapter in chapters:
-        file = f"{safe_name(chapter.index, chapter.title)}.{options.format}"
-        planned.append(Planned(chapter, chapter_ref(chapter.text, options), file))
+        stem = safe_name(chapter.index, chapter.title)
+        side = {kind: stem + suffix for kind, suffix in SIDE_FILES.items()} if MARKS[options.marks] else {}
+        planned.append(Planned(chapter, chapter_ref(chapter.text, options), f"{stem}.{options.format}", side))
     return planned
 
 
 def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str, Any]:
-    defaults = {"voice": options.voice, "format": options.format, "speed": options.speed}
+    marks = list(MARKS[options.marks]) or None
+    defaults = {"voice": options.voice, "format": options.format, "speed": options.speed, "marks": marks}
     items = [
         {"text": p.chapter.text, "ref": p.ref, "metadata": {"title": p.chapter.title, "index": p.chapter.index}}
         for p in planned
@@ -139,12 +163,15 @@ def _write_atomic(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-def _kept(outcome: Outcome | None, folder: Path) -> bool:
-    """A chapter finished by an earlier run: succeeded, and its file there with the size it had."""
+def _kept(outcome: Outcome | None, planned: Planned, folder: Path) -> bool:
+    """A chapter finished by an earlier run: succeeded, its audio there with the size it had, and
+    every subtitle and marks file it should have there too."""
     if outcome is None or outcome.status != JobStatus.SUCCEEDED or outcome.bytes is None:
         return False
     path = folder / outcome.file
-    return path.is_file() and path.stat().st_size == outcome.bytes
+    if not path.is_file() or path.stat().st_size != outcome.bytes:
+        return False
+    return outcome.side == planned.side and all((folder / name).is_file() for name in outcome.side.values())
 
 
 class Narration:
@@ -158,14 +185,14 @@ class Narration:
         self.planned = plan(book, options)
         self.state = State.load(folder, book.title)
         kept = {
-            p.ref: self.state.chapters[p.ref] for p in self.planned if _kept(self.state.chapters.get(p.ref), folder)
+            p.ref: self.state.chapters[p.ref] for p in self.planned if _kept(self.state.chapters.get(p.ref), p, folder)
         }
         self.state.chapters = {p.ref: kept.get(p.ref) or self._fresh(p) for p in self.planned}
         self.reused = len(kept)
 
     @staticmethod
     def _fresh(p: Planned) -> Outcome:
-        return Outcome(index=p.chapter.index, title=p.chapter.title, ref=p.ref, file=p.file)
+        return Outcome(index=p.chapter.index, title=p.chapter.title, ref=p.ref, file=p.file, side=dict(p.side))
 
     @property
     def missing(self) -> list[Planned]:
@@ -216,6 +243,11 @@ class Narration:
         if not status.terminal:
             return False
         if status is JobStatus.SUCCEEDED:
+            for kind, name in outcome.side.items():
+                url = item["result"].get(f"{kind}_url")
+                if url is None:
+                    raise ClientError(f"job {item['job_id']} succeeded without the {kind} it was asked for")
+                self.client.fetch(url, self.folder / name)
             outcome.bytes = self.client.download(item["job_id"], self.folder / outcome.file)
             outcome.duration_s = item["result"]["duration_s"]
         else:
@@ -239,11 +271,16 @@ class Narration:
             "batch_id": self.state.batch_id,
             "format": self.options.format,
             "voice": self.options.voice,
+            "marks": list(MARKS[self.options.marks]),
             "chapters": [
                 {
                     "index": o.index,
                     "title": o.title,
                     "file": o.file if o.status == JobStatus.SUCCEEDED else None,
+                    **{
+                        f"{kind}_file": o.side.get(kind) if o.status == JobStatus.SUCCEEDED else None
+                        for kind in SIDE_FILES
+                    },
                     "ref": o.ref,
                     "job_id": o.job_id,
                     "duration_s": o.duration_s,
@@ -315,6 +352,7 @@ def failure_table(outcomes: Iterable[Outcome]) -> Table:
 
 def resume_command(book: Path, folder: Path, options: NarrateOptions, api_url: str | None, m4b: bool) -> str:
     argv = ["ttsq", "narrate", str(book), "--out", str(folder), "--format", options.format, "--by", options.by]
+    argv += ["--marks", options.marks]
     if options.voice:
         argv += ["--voice", options.voice]
     if options.speed is not None:
