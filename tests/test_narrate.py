@@ -131,6 +131,16 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
     for start, earlier in zip(starts[1:], range(1, 3), strict=True):
         assert start == pytest.approx(sum(c["duration_s"] for c in chapters[:earlier]), abs=0.1)
     assert decoded_s(audiobook) == pytest.approx(total, abs=0.5)
+    # ... with one WebVTT file of it: each chapter's cues moved to where the chapter starts.
+    book_captions = webvtt.from_buffer(io.StringIO((out / "the-small-book.vtt").read_text())).captions
+    chapter_captions = [
+        webvtt.from_buffer(io.StringIO((out / c["subtitles_file"]).read_text())).captions for c in chapters
+    ]
+    assert [c.text for c in book_captions] == [c.text for captions in chapter_captions for c in captions]
+    firsts = [sum(len(captions) for captions in chapter_captions[:n]) for n in range(3)]
+    for start, first, captions in zip(starts, firsts, chapter_captions, strict=True):
+        assert seconds(book_captions[first].start) == pytest.approx(start + seconds(captions[0].start), abs=0.002)
+    assert seconds(book_captions[-1].end) <= decoded_s(audiobook) + 0.05
 
     # Past the batch's TTL, a rerun submits a new batch of only the chapters not whole on disk: one
     # without its audio, one without its subtitles.
@@ -147,7 +157,7 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
     assert [c["ref"] for c in rewritten["chapters"]] == [c["ref"] for c in chapters]
     assert {name: (out / name).stat().st_mtime_ns for name in kept} == kept
     assert decoded_s(out / FILES[1]) == pytest.approx(rewritten["chapters"][1]["duration_s"], abs=0.1)
-    assert sorted(p.name for p in out.iterdir()) == sorted([*outputs, "the-small-book.m4b"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*outputs, "the-small-book.m4b", "the-small-book.vtt"])
 
 
 def test_other_marks_narrate_again_and_word_marks_are_downloaded(

@@ -6,6 +6,7 @@ they start workers.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from rich.console import Console
 from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
+from tts_core.marks import marks_from_json
 from ttsq.ops.books import BookError
 from ttsq.ops.client import ClientError, TTSQClient
 from ttsq.ops.commands import beat_argv, webhook_worker_argv
@@ -27,9 +29,11 @@ from ttsq.ops.narrate import (
     MARKS,
     NarrateOptions,
     Narration,
+    book_webvtt,
     failure_table,
     narrate,
     resume_command,
+    write_atomic,
 )
 from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
@@ -226,7 +230,11 @@ def say(
     "word (sentence and word marks; needs a Piper voice), or none (audio only).",
 )
 @click.option("--api-url", default=None, help="Default: the api_url setting (TTSQ_API_URL), http://127.0.0.1:8000.")
-@click.option("--m4b", is_flag=True, help="Also write DIR/<book>.m4b: one AAC audiobook with chapter marks.")
+@click.option(
+    "--m4b",
+    is_flag=True,
+    help="Also write DIR/<book>.m4b: one AAC audiobook with chapter marks (and DIR/<book>.vtt with marks).",
+)
 def narrate_command(
     book: Path,
     folder: Path,
@@ -277,10 +285,23 @@ def _finish(narration: Narration, folder: Path, m4b: bool, console: Console) -> 
         path = folder / f"{narration.book_name}.m4b"
         chapters = [ChapterAudio(folder / o.file, o.title) for o in done]
         try:
-            duration = write_m4b(chapters, path, narration.book.title)
+            book = write_m4b(chapters, path, narration.book.title)
         except (OSError, ValueError, av.FFmpegError) as e:
             raise click.ClickException(f"cannot write {path}: {e}") from e
-        click.echo(f"{path}: {duration / 60:.1f} min, {len(chapters)} chapters")
+        click.echo(f"{path}: {book.duration_s / 60:.1f} min, {len(chapters)} chapters")
+        if all("marks" in o.side for o in done):
+            _write_book_subtitles(narration, folder, book.spans_ms)
+
+
+def _write_book_subtitles(narration: Narration, folder: Path, spans_ms: list[tuple[int, int]]) -> None:
+    """``DIR/<book>.vtt``: the chapters' subtitles placed where each chapter is in the ``.m4b``."""
+    path = folder / f"{narration.book_name}.vtt"
+    try:
+        marks = [marks_from_json(json.loads((folder / o.side["marks"]).read_text())) for o in narration.succeeded]
+        write_atomic(path, book_webvtt(zip(marks, spans_ms, strict=True)))
+    except (OSError, ValueError) as e:
+        raise click.ClickException(f"cannot write {path}: {e}") from e
+    click.echo(f"{path}: subtitles of the audiobook")
 
 
 if __name__ == "__main__":  # python -m ttsq.ops.cli: this checkout's code, whatever `ttsq` is installed from

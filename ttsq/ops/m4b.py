@@ -31,9 +31,18 @@ class ChapterAudio:
     title: str
 
 
-def write_m4b(chapters: Sequence[ChapterAudio], destination: Path, title: str) -> float:
+@dataclass(frozen=True)
+class Audiobook:
+    """What ``write_m4b`` wrote: its length, and where each chapter starts and ends in it."""
+
+    duration_s: float
+    spans_ms: list[tuple[int, int]]
+    """Each chapter's start and end, in milliseconds of the file, in order."""
+
+
+def write_m4b(chapters: Sequence[ChapterAudio], destination: Path, title: str) -> Audiobook:
     """Decode each chapter in order, encode them as one AAC track with chapter marks into
-    ``destination`` (written under a temporary name, then renamed); returns the duration in seconds."""
+    ``destination`` (written under a temporary name, then renamed)."""
     if not chapters:
         raise ValueError("an audiobook needs at least one chapter")
     rate = _sample_rate(chapters[0].path)
@@ -62,7 +71,8 @@ def write_m4b(chapters: Sequence[ChapterAudio], destination: Path, title: str) -
         output.mux(stream.encode(None))
         output.set_chapters(marks)
     partial.replace(destination)
-    return samples / rate
+    spans = [(round(m["start"] * 1000 / rate), round(m["end"] * 1000 / rate)) for m in marks]
+    return Audiobook(samples / rate, spans)
 
 
 def _sample_rate(path: Path) -> int:

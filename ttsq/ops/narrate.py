@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tts_core.marks import MarkType
+from tts_core.marks import Mark, MarkType
+from tts_core.subtitles import Cue, build_cues, to_webvtt
 from ttsq.jobs import JobStatus
 from ttsq.ops.books import Book, Chapter, read_book, safe_name
 from ttsq.ops.client import BatchGone, ClientError, TTSQClient
@@ -114,7 +115,7 @@ class State:
 
     def save(self, folder: Path) -> None:
         body = {"book": self.book, "batch_id": self.batch_id, "chapters": [asdict(o) for o in self.chapters.values()]}
-        _write_atomic(folder / STATE_FILE, json.dumps(body, indent=1, ensure_ascii=False))
+        write_atomic(folder / STATE_FILE, json.dumps(body, indent=1, ensure_ascii=False))
 
 
 def chapter_ref(text: str, options: NarrateOptions) -> str:
@@ -157,7 +158,8 @@ def idempotency_key(body: dict[str, Any], replacing: str | None) -> str:
     return f"ttsq-narrate-{digest[:40]}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write the text under a temporary name, then rename: the file under its name is always whole."""
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text)
     partial.replace(path)
@@ -290,8 +292,8 @@ class Narration:
                 for o in self.state.chapters.values()
             ],
         }
-        _write_atomic(self.folder / "manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-        _write_atomic(self.folder / f"{self.book_name}.m3u", m3u(self.book.title, self.succeeded))
+        write_atomic(self.folder / "manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+        write_atomic(self.folder / f"{self.book_name}.m3u", m3u(self.book.title, self.succeeded))
 
     @property
     def book_name(self) -> str:
@@ -305,6 +307,19 @@ def m3u(title: str, outcomes: Iterable[Outcome]) -> str:
     for o in outcomes:
         lines += [f"#EXTINF:{round(o.duration_s or 0)},{o.title}", o.file]
     return "\n".join(lines) + "\n"
+
+
+def book_webvtt(chapters: Iterable[tuple[list[Mark], tuple[int, int]]]) -> str:
+    """One WebVTT file for the audiobook: each chapter's cues (from its marks and its span in the
+    book, in ms) moved to where the chapter starts, and cut at its end (a chapter's decoded audio
+    may be a few ms shorter than the duration its marks were timed against)."""
+    cues = [
+        Cue(start + cue.start_ms, min(start + cue.end_ms, end), cue.lines)
+        for marks, (start, end) in chapters
+        for cue in build_cues(marks)
+        if start + cue.start_ms < end
+    ]
+    return to_webvtt(cues)
 
 
 class Display:
