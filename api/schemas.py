@@ -22,6 +22,13 @@ MAX_WEBHOOK_URL_CHARS = 2048
 __all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
 
 
+def marks_once(marks: list[MarkType]) -> list[MarkType]:
+    """Each kind of mark at most once."""
+    if len(set(marks)) != len(marks):
+        raise ValueError("marks names a kind twice")
+    return marks
+
+
 class RequestBody(BaseModel):
     """A JSON request body: unknown fields are refused, and so is what no field's type sees (a lone
     surrogate anywhere, keys included; NaN; nesting past ``MAX_DEPTH``), naming the field."""
@@ -117,9 +124,7 @@ class JobCreate(RequestBody):
     @field_validator("marks")
     @classmethod
     def _marks_once(cls, value: list[MarkType]) -> list[MarkType]:
-        if len(set(value)) != len(value):
-            raise ValueError("marks names a kind twice")
-        return value
+        return marks_once(value)
 
     @field_validator("metadata")
     @classmethod
@@ -199,6 +204,12 @@ class BatchDefaults(RequestBody):
     text_type: TextType | None = None
     marks: list[MarkType] | None = Field(None, max_length=2, description="As a job's `marks`.")
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None
+
+
+    @field_validator("marks")
+    @classmethod
+    def _marks_once(cls, value: list[MarkType] | None) -> list[MarkType] | None:
+        return None if value is None else marks_once(value)
 
 
 class BatchItemCreate(BatchDefaults):

@@ -252,3 +252,10 @@ def test_a_japanese_voice_gives_sentence_marks_and_subtitles(client: httpx.Clien
     assert [m.value for m in marks] == ["吾輩は猫である。", "名前はまだ無い。"]
     captions = webvtt.from_buffer(io.StringIO(fetched(job["result"]["subtitles_url"]).decode())).captions
     assert [c.text for c in captions] == ["吾輩は猫である。", "名前はまだ無い。"]
+
+
+def test_a_batch_item_naming_a_mark_twice_is_refused_by_name(client: httpx.Client) -> None:
+    answer = client.post("/v1/batches", json={"items": [{"text": "Hi.", "marks": ["word", "word"]}]})
+    assert answer.status_code == 422, answer.text
+    assert "marks names a kind twice" in answer.json()["error"]["message"]
+    assert "items" in answer.json()["error"]["message"]
