@@ -31,6 +31,8 @@ BATCH_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:batch-suspects"
 
 @dataclass
 class BatchSweepReport:
+    """What one sweep did to batches, for the log and for tests."""
+
     looked_at: int = 0
     suspected: list[str] = field(default_factory=list)
     resent: list[str] = field(default_factory=list)
@@ -40,6 +42,8 @@ class BatchSweepReport:
 
 
 class BatchSweeper:
+    """Finds batches whose items are all finished but whose finishing task was lost, and sends it again."""
+
     def __init__(
         self, client: redis.Redis, batches: BatchStore, send_finish: Callable[[str], None], grace_s: float,
         interval_s: float,
