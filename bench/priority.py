@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench import corpus
@@ -12,20 +13,23 @@ from bench.stack import BenchStack
 from ttsq.jobs import JobStatus
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
+def latency_percentiles(values: list[float]) -> dict[str, float]:
     ordered = statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else values * 99
     return {"p50": ordered[49], "p95": ordered[94], "p99": ordered[98]}
 
 
-def _latencies(stack: BenchStack, texts: list[str], count: int) -> dict[str, Any]:
-    """``count`` short interactive jobs, one a second: submit, long-poll, and time both the server's
-    finish (``finished_at`` minus the client's clock before the POST; same host) and the answer."""
+def interactive_round(stack: BenchStack, texts: list[str], more: Callable[[int], bool]) -> dict[str, Any]:
+    """Short interactive jobs, one a second while ``more(jobs sent so far)``: submit, long-poll, and
+    time both the server's finish (``finished_at`` minus the client's clock before the POST; same
+    host) and the answer."""
     finished, answered = [], []
     start = time.monotonic()
-    for n in range(count):
+    n = 0
+    while more(n):
         time.sleep(max(0.0, start + n - time.monotonic()))
         submitted = time.time()
-        job = stack.http.post("/v1/jobs", json={"text": texts[n % len(texts)]}).json()
+        body = {"text": texts[n % len(texts)], "priority": "interactive"}
+        job = stack.http.post("/v1/jobs", json=body).json()
         done = stack.http.get(f"/v1/jobs/{job['id']}", params={"wait": 60}).json()
         answered.append(1000 * (time.time() - submitted))
         if done["status"] != JobStatus.SUCCEEDED or done["priority"] != "interactive":
@@ -33,7 +37,8 @@ def _latencies(stack: BenchStack, texts: list[str], count: int) -> dict[str, Any
         finished_at = stack.jobs.get(job["id"]).finished_at
         assert finished_at is not None
         finished.append(1000 * (finished_at.timestamp() - submitted))
-    return {"jobs": count, "finished_ms": _percentiles(finished), "answered_ms": _percentiles(answered)}
+        n += 1
+    return {"jobs": n, "finished_ms": latency_percentiles(finished), "answered_ms": latency_percentiles(answered)}
 
 
 def priority(stack: BenchStack, samples: int, narration_copies: int = 2) -> dict[str, Any]:
@@ -41,11 +46,11 @@ def priority(stack: BenchStack, samples: int, narration_copies: int = 2) -> dict
     one bulk job on the same single worker; the bulk job must still be running at the end."""
     stack.start_workers(1)
     texts = corpus.short_messages()
-    idle = _latencies(stack, texts, samples)
+    idle = interactive_round(stack, texts, lambda n: n < samples)
     bulk = stack.submit(" ".join([corpus.narration()] * narration_copies), priority="bulk")
     while stack.jobs.get(bulk.job_id).progress.segments_total is None:
         time.sleep(0.2)
-    loaded = _latencies(stack, texts, samples)
+    loaded = interactive_round(stack, texts, lambda n: n < samples)
     still = stack.jobs.get(bulk.job_id)
     if still.status is not JobStatus.RUNNING:
         raise RuntimeError(f"the bulk job was {still.status.value} before the loaded round ended: raise its size")
