@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format bench bench-memory clean
+.PHONY: help setup dev test faults lint format bench bench-memory bench-batch clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -22,6 +22,7 @@ help:
 	@echo "make format  apply ruff's formatting and fixes"
 	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job (see docs/PERFORMANCE.md)"
 	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
+	@echo "make bench-batch   a 10,000-item batch while interactive jobs arrive at 1/s"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
 # An existing $(VENV) is kept if its Python runs and is 3.11 to 3.13, even another minor version than
@@ -68,6 +69,9 @@ bench: setup
 
 bench-memory: setup
 	$(BIN)/python -m bench.run --sections memory
+
+bench-batch: setup
+	$(BIN)/python -m bench.run --sections batchload
 
 clean:
 	rm -rf $(VENV) .ttsq .pytest_cache .mypy_cache .ruff_cache *.egg-info

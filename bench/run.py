@@ -16,6 +16,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
   latency, 8-client throughput, time to first byte of a 2,000-character stream, stage breakdown.
 * ``waiters``: 1,000 open event streams, then 1,000 long polls, on one API process: RSS and CPU.
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
+* ``batchload`` (only when asked, ``make bench-batch``): one 10,000-item batch while interactive jobs
+  arrive at 1/s: interactive p99 against idle, batch throughput against the raw model limit.
 
 Prints a Markdown table and writes everything, with the machine, to ``bench/results/``.
 """
@@ -36,6 +38,7 @@ import numpy as np
 import redis
 
 from bench import corpus
+from bench.batchload import IDLE_JOBS, ITEMS, batch_load, batch_load_rows
 from bench.japanese import japanese, japanese_rows
 from bench.machine import describe
 from bench.peer import peer
@@ -56,6 +59,8 @@ RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
 )  # fmt: skip
+ON_REQUEST = ("memory", "batchload")
+"""Sections run only when named: each takes a quarter of an hour or more on its own."""
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 
 
@@ -283,10 +288,19 @@ def table(result: dict[str, Any]) -> str:
         rows.extend(japanese_rows(ja))
     if scaled := result.get("scaleout"):
         rows.extend(scaleout_rows(scaled))
+    rows.extend(on_request_rows(result))
+    return "\n".join(["| Measure | Result |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)])
+
+
+def on_request_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the memory and batchload sections."""
+    rows: list[tuple[str, str]] = []
     if mem := result.get("memory"):
         value = f"{mem['rss_after_warmup_mib']:.0f} -> {mem['rss_end_mib']:.0f} MiB ({mem['growth']:+.1%})"
         rows.append((f"worker RSS over {mem['segments']} segments after warm-up", value))
-    return "\n".join(["| Measure | Result |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)])
+    if loaded := result.get("batchload"):
+        rows.extend(batch_load_rows(loaded))
+    return rows
 
 
 def push_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -354,7 +368,9 @@ def waiter_rows(waiter_result: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def run_section(name: str, stack: BenchStack, root: Path, texts: list[str], quick: bool) -> dict[str, Any]:
+def run_section(
+    name: str, stack: BenchStack, root: Path, texts: list[str], quick: bool, batch_items: int | None = None
+) -> dict[str, Any]:
     """One section's results, under the keys the table reads."""
     if name == "throughput":
         raw, e2e = throughput(stack, texts, 1 if quick else 3)
@@ -370,17 +386,23 @@ def run_section(name: str, stack: BenchStack, root: Path, texts: list[str], quic
         "scaleout": lambda: scaleout(stack, quick),
         "japanese": lambda: japanese(stack, quick, raw_limit, end_to_end),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
+        "batchload": lambda: batch_load(
+            stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit
+        ),
     }
     return {name: runs[name]()}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma list; add 'memory' for the RSS run")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma list; also {' and '.join(ON_REQUEST)} when named"
+    )
     parser.add_argument("--quick", action="store_true", help="small corpus and short runs, to check the bench itself")
+    parser.add_argument("--batch-items", type=int, help=f"items of the batchload section's batch ({ITEMS:,})")
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = set(sections) - {*SECTIONS, "memory"}
+    unknown = set(sections) - {*SECTIONS, *ON_REQUEST}
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     texts = throughput_corpus(args.quick)
@@ -390,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         stack = BenchStack(Path(root))
         try:
             for name in sections:
-                result.update(run_section(name, stack, Path(root), texts, args.quick))
+                result.update(run_section(name, stack, Path(root), texts, args.quick, args.batch_items))
         finally:
             stack.close()
     result["finished_at"] = datetime.now(UTC).isoformat()

@@ -13,6 +13,7 @@ import httpx
 import psutil
 import redis
 
+from ttsq.batches import BatchStore
 from ttsq.broker import make_producer
 from ttsq.jobs import JobRecord, JobStatus, JobStore
 from ttsq.ops.commands import api_argv
@@ -49,6 +50,7 @@ class BenchStack:
         self.http = httpx.Client(base_url=self.url, timeout=60)
         self._redis = redis.Redis.from_url(self.redis.url)
         self.jobs = JobStore(self._redis, self.base.job_ttl_s)
+        self.batch_store = BatchStore(self._redis, self.base.job_ttl_s)
         self.objects = ObjectStore(self.base.s3)
         self._started = 0
 
