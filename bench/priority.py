@@ -21,8 +21,12 @@ def latency_percentiles(values: list[float]) -> dict[str, float]:
 def interactive_round(stack: BenchStack, texts: list[str], more: Callable[[int], bool]) -> dict[str, Any]:
     """Short interactive jobs, one a second while ``more(jobs sent so far)``: submit, long-poll, and
     time both the server's finish (``finished_at`` minus the client's clock before the POST; same
-    host) and the answer."""
-    finished, answered = [], []
+    host) and the answer; with the jobs' own queue wait and model time, and their audio."""
+    finished: list[float] = []
+    answered: list[float] = []
+    queued: list[float] = []
+    synthesis: list[float] = []
+    audio = 0.0
     start = time.monotonic()
     n = 0
     while more(n):
@@ -34,11 +38,17 @@ def interactive_round(stack: BenchStack, texts: list[str], more: Callable[[int],
         answered.append(1000 * (time.time() - submitted))
         if done["status"] != JobStatus.SUCCEEDED or done["priority"] != "interactive":
             raise RuntimeError(f"interactive job {job['id']}: {done['status']} {done['priority']}")
-        finished_at = stack.jobs.get(job["id"]).finished_at
-        assert finished_at is not None
-        finished.append(1000 * (finished_at.timestamp() - submitted))
+        record = stack.jobs.get(job["id"])
+        assert record.finished_at is not None
+        assert record.result is not None
+        finished.append(1000 * (record.finished_at.timestamp() - submitted))
+        queued.append(float(record.progress.queued_ms or 0))
+        synthesis.append(float(record.progress.synthesis_ms or 0))
+        audio += record.result.duration_s
         n += 1
-    return {"jobs": n, "finished_ms": latency_percentiles(finished), "answered_ms": latency_percentiles(answered)}
+    return {"jobs": n, "finished_ms": latency_percentiles(finished), "answered_ms": latency_percentiles(answered),
+            "queued_ms": latency_percentiles(queued), "synthesis_ms": latency_percentiles(synthesis),
+            "audio_s": audio}  # fmt: skip
 
 
 def priority(stack: BenchStack, samples: int, narration_copies: int = 2) -> dict[str, Any]:
