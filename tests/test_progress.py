@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import uuid
 
 import pytest
 import redis
@@ -10,11 +11,11 @@ from mypy_boto3_s3 import S3Client
 from redis.exceptions import LockError
 
 from tts_core.plan import PlannedUtterance
-from ttsq.constants import job_part_key, part_object_key
+from ttsq.constants import job_part_key, job_plan_draft_key, job_segments_key, part_object_key
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore
 from ttsq.parts import RedisPartStore, S3PartStore
-from ttsq.progress import SegmentStore
+from ttsq.progress import PLAN_CHUNK_SEGMENTS, SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import MULTIPART_THRESHOLD, ObjectStore
 
@@ -61,6 +62,25 @@ def test_the_first_plan_is_kept(segments: SegmentStore) -> None:
     assert segments.segment("job-b", 2) is None
     segments.drop_plan("job-b")
     assert segments.segment("job-b", 0) is None
+
+
+def test_a_book_sized_plan_is_stored_whole(segments: SegmentStore, redis_client: redis.Redis) -> None:
+    """More segments than one Lua call can unpack (about 8,000): written in chunks to a draft, then
+    renamed into place whole, with the job's TTL and no draft left behind."""
+    job_id = f"job-book-{uuid.uuid4().hex[:8]}"
+    count = 9 * PLAN_CHUNK_SEGMENTS + 7  # 9,007: past Lua's limit, and a last chunk that is not full
+    plan = [
+        [PlannedUtterance([1, index % 200, 2], pause_after_s=0.6 if index % 5 == 0 else None)] for index in range(count)
+    ]
+    assert segments.save_plan(job_id, plan)
+    assert redis_client.llen(job_segments_key(job_id)) == count
+    assert 0 < redis_client.ttl(job_segments_key(job_id)) <= 600
+    assert [segments.segment(job_id, i) for i in (0, 4321, count - 1)] == [plan[0], plan[4321], plan[-1]]
+    assert list(redis_client.scan_iter(match=job_plan_draft_key(job_id, "*"))) == []
+    assert not segments.save_plan(job_id, plan[:2])  # the first plan stays
+    assert redis_client.llen(job_segments_key(job_id)) == count
+    segments.drop_plan(job_id)
+    assert not redis_client.exists(job_segments_key(job_id))
 
 
 @pytest.mark.parametrize("kind", ["redis", "s3"])

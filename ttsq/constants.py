@@ -95,6 +95,11 @@ def job_segments_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:segments"
 
 
+def job_plan_draft_key(job_id: str, token: str) -> str:
+    """A plan being written, chunk by chunk, before it is renamed to :func:`job_segments_key`."""
+    return f"{KEY_PREFIX}:job:{job_id}:segments:draft:{token}"
+
+
 def job_done_key(job_id: str) -> str:
     """Set of finished segment indexes: a redelivered segment is never counted twice."""
     return f"{KEY_PREFIX}:job:{job_id}:done"

@@ -8,10 +8,12 @@ sees ``done == total`` enqueues the assembly, so no chord and no lost counter on
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Final, cast
 
 import redis
 
@@ -20,6 +22,7 @@ from tts_core.timing import SegmentTiming
 from ttsq.constants import (
     job_done_key,
     job_events_channel,
+    job_plan_draft_key,
     job_segments_key,
     job_stats_key,
     job_streamed_key,
@@ -43,14 +46,20 @@ end
 return {added, done}
 """
 
-_PLAN_ONCE = """
+_PUBLISH_PLAN = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('RPUSH', KEYS[1], unpack(ARGV, 2))
+  redis.call('RENAME', KEYS[2], KEYS[1])
   redis.call('EXPIRE', KEYS[1], ARGV[1])
   return 1
 end
+redis.call('DEL', KEYS[2])
 return 0
 """
+
+PLAN_CHUNK_SEGMENTS: Final = 1000
+"""Segments written per ``RPUSH`` of a plan: a book has more segments (6,648 for 1,000,000 characters
+of prose) than one script call could take (Lua unpacks fewer than 8,000 values), and chunks keep the
+encoded plan from being held whole."""
 
 
 @dataclass(frozen=True)
@@ -69,13 +78,31 @@ class SegmentStore:
         self._redis = client
         self._ttl_s = ttl_s
         self._mark_done = client.register_script(_MARK_DONE)
-        self._plan_once = client.register_script(_PLAN_ONCE)
+        self._publish_plan = client.register_script(_PUBLISH_PLAN)
 
     def save_plan(self, job_id: str, segments: Sequence[Sequence[PlannedUtterance]]) -> bool:
         """Store each segment's planned utterances (ids, rate, pauses), unless a plan exists (a
-        redelivered entry task keeps the first plan). Returns whether this call wrote it."""
-        encoded = [json.dumps([u.to_json() for u in segment], separators=(",", ":")) for segment in segments]
-        return bool(self._plan_once(keys=[job_segments_key(job_id)], args=[self._ttl_s, *encoded]))
+        redelivered entry task keeps the first plan). Returns whether this call wrote it.
+
+        The plan is written in chunks to a draft key of its own, then renamed into place only if no
+        plan exists, so a reader never sees half a plan and two writers never mix theirs."""
+        key = job_segments_key(job_id)
+        if self._redis.exists(key):
+            return False
+        draft = job_plan_draft_key(job_id, uuid.uuid4().hex)
+        try:
+            for start in range(0, len(segments), PLAN_CHUNK_SEGMENTS):
+                chunk = segments[start : start + PLAN_CHUNK_SEGMENTS]
+                encoded = [json.dumps([u.to_json() for u in segment], separators=(",", ":")) for segment in chunk]
+                with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.rpush(draft, *encoded)
+                    pipe.expire(draft, self._ttl_s)
+                    pipe.execute()
+            return bool(self._publish_plan(keys=[key, draft], args=[self._ttl_s]))
+        except BaseException:
+            with contextlib.suppress(redis.RedisError):  # the draft's TTL removes it otherwise
+                self._redis.delete(draft)
+            raise
 
     def segment(self, job_id: str, index: int) -> list[PlannedUtterance] | None:
         raw = cast(bytes | None, self._redis.lindex(job_segments_key(job_id), index))
