@@ -44,7 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     api_metrics.instrument(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.max_request_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.request_bytes_limit)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(jobs.router)
     app.include_router(batches.router)

@@ -1,7 +1,8 @@
 """The OpenAPI document as served: FastAPI's, completed with what it cannot derive from the routes.
 
 - Limits that are settings: the lengths of ``text`` and of the speech ``input`` follow this server's
-  ``max_text_chars``, and the description gives ``max_request_bytes``.
+  ``max_text_chars``, and the description gives the body cap (``max_request_bytes``, by default
+  derived from ``max_text_chars``) and says that a batch's texts together are bound by it.
 - The error answers that come from outside a route, on every operation that can give them, each with
   the one error body (``ErrorPublic``, as JSON): 500 ``internal_error`` anywhere; 401, 429 and 503
   (with ``Retry-After``) on ``/v1``; 400 ``malformed_json``, 413 ``request_too_large`` and 422 where a
@@ -49,8 +50,10 @@ def complete(document: Document, settings: Settings) -> Document:
     schemas = document["components"]["schemas"]
     set_text_limits(schemas, settings.max_text_chars)
     document["info"]["description"] = (
-        f"Request bodies are JSON of at most {settings.max_request_bytes:,} bytes (413 request_too_large "
-        'beyond, before any parsing). Every error answers {"error": {"code", "message"}}.'
+        f"Request bodies are JSON of at most {settings.request_bytes_limit:,} bytes (413 request_too_large "
+        "beyond, before any parsing): enough for a job's longest text however it is escaped; the items of a "
+        f"batch share it, so a batch carries at most that much text in all. Every error answers "
+        '{"error": {"code", "message"}}.'
     )
     for path, operations in document["paths"].items():
         for operation in operations.values():

@@ -312,3 +312,19 @@ def test_a_none_setting_reaches_children_as_none(monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv(name, value)
     assert Settings(_env_file=None).s3.access_key_id is None
     assert Settings(_env_file=None).worker.max_batch is None
+
+
+def test_the_body_cap_follows_the_text_limit_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, the cap holds ``max_text_chars`` characters at 12 bytes each plus 64 KiB; a child
+    process gets it unset too, so it derives the same cap from the same text limit."""
+    for name in [n for n in os.environ if n.startswith("TTSQ_")]:
+        monkeypatch.delenv(name)
+    default = Settings(_env_file=None)
+    assert default.max_text_chars == 1_000_000
+    assert default.request_bytes_limit == 12 * 1_000_000 + 64 * 1024
+    assert Settings(_env_file=None, max_text_chars=5000).request_bytes_limit == 12 * 5000 + 64 * 1024
+    assert Settings(_env_file=None, max_text_chars=5000, max_request_bytes=4096).request_bytes_limit == 4096
+    monkeypatch.setenv("TTSQ_MAX_TEXT_CHARS", "2000")
+    for name, value in settings_env(Settings(_env_file=None)).items():
+        monkeypatch.setenv(name, value)
+    assert Settings(_env_file=None).request_bytes_limit == 12 * 2000 + 64 * 1024

@@ -27,6 +27,14 @@ DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14
 
 DEFAULT_WORKER_METRICS_PORT: Final = 9101
 
+REQUEST_BYTES_PER_CHAR: Final = 12
+"""Body bytes allowed per character of ``max_text_chars`` when ``max_request_bytes`` is unset: the
+longest JSON escape of one character (an emoji as ``\\ud83d\\ude00``), which also covers an SSML
+document of ``SSML_MARKUP_FACTOR`` (10) times the characters, mostly ASCII markup."""
+
+REQUEST_OVERHEAD_BYTES: Final = 64 * 1024
+"""Room for the other fields of a body (metadata up to 16 KiB, a webhook URL, options)."""
+
 NONE_VALUE = "null"
 """How an environment variable says "None" (pydantic-settings' ``env_parse_none_str``)."""
 
@@ -92,14 +100,16 @@ class Settings(BaseSettings):
     voices_dir: Path | None = None
     default_voice: str = DEFAULT_VOICE_ID
     queue: str = DEFAULT_QUEUE
-    max_text_chars: int = Field(100_000, ge=1)
+    max_text_chars: int = Field(1_000_000, ge=1)
+    """Longest text of a job, in characters (of an SSML job: its spoken text); a book of about 16 hours
+    of speech. The API holds one request's text at a time; workers plan it, and then hold one segment."""
     max_batch_items: int = Field(10_000, ge=1)
-    """Most items one ``POST /v1/batches`` may carry (each item is a job)."""
-    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Most items one ``POST /v1/batches`` may carry (each item is a job). Their texts together are
+    bounded by the request body cap, not by ``max_text_chars`` times this."""
+    max_request_bytes: int | None = Field(None, ge=1024)
     """Largest request body the API reads: above it, 413 before any parsing, so that no body can fill
-    the API's memory. 4 MiB holds ``max_text_chars`` (100,000) characters JSON-escaped at their worst
-    (an emoji as a ``\\ud83d\\ude00`` pair: 12 bytes, 1.2 MB in all) and an SSML body of ten times
-    as many characters, mostly ASCII markup."""
+    the API's memory. Unset (``null``): derived from ``max_text_chars`` (:attr:`request_bytes_limit`),
+    12 bytes a character plus 64 KiB, 12,065,536 bytes (11.5 MiB) for the default 1,000,000."""
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     paragraph_pause_s: float = Field(DEFAULT_PARAGRAPH_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
@@ -178,6 +188,13 @@ class Settings(BaseSettings):
     part_redis_max_bytes_per_job: int = Field(32 * 1024 * 1024, ge=0)
     """With ``part_store=redis``, a job's parts past this many bytes go to S3 under ``tmp/`` instead,
     so one long job cannot fill Redis (32 MiB ≈ 12 minutes of 22 kHz audio)."""
+
+    @property
+    def request_bytes_limit(self) -> int:
+        """The body cap in force: ``max_request_bytes``, or the one ``max_text_chars`` implies."""
+        if self.max_request_bytes is not None:
+            return self.max_request_bytes
+        return REQUEST_BYTES_PER_CHAR * self.max_text_chars + REQUEST_OVERHEAD_BYTES
 
     @property
     def keys_required(self) -> bool:
