@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import tempfile
+import tracemalloc
 import uuid
 
 import pytest
@@ -17,7 +19,7 @@ from ttsq.jobs import JobStore
 from ttsq.parts import RedisPartStore, S3PartStore
 from ttsq.progress import PLAN_CHUNK_SEGMENTS, SegmentStore
 from ttsq.settings import Settings
-from ttsq.storage import MULTIPART_THRESHOLD, ObjectStore
+from ttsq.storage import MULTIPART_THRESHOLD, UPLOAD_PARTS_IN_MEMORY, ObjectStore
 
 
 @pytest.fixture
@@ -106,6 +108,31 @@ def test_large_objects_upload_in_parts(settings: Settings, s3_client: S3Client) 
     assert objects.get("jobs/large/audio.wav") == data
     objects.delete_many(["jobs/large/audio.wav"])
     assert objects.get("jobs/large/audio.wav") is None
+
+
+def test_an_upload_reads_two_parts_into_memory_at_most(settings: Settings, s3_client: S3Client) -> None:
+    """A book's audio goes up from the assembly's temporary file; however large it is, the upload
+    holds ``UPLOAD_PARTS_IN_MEMORY`` parts in memory, not s3transfer's default of ten."""
+    objects = ObjectStore(settings.s3)
+    key = f"jobs/book-{uuid.uuid4().hex[:8]}/audio.wav"
+    parts = 8
+    with tempfile.TemporaryFile() as source:
+        block = bytes(range(256)) * 4096  # 1 MiB
+        for _ in range(parts * MULTIPART_THRESHOLD // len(block)):
+            source.write(block)
+        source.seek(0)
+        tracemalloc.start()
+        try:
+            objects.upload(key, source, "audio/wav")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    head = s3_client.head_object(Bucket=settings.s3.bucket, Key=key)
+    assert head["ContentLength"] == parts * MULTIPART_THRESHOLD
+    assert head["ETag"].strip('"').endswith(f"-{parts}")
+    objects.delete_many([key])
+    # Those parts, and about one more on its way in (s3transfer's default held 133 MiB of these 128).
+    assert peak < (UPLOAD_PARTS_IN_MEMORY + 2) * MULTIPART_THRESHOLD, f"{peak / 2**20:.0f} MiB held"
 
 
 def test_a_step_is_held_by_one_task_at_a_time(redis_client: redis.Redis) -> None:

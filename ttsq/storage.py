@@ -25,7 +25,15 @@ _CONNECT_TIMEOUT_S = 5
 _READ_TIMEOUT_S = 60
 MULTIPART_THRESHOLD: Final = 16 * 1024 * 1024
 """Uploads above this go in 16 MiB parts: a long book is not one huge, all-or-nothing PUT."""
-_TRANSFER = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD)
+UPLOAD_PARTS_IN_MEMORY: Final = 2
+"""Parts of one upload read into memory at once: one is sent while the next is read. s3transfer's
+default (10 parts in memory, 10 threads) made a worker assembling a book 145 MiB larger."""
+_TRANSFER = TransferConfig(
+    multipart_threshold=MULTIPART_THRESHOLD,
+    multipart_chunksize=MULTIPART_THRESHOLD,
+    max_concurrency=UPLOAD_PARTS_IN_MEMORY,
+)
+_TRANSFER.max_in_memory_upload_chunks = UPLOAD_PARTS_IN_MEMORY  # s3transfer's own setting; boto3 has no alias
 
 
 _RETRYABLE_CODES: Final = frozenset({"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling"})
