@@ -262,6 +262,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         sentence_pause_s=0.4,
         paragraph_pause_s=0.9,
         segment_max_ids=256,
+        max_job_segments=500,
         part_store="s3",
         part_ttl_s=7200,
         task_time_limit_s=900,

@@ -250,3 +250,26 @@ def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
     # Segments still running when the job failed remove their own parts once they finish.
     wait_until(lambda: not redis_client.keys(f"{job_part_key(job['id'], 0)[:-1]}*"), 30, "parts removed")
     assert not redis_client.exists(job_segments_key(job["id"]))
+
+
+MAX_JOB_SEGMENTS = 3
+
+
+def few_segments(settings: Settings, _: Path) -> Settings:
+    return worker_settings(settings, "tts-few-segments", max_job_segments=MAX_JOB_SEGMENTS)
+
+
+@pytest.mark.parametrize("side_stack", [few_segments], indirect=True)
+def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
+    side_stack: dict[str, Any], redis_client: redis.Redis
+) -> None:
+    """The bound on what a job keeps in Redis: a plan of more segments than ``max_job_segments`` is
+    never stored nor sent; the job fails with ``plan_too_long``, naming the count and the limit."""
+    client: httpx.Client = side_stack["client"]
+    job = client.post("/v1/jobs", json={"text": PARAGRAPH}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "failed", done
+    assert done["error"]["code"] == "plan_too_long"
+    assert f"at most {MAX_JOB_SEGMENTS} (TTSQ_MAX_JOB_SEGMENTS)" in done["error"]["message"]
+    assert done["progress"]["segments_done"] == 0
+    assert not redis_client.exists(job_segments_key(job["id"]), job_done_key(job["id"]))

@@ -5,6 +5,7 @@ Exception tree::
     ServiceError
     ├── JobNotFound             no record under that id (never created, or expired)
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
+    ├── PlanTooLong             a text plans into more segments than a job may have
     ├── StorageRefused          the object store said no for good (AccessDenied, NoSuchBucket...)
     ├── RequestRefused          a request the service will not carry out as asked (e.g. a webhook URL)
     └── TransientError          an outage: retrying later can succeed
@@ -48,6 +49,19 @@ class JobNotFound(ServiceError, code="job_not_found"):
 
 class SegmentLost(ServiceError, code="segment_lost"):
     """A segment counted as done, or planned, has no stored data (expired or deleted)."""
+
+
+class PlanTooLong(ServiceError, code="plan_too_long"):
+    """The text plans into more segments than ``max_job_segments``: what a job keeps in Redis (its
+    plan, its task messages, its done set) grows with its segments, so their number is bounded."""
+
+    def __init__(self, segments: int, limit: int) -> None:
+        super().__init__(
+            f"the text plans into {segments} segments; a job may have at most {limit} (TTSQ_MAX_JOB_SEGMENTS): "
+            "split it into several jobs"
+        )
+        self.segments = segments
+        self.limit = limit
 
 
 class StorageRefused(ServiceError, code="storage_refused"):

@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     """Silence after a paragraph: a blank line of plain text, the end of an SSML ``<p>`` (jobs may set their own)."""
     segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)
     """Phoneme-id budget of a segment, the unit of work of one task."""
+    max_job_segments: int = Field(10_000, ge=1)
+    """Most segments a job may plan into; past it the job fails (``plan_too_long``) before any
+    synthesis. What a job keeps in Redis besides its parts (plan, task messages, done set) grows
+    with its segments: 1,000,000 characters of prose make 6,648 (~16 h of speech), but as many
+    digits, each read as words, would make about 90,000."""
     part_store: Literal["redis", "s3"] = "redis"
     """Where segment PCM waits for assembly: Redis (fast, costs memory) or S3 under ``tmp/``."""
     part_ttl_s: int = Field(24 * 3600, ge=60)

@@ -28,7 +28,7 @@ from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
-from ttsq.errors import SegmentLost, error_code
+from ttsq.errors import PlanTooLong, SegmentLost, error_code
 from ttsq.estimate import planned_audio_s
 from ttsq.jobs import (
     JobError,
@@ -155,6 +155,8 @@ def start_job(job_id: str, ctx: JobContext) -> None:
     text = ctx.jobs.text(job_id)
     paragraph_pause = record.options.paragraph_pause_s
     segments = ctx.engine.plan_segments(record.voice, text, max_ids, record.text_type, paragraph_pause)
+    if len(segments) > ctx.settings.max_job_segments:
+        raise PlanTooLong(len(segments), ctx.settings.max_job_segments)
     record = _reserve_planned_audio(record, segments, ctx)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
