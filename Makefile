@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format bench bench-memory bench-batch clean
+.PHONY: help setup dev test faults lint format bench bench-memory bench-batch bench-long clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job (see docs/PERFORMANCE.md)"
 	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
 	@echo "make bench-batch   a 10,000-item batch while interactive jobs arrive at 1/s"
+	@echo "make bench-long    one 1,000,000-character job: API, worker and Redis memory, wall time vs raw (~1 h)"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
 # An existing $(VENV) is kept if its Python runs and is 3.11 to 3.13, even another minor version than
@@ -71,7 +72,12 @@ bench-memory: setup
 	$(BIN)/python -m bench.run --sections memory
 
 bench-batch: setup
-	$(BIN)/python -m bench.run --sections batchload
+	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.run --sections batchload
+
+# flock: benches of several people on one machine wait for each other instead of sharing its cores.
+# CHARS=50000 for a short check of the bench itself.
+bench-long: setup
+	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.longjob --chars $(or $(CHARS),1000000)
 
 clean:
 	rm -rf $(VENV) .ttsq .pytest_cache .mypy_cache .ruff_cache *.egg-info
