@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI
 
-from api.routes.jobs import SSML_MARKUP_FACTOR
+from api.routes.jobs import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
 from ttsq.settings import Settings
 
 Document = dict[str, Any]
@@ -69,12 +69,13 @@ def set_text_limits(schemas: Document, max_chars: int) -> None:
     """``maxLength`` is the longest ``text`` any request may carry (an SSML document's); the
     description says how much of it plain text and spoken text may be."""
     ssml_chars = SSML_MARKUP_FACTOR * max_chars
+    ssml_tags = max(max_chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS)
     text = schemas["JobCreate"]["properties"]["text"]
     text["maxLength"] = ssml_chars
     text["description"] = (
         f"Text to speak: plain text of 1 to {max_chars:,} characters (longer: 413 text_too_long), or with "
-        f"`text_type: ssml` an SSML document of up to {ssml_chars:,} characters whose spoken text has at most "
-        f"{max_chars:,}."
+        f"`text_type: ssml` an SSML document of up to {ssml_chars:,} characters and {ssml_tags:,} tags (more: 422 "
+        f"invalid_ssml) whose spoken text has at most {max_chars:,}."
     )
     speech_input = schemas["SpeechCreate"]["properties"]["input"]
     speech_input["maxLength"] = max_chars

@@ -47,7 +47,8 @@ class JobCreate(RequestBody):
 
     text: str = Field(
         description="Text to speak: plain text of 1 to `max_text_chars` characters, or with `text_type: ssml` "
-        "an SSML document of up to 10 times as many characters, its spoken text counting against the limit.",
+        "an SSML document of up to 10 times as many characters and one tag per 5 of them, its spoken text counting "
+        "against the limit.",
         json_schema_extra={"minLength": 1},  # checked by check_text, which names the problem (empty_text)
         examples=["Hello from ttsq."],
     )

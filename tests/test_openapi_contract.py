@@ -45,7 +45,8 @@ def test_the_document_states_the_text_limits_of_this_server(document: dict[str, 
     text = schemas["JobCreate"]["properties"]["text"]
     assert (text["minLength"], text["maxLength"]) == (1, 10 * MAX_CHARS)
     assert "plain text of 1 to 50 characters" in text["description"]
-    assert "SSML document of up to 500 characters whose spoken text has at most 50" in text["description"]
+    assert "SSML document of up to 500 characters and 1,000 tags" in text["description"]
+    assert "whose spoken text has at most 50." in text["description"]
     speech_input = schemas["SpeechCreate"]["properties"]["input"]
     assert (speech_input["minLength"], speech_input["maxLength"]) == (1, MAX_CHARS)
     job = schemas["JobCreate"]["properties"]

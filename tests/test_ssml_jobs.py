@@ -11,6 +11,7 @@ import numpy.typing as npt
 import redis
 import soundfile as sf
 
+from api.routes.jobs import MIN_SSML_TAGS, SSML_CHARS_PER_TAG
 from tests.conftest import IdleQueueApi, wait_for_job
 from tests.test_jobs_api import job_keys
 from ttsq.settings import Settings
@@ -108,6 +109,23 @@ def test_invalid_ssml_is_refused_with_its_place_and_no_job(
         assert where in error["message"]
     assert job_keys(redis_client) == keys_before
     assert redis_client.llen(idle_queue_api.queue) == 0
+
+
+def test_ssml_past_its_tag_budget_is_refused_before_parsing(idle_queue_api: IdleQueueApi, settings: Settings) -> None:
+    """One tag per ``SSML_CHARS_PER_TAG`` characters of the limit bounds what parsing costs the API:
+    a document with exactly that many is accepted, one more tag is refused where it stands."""
+    limit = max(settings.max_text_chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS)
+    opening = "<speak>Hello there."
+    at_limit = opening + "<break/>" * (limit - 2) + "</speak>"
+    accepted = idle_queue_api.client.post("/v1/jobs", json={"text": at_limit, "text_type": "ssml"}, timeout=60)
+    assert accepted.status_code == 202, accepted.text
+    over = opening + "<break/>" * (limit - 1) + "</speak>"
+    refused = idle_queue_api.client.post("/v1/jobs", json={"text": over, "text_type": "ssml"}, timeout=60)
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_ssml"
+    column = len(opening) + len("<break/>") * (limit - 1) + 1  # the closing tag is one too many
+    assert f"line 1, column {column}: more than {limit} tags" in error["message"]
 
 
 def test_ssml_that_the_voice_cannot_read_is_refused(idle_queue_api: IdleQueueApi) -> None:
