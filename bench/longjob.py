@@ -14,6 +14,11 @@ Measured while the job runs, every half second:
 * wall time from the POST to ``finished_at``, against the raw model limit measured here first on
   the first ``--sample-chars`` of the same text (``bench.run.raw_limit``).
 
+Then, with the worker stopped, the API's peak (``VmHWM``, reset before each) for the largest bodies
+the limits admit: the longest text with every character but one an emoji escaped as ``\\uXXXX``
+pairs (12 bytes each), and an SSML document of ten times the characters with as many tags as it may
+have (parsed whole, then refused for its spoken length).
+
 Writes ``bench/results/<stamp>-long-<chars>.json`` and prints a table. Run it under
 ``flock /tmp/ttsq-bench.lock`` (the make target does) so that no other bench shares the machine.
 """
@@ -34,6 +39,7 @@ from typing import Any
 import psutil
 import redis
 
+from api.routes.jobs import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
 from bench.corpus import CORPUS
 from bench.machine import describe
 from bench.run import RESULTS, raw_limit
@@ -65,6 +71,31 @@ def status_kib(pid: int, field_name: str) -> int:
     except FileNotFoundError:
         return 0
     return 0
+
+
+def reset_hwm(pid: int) -> None:
+    """Restart the process's high-water mark at its current RSS (``clear_refs``, Linux 4.0+)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def worst_bodies(stack: BenchStack, chars: int) -> dict[str, Any]:
+    """The API's peak for each of the largest bodies the limits admit, its workers stopped."""
+    stack.stop_workers()
+    escaped = json.dumps({"text": "A" + "\U0001f600" * (chars - 1)}).encode("ascii")
+    tags = max(chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS)
+    sentence = "<s>" + "a" * (SSML_MARKUP_FACTOR * chars // (tags // 2) - 7) + "</s>"
+    ssml = json.dumps({"text": "<speak>" + sentence * (tags // 2 - 1) + "</speak>", "text_type": "ssml"}).encode()
+    results = {}
+    for name, body in (("escaped_text", escaped), ("ssml", ssml)):
+        reset_hwm(stack.api.pid)
+        before = status_kib(stack.api.pid, "VmRSS")
+        started = time.perf_counter()
+        response = stack.http.post("/v1/jobs", content=body, headers={"content-type": "application/json"}, timeout=300)
+        results[name] = {"body_bytes": len(body), "status": response.status_code,
+                         "code": response.json().get("error", {}).get("code") if response.status_code >= 400 else None,
+                         "seconds": time.perf_counter() - started, "rss_before_mib": before / 1024,
+                         "hwm_mib": status_kib(stack.api.pid, "VmHWM") / 1024}  # fmt: skip
+    return results
 
 
 def process_tree(pid: int) -> list[int]:
@@ -216,6 +247,7 @@ def long_book(stack: BenchStack, chars: int, sample_chars: int, timeout_s: float
                   "broker_keys_peak_mib": peaks.broker_keys_bytes / MIB,
                   "largest_job_key": {"key": peaks.largest_key[0], "mib": peaks.largest_key[1] / MIB},
                   "part_redis_max_bytes_per_job": settings.part_redis_max_bytes_per_job},
+        "api_worst_bodies": worst_bodies(stack, chars),
         "samples": peaks.samples,
     }  # fmt: skip
 
@@ -236,6 +268,9 @@ def table(result: dict[str, Any]) -> str:
         ("Redis: the job's keys / the broker's queues, peak",
          f"{red['job_keys_peak_mib']:.1f} / {red['broker_keys_peak_mib']:.1f} MiB "
          f"(largest key {red['largest_job_key']['key']}: {red['largest_job_key']['mib']:.1f} MiB)"),
+        *((f"API peak for the largest {name.replace('_', ' ')} body ({w['body_bytes'] / MIB:.1f} MiB)",
+           f"{w['rss_before_mib']:.0f} -> **{w['hwm_mib']:.0f} MiB**, answered {w['status']} {w['code'] or ''} "
+           f"in {w['seconds']:.1f} s") for name, w in r["api_worst_bodies"].items()),
         ("plan stored after", f"{r['planned_after_s']:.1f} s"),
         ("raw model limit (first chars of the same text)",
          f"{r['raw']['audio_per_wall']:.1f} s audio/s over {r['raw']['audio_s']:.0f} s of audio"),
