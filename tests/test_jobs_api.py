@@ -19,6 +19,7 @@ from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_
 from tests.test_japanese import JAPANESE_VOICE_IDS
 from tests.voices import MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID
+from ttsq.settings import Settings
 
 HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
 
@@ -143,12 +144,20 @@ def test_unknown_job_is_404(client: httpx.Client, job_id: str) -> None:
         assert response.json()["error"] == {"code": "job_not_found", "message": f"no job with id {job_id!r}"}
 
 
+MAX_CHARS: int = Settings.model_fields["max_text_chars"].default
+"""The suite's API runs with the default text limit."""
+
 BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("empty text", {"json": {"text": ""}}, 422, "text is empty"),
     ("whitespace text", {"json": {"text": "  \n\t "}}, 422, "text is empty"),
     ("punctuation only", {"json": {"text": "... !?"}}, 422, "nothing to speak"),
     ("missing text", {"json": {"voice": DEFAULT_VOICE_ID}}, 422, "text: Field required"),
-    ("text too long", {"json": {"text": "a" * 100_001}}, 413, "text has 100001 characters; the limit is 100000"),
+    (
+        "text too long",
+        {"json": {"text": "a" * (MAX_CHARS + 1)}},
+        413,
+        f"text has {MAX_CHARS + 1} characters; the limit is {MAX_CHARS}",
+    ),
     (
         "unknown voice",
         {"json": {"text": "hi", "voice": "nope"}},
