@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import psutil
 import redis
@@ -119,8 +119,10 @@ class Peaks:
 class Sampler:
     """Polls the processes and Redis in a thread while the job runs."""
 
-    def __init__(self, stack: BenchStack, client: redis.Redis, queue: str) -> None:
+    def __init__(self, stack: BenchStack, client: redis.Redis, queue: str, live: TextIO) -> None:
         self.stack = stack
+        self.live = live
+        """Every sample as a JSON line as it is taken, so a run cut short still has its figures."""
         self.client = client
         self.queue = queue
         self.job_id: str | None = None
@@ -163,6 +165,11 @@ class Sampler:
                 peaks.largest_key = largest
             row |= {"job_keys_mib": round(job_bytes / MIB, 2), "broker_keys_mib": round(broker / MIB, 2)}
         peaks.samples.append(row)
+        self.note({**row, "phase": self.phase})
+
+    def note(self, row: dict[str, Any]) -> None:
+        self.live.write(json.dumps(row) + "\n")
+        self.live.flush()
 
     def memory_usage(self, key: str) -> int:
         return int(self.client.memory_usage(key, samples=0) or 0)
@@ -199,7 +206,7 @@ def wait_finished(stack: BenchStack, sampler: Sampler, job_id: str, timeout_s: f
         time.sleep(SAMPLE_S)
 
 
-def long_book(stack: BenchStack, chars: int, sample_chars: int, timeout_s: float) -> dict[str, Any]:
+def long_book(stack: BenchStack, chars: int, sample_chars: int, timeout_s: float, live: TextIO) -> dict[str, Any]:
     text = book_text(chars)
     settings = stack.start_workers(1)
     raw = raw_limit([book_text(min(sample_chars, chars))], settings)
@@ -211,7 +218,8 @@ def long_book(stack: BenchStack, chars: int, sample_chars: int, timeout_s: float
         "worker_rss_kib": sum(status_kib(pid, "VmRSS") for pid in worker_pids),
         "redis_used": int(client.info("memory")["used_memory"]),
     }
-    with Sampler(stack, client, settings.queue) as sampler:
+    live.write(json.dumps({"event": "baseline", "raw_audio_per_wall": raw["audio_per_wall"], **baseline}) + "\n")
+    with Sampler(stack, client, settings.queue, live) as sampler:
         posted = time.time()
         response = stack.http.post("/v1/jobs", json={"text": text}, timeout=300)
         post_s = time.time() - posted
@@ -219,6 +227,7 @@ def long_book(stack: BenchStack, chars: int, sample_chars: int, timeout_s: float
         job_id = response.json()["id"]
         sampler.job_id = job_id
         api_hwm_after_post = status_kib(stack.api.pid, "VmHWM")
+        sampler.note({"event": "posted", "job_id": job_id, "post_s": post_s, "api_hwm_kib": api_hwm_after_post})
         record, planned_after = wait_finished(stack, sampler, job_id, timeout_s)
     sampler.sample(keys=True)
     worker_hwm = sum(status_kib(pid, "VmHWM") for pid in worker_pids)
@@ -296,16 +305,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"started_at": datetime.now(UTC).isoformat(), "machine": describe(),
                               "command": f"make bench-long (--chars {args.chars})"}  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="ttsq-bench-long-") as root:
-        stack = BenchStack(Path(root))
-        try:
-            result["long_book"] = long_book(stack, args.chars, args.sample_chars, args.timeout)
-        finally:
-            stack.close()
-    result["finished_at"] = datetime.now(UTC).isoformat()
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = RESULTS / f"{stamp}-long-{args.chars}.json"
+    with (
+        tempfile.TemporaryDirectory(prefix="ttsq-bench-long-") as root,
+        out.with_suffix(".live.jsonl").open("w") as live,
+    ):
+        print(f"samples as they come: {live.name}", flush=True)
+        stack = BenchStack(Path(root))
+        try:
+            result["long_book"] = long_book(stack, args.chars, args.sample_chars, args.timeout, live)
+        finally:
+            stack.close()
+    result["finished_at"] = datetime.now(UTC).isoformat()
     out.write_text(json.dumps(result, indent=2, default=str))
     print(table(result))
     print(f"\nwritten to {out}")
