@@ -78,9 +78,10 @@ def reset_hwm(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-def worst_bodies(stack: BenchStack, chars: int) -> dict[str, Any]:
-    """The API's peak for each of the largest bodies the limits admit, its workers stopped."""
+def worst_bodies(stack: BenchStack) -> dict[str, Any]:
+    """The API's peak for each of the largest bodies its limits admit, its workers stopped."""
     stack.stop_workers()
+    chars = stack.base.max_text_chars
     escaped = json.dumps({"text": "A" + "\U0001f600" * (chars - 1)}).encode("ascii")
     tags = max(chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS)
     sentence = "<s>" + "a" * (SSML_MARKUP_FACTOR * chars // (tags // 2) - 7) + "</s>"
@@ -256,7 +257,7 @@ def long_book(stack: BenchStack, chars: int, sample_chars: int, timeout_s: float
                   "broker_keys_peak_mib": peaks.broker_keys_bytes / MIB,
                   "largest_job_key": {"key": peaks.largest_key[0], "mib": peaks.largest_key[1] / MIB},
                   "part_redis_max_bytes_per_job": settings.part_redis_max_bytes_per_job},
-        "api_worst_bodies": _measured(lambda: worst_bodies(stack, chars)),
+        "api_worst_bodies": _measured(lambda: worst_bodies(stack)),
         "samples": peaks.samples,
     }  # fmt: skip
 
