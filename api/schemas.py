@@ -206,7 +206,6 @@ class BatchDefaults(RequestBody):
     marks: list[MarkType] | None = Field(None, max_length=2, description="As a job's `marks`.")
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None
 
-
     @field_validator("marks")
     @classmethod
     def _marks_once(cls, value: list[MarkType] | None) -> list[MarkType] | None:
