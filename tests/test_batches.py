@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ from mypy_boto3_s3 import S3Client
 from api.admission import PUBLISH_PIPELINE
 from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi
 from tests.receiver import Receiver
-from ttsq.constants import ACTIVE_BATCHES_KEY, batch_items_key, batch_manifest_key
+from ttsq.batches import BatchStore
+from ttsq.constants import ACTIVE_BATCHES_KEY, batch_items_key
 from ttsq.ops.processes import ManagedProcess
 from ttsq.tenants import Limits, TenantStore
 
@@ -75,7 +77,9 @@ def test_a_batch_runs_to_completion_with_a_manifest(
     assert done["finished_at"] is not None
     assert redis_client.zscore(ACTIVE_BATCHES_KEY, batch["id"]) is None  # the sweeper looks no more
     assert [item["ref"] for item in done["items"]] == ["chapter-1", "1", "2", "3", "4"]
-    key = batch_manifest_key("anonymous", batch["id"])
+    key = BatchStore(redis_client, 600).get(batch["id"]).manifest_key
+    assert key is not None
+    assert re.fullmatch(rf"anonymous/batches/{batch['id']}/[0-9a-f]{{16}}/manifest\.json", key)
     manifest = json.loads(s3_client.get_object(Bucket=TEST_BUCKET, Key=key)["Body"].read())
     assert httpx.get(done["manifest_url"]).json() == manifest
     assert manifest["batch_id"] == batch["id"]

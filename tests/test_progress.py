@@ -13,10 +13,11 @@ from mypy_boto3_s3 import S3Client
 from redis.exceptions import LockError
 
 from tts_core.plan import PlannedUtterance
+from tts_core.timing import SegmentTiming
 from ttsq.constants import job_part_key, job_plan_draft_key, job_segments_key, part_object_key
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore
-from ttsq.parts import RedisPartStore, S3PartStore
+from ttsq.parts import PartRef, RedisPartStore, S3PartStore
 from ttsq.progress import PLAN_CHUNK_SEGMENTS, SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import MULTIPART_THRESHOLD, UPLOAD_PARTS_IN_MEMORY, ObjectStore
@@ -32,27 +33,47 @@ def test_parts_past_a_jobs_redis_share_go_to_s3(redis_client: redis.Redis, setti
     them wherever they are."""
     objects = ObjectStore(settings.s3)
     store = RedisPartStore(redis_client, 600, S3PartStore(objects), max_bytes_per_job=250)
-    for index in range(4):
-        store.put("job-spill", index, bytes([index + 1]) * 100)
-    assert redis_client.exists(job_part_key("job-spill", 0), job_part_key("job-spill", 1)) == 2
-    assert not redis_client.exists(job_part_key("job-spill", 2))
-    assert objects.list_keys("tmp/job-spill/") == [part_object_key("job-spill", 2), part_object_key("job-spill", 3)]
-    assert [store.get("job-spill", i) for i in range(4)] == [bytes([i + 1]) * 100 for i in range(4)]
-    store.delete("job-spill", range(4))
+    parts = [PartRef("job-spill", index, "a1") for index in range(4)]
+    for part in parts:
+        store.put(part, bytes([part.index + 1]) * 100)
+    assert redis_client.exists(job_part_key("job-spill", 0, "a1"), job_part_key("job-spill", 1, "a1")) == 2
+    assert not redis_client.exists(job_part_key("job-spill", 2, "a1"))
+    assert objects.list_keys("tmp/job-spill/") == [part_object_key("job-spill", i, "a1") for i in (2, 3)]
+    assert [store.get(part) for part in parts] == [bytes([i + 1]) * 100 for i in range(4)]
+    store.delete(parts)
     assert objects.list_keys("tmp/job-spill/") == []
-    assert not redis_client.exists(job_part_key("job-spill", 0))
+    assert not redis_client.exists(job_part_key("job-spill", 0, "a1"))
     with pytest.raises(SegmentLost):
-        store.get("job-spill", 3)
+        store.get(parts[3])
 
 
-def test_a_segment_is_counted_once(segments: SegmentStore) -> None:
-    assert segments.mark_done("job-a", 0, 100.0, 2.0) == (True, 1)
-    assert segments.mark_done("job-a", 0, 100.0, 2.0) == (False, 1)  # redelivered: no double count
-    assert segments.mark_done("job-a", 1, 50.0, 1.5) == (True, 2)
+def test_two_attempts_at_a_segment_keep_their_own_parts(redis_client: redis.Redis, settings: Settings) -> None:
+    """A late duplicate of a segment stores its part beside the winner's, never over it; deleting its
+    own leaves the winner's whole."""
+    store = RedisPartStore(redis_client, 600, S3PartStore(ObjectStore(settings.s3)), max_bytes_per_job=1000)
+    winner, loser = PartRef("job-pair", 0, "first"), PartRef("job-pair", 0, "second")
+    store.put(winner, b"w" * 10)
+    store.put(loser, b"l" * 12)
+    store.delete([loser])
+    assert store.get(winner) == b"w" * 10
+    with pytest.raises(SegmentLost):
+        store.get(loser)
+
+
+def test_a_segment_is_counted_once_for_the_first_attempt(segments: SegmentStore) -> None:
+    timing = SegmentTiming(100, [])
+    assert segments.mark_done("job-a", 0, "first", 100.0, 2.0, timing) == (True, 1)
+    late = SegmentTiming(999, [])
+    assert segments.mark_done("job-a", 0, "second", 100.0, 2.0, late) == (False, 1)  # no double count
+    assert segments.mark_done("job-a", 1, "first", 50.0, 1.5) == (True, 2)
     progress = segments.progress("job-a")
     assert (progress.done, progress.synthesis_ms, progress.audio_s) == (2, 150, 3.5)
     assert segments.is_done("job-a", 1)
     assert not segments.is_done("job-a", 2)
+    assert segments.winners("job-a") == {0: "first", 1: "first"}
+    stored = segments.timing("job-a", 0)
+    assert stored is not None
+    assert stored.samples == 100, "the winner's timing stands, not the late one's"
 
 
 def test_the_first_plan_is_kept(segments: SegmentStore) -> None:
@@ -89,12 +110,13 @@ def test_a_book_sized_plan_is_stored_whole(segments: SegmentStore, redis_client:
 def test_part_stores_round_trip(kind: str, redis_client: redis.Redis, settings: Settings) -> None:
     overflow = S3PartStore(ObjectStore(settings.s3))
     store = RedisPartStore(redis_client, 600, overflow, 1 << 20) if kind == "redis" else overflow
-    store.put("job-c", 0, b"\x01\x00" * 100)
-    store.put("job-c", 1, b"\x02\x00" * 50)
-    assert store.get("job-c", 1) == b"\x02\x00" * 50
-    store.delete("job-c", range(2))
+    parts = [PartRef("job-c", index, "a1") for index in range(2)]
+    store.put(parts[0], b"\x01\x00" * 100)
+    store.put(parts[1], b"\x02\x00" * 50)
+    assert store.get(parts[1]) == b"\x02\x00" * 50
+    store.delete(parts)
     with pytest.raises(SegmentLost):
-        store.get("job-c", 0)
+        store.get(parts[0])
 
 
 def test_large_objects_upload_in_parts(settings: Settings, s3_client: S3Client) -> None:

@@ -92,8 +92,9 @@ def test_multi_segment_job_assembles_in_order(
     assert progress["queued_ms"] >= 0
     assert progress["rtf"] == pytest.approx(progress["synthesis_ms"] / 1000 / progress["audio_s"], rel=1e-2)
     # Parts and plan are gone; the done set stays as the record of what was counted.
-    assert not redis_client.exists(job_segments_key(job["id"]), job_part_key(job["id"], 0))
-    assert redis_client.scard(job_done_key(job["id"])) == len(parts)
+    assert not redis_client.exists(job_segments_key(job["id"]))
+    assert not redis_client.keys(f"{job_part_key(job['id'], 0, '')}*")
+    assert redis_client.hlen(job_done_key(job["id"])) == len(parts)
 
 
 def test_single_segment_job_finishes_in_its_entry_task(client: httpx.Client, redis_client: redis.Redis) -> None:
@@ -208,10 +209,10 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
     assert done["progress"]["segments_done"] == total
     bucket = custom.s3.bucket
     finals = s3_client.list_objects_v2(Bucket=bucket, Prefix=f"anonymous/jobs/{job['id']}/").get("Contents", [])
-    assert [o["Key"] for o in finals] == [f"anonymous/jobs/{job['id']}/audio.wav"]
+    assert [o["Key"] for o in finals] == [done["result"]["key"]]
     assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"tmp/{job['id']}/").get("KeyCount") == 0
     # Each segment counted once: the done set has every index once and the audio sums add up.
-    assert redis_client.scard(job_done_key(job["id"])) == total
+    assert redis_client.hlen(job_done_key(job["id"])) == total
     parts_audio_s = int(redis_client.hget(job_stats_key(job["id"]), "audio_us") or 0) / 1e6
     assert parts_audio_s == pytest.approx(done["result"]["duration_s"], abs=2e-3)  # parts hold their pauses
     assert_assembled_in_order(
@@ -248,7 +249,8 @@ def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
     bucket = side_stack["settings"].s3.bucket
     assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"anonymous/jobs/{job['id']}/")["KeyCount"] == 0
     # Segments still running when the job failed remove their own parts once they finish.
-    wait_until(lambda: not redis_client.keys(f"{job_part_key(job['id'], 0)[:-1]}*"), 30, "parts removed")
+    parts_prefix = job_part_key(job["id"], 0, "").removesuffix("0:")
+    wait_until(lambda: not redis_client.keys(f"{parts_prefix}*"), 30, "parts removed")
     assert not redis_client.exists(job_segments_key(job["id"]))
 
 

@@ -18,7 +18,7 @@ from mypy_boto3_s3 import S3Client
 
 from tests.conftest import create_record, start_worker
 from tts_core.plan import PlannedUtterance
-from ttsq.batches import BatchRecord, BatchStatus, BatchStore, finish_batch, new_batch_id
+from ttsq.batches import BatchRecord, BatchStatus, BatchStore, cancel_batch, finish_batch, new_batch_id
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import (
     ACTIVE_BATCHES_KEY,
@@ -27,13 +27,12 @@ from ttsq.constants import (
     batch_counts_key,
     batch_items_key,
     batch_key,
-    batch_manifest_key,
     consumed_queues,
     job_objects_prefix,
     part_object_key,
 )
 from ttsq.jobs import JobRecord, JobStatus, JobStore, utcnow
-from ttsq.lifecycle import Lifecycle
+from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
 from ttsq.ops.commands import beat_argv, webhook_worker_argv
 from ttsq.ops.processes import ManagedProcess, wait_until
@@ -76,15 +75,19 @@ def own_worker(own_settings: Settings, own_redis: redis.Redis, tmp_path_factory:
     process.stop()
 
 
-def sweeper_for(settings: Settings, client: redis.Redis) -> Sweeper:
+def lifecycle_for(settings: Settings, client: redis.Redis) -> Lifecycle:
     jobs = JobStore(client, settings.job_ttl_s)
     segments = SegmentStore(client, settings.job_ttl_s)
     objects = ObjectStore(settings.s3)
     send = TaskPublisher(make_producer(settings), settings.queue)
-    lifecycle = Lifecycle(
-        jobs, segments, make_part_store(settings, client, objects), objects, send.webhook, send.finish_batch
-    )
-    return Sweeper(settings, client, jobs, segments, lifecycle, send, BatchStore(client, settings.job_ttl_s))
+    parts = make_part_store(settings, client, objects)
+    return Lifecycle(jobs, segments, parts, objects, send.webhook, send.finish_batch)
+
+
+def sweeper_for(settings: Settings, client: redis.Redis) -> Sweeper:
+    lc = lifecycle_for(settings, client)
+    send = TaskPublisher(make_producer(settings), settings.queue)
+    return Sweeper(settings, client, lc.jobs, lc.segments, lc, send, BatchStore(client, settings.job_ttl_s))
 
 
 def wait_for_status(jobs: JobStore, job_id: str, timeout_s: float = 60) -> JobStatus:
@@ -130,7 +133,7 @@ def test_only_the_missing_segments_of_a_running_job_are_queued_again(
     segments = SegmentStore(own_redis, idle.job_ttl_s)
     record = create_record(jobs, status="running", progress={"segments_total": 3}, priority="bulk")
     segments.save_plan(record.id, [[PlannedUtterance([1, 2, 3])] for _ in range(3)])
-    segments.mark_done(record.id, 0, 10.0, 1.0)
+    segments.mark_done(record.id, 0, "a1", 10.0, 1.0)
     sweeper = sweeper_for(idle, own_redis)
     now = time.time()
     sweeper.sweep(now)
@@ -192,7 +195,7 @@ def test_cleanup_deletes_expired_jobs_objects_and_stale_parts(
     assert expires is not None
     assert expires == pytest.approx(done.created_at.timestamp() + own_settings.job_ttl_s)
     objects = ObjectStore(own_settings.s3)
-    objects.put(part_object_key("dead-job", 0), b"\x00\x00", "application/octet-stream")
+    objects.put(part_object_key("dead-job", 0, "a1"), b"\x00\x00", "application/octet-stream")
     assert cleanup(own_redis, objects, own_settings.part_ttl_s).expired_objects == 0  # nothing due yet
     assert objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
     report = cleanup(own_redis, objects, own_settings.part_ttl_s, now=expires + own_settings.part_ttl_s)
@@ -292,7 +295,8 @@ def test_a_batch_whose_finishing_task_was_lost_is_finished_on_the_second_look(
         wait_until(lambda: batches.get(batch.id).manifest_key is not None, 60, "the batch finished")
     finished = batches.get(batch.id)
     assert finished.status is BatchStatus.COMPLETED
-    assert finished.manifest_key == batch_manifest_key(batch.tenant, batch.id)
+    assert finished.manifest_key is not None
+    assert finished.manifest_key.startswith(f"{batch.tenant}/batches/{batch.id}/")
     stored = ObjectStore(own_settings.s3).get(finished.manifest_key)
     assert stored is not None
     manifest = json.loads(stored)
@@ -330,13 +334,13 @@ def test_the_batch_index_keeps_only_unfinished_batches(own_settings: Settings, o
     finished, [item] = create_batch(jobs, batches, 1)
     assert own_redis.zscore(ACTIVE_BATCHES_KEY, finished.id) is not None
     jobs.transition(item.id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
-    assert finish_batch(finished.id, batches, jobs, objects) is not None
+    assert finish_batch(finished.id, batches, jobs, objects, "a1") is not None
     assert own_redis.zscore(ACTIVE_BATCHES_KEY, finished.id) is None
     expired, expired_items = create_batch(jobs, batches, 1)
     own_redis.delete(batch_key(expired.id), batch_items_key(expired.id), batch_counts_key(expired.id))
     kept, kept_items = create_batch(jobs, batches, 1)
     jobs.transition(kept_items[0].id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
-    assert finish_batch(kept.id, batches, jobs, objects) is not None
+    assert finish_batch(kept.id, batches, jobs, objects, "a1") is not None
     own_redis.zadd(ACTIVE_BATCHES_KEY, {kept.id: kept.created_at.timestamp()})  # left by an interrupted write
     running, running_items = create_batch(jobs, batches, 2)
     jobs.transition(running_items[0].id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
@@ -347,3 +351,30 @@ def test_the_batch_index_keeps_only_unfinished_batches(own_settings: Settings, o
     for record in (*expired_items, running_items[1]):
         jobs.forget_active(record.id, record.tenant)
     batches.forget_active([running.id])
+
+
+def test_canceling_a_batch_sends_one_finishing_task(
+    own_settings: Settings, own_redis: redis.Redis, own_worker: ManagedProcess
+) -> None:
+    """Every canceled item's entry task still runs (and finds its job canceled); none of them sends
+    the batch's finishing task again: the cancel of the last item sent the only one (issue 19,
+    finding 11: a 10,000-item batch sent 9,387)."""
+    jobs = JobStore(own_redis, own_settings.job_ttl_s)
+    batches = BatchStore(own_redis, own_settings.job_ttl_s)
+    batch, items = create_batch(jobs, batches, 25)
+    send = TaskPublisher(make_producer(own_settings), own_settings.queue)
+    lifecycle = lifecycle_for(own_settings, own_redis)
+    cancel_batch(batch.id, batches, jobs, lambda job_id: cancel_job(job_id, lifecycle, False))
+    assert messages_naming(own_redis, batch.id) == 1
+    for item in items:
+        send.entry(item.id, item.priority)
+    log_path = own_worker.log_path
+    assert log_path is not None
+    wait_until(
+        lambda: sum(f"job {item.id} is no longer runnable" in log_path.read_text() for item in items) == len(items),
+        60,
+        "every canceled item's entry task ran",
+    )
+    assert messages_naming(own_redis, batch.id) == 1
+    own_redis.delete(MAINTENANCE_QUEUE)
+    batches.forget_active([batch.id])

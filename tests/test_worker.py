@@ -51,7 +51,7 @@ def test_redelivered_task_of_a_finished_job_changes_nothing(
     wait_for_tasks(worker, [enqueue(settings, record.id)])
     assert store.get(record.id).attempts == 1
     assert client.get(f"/v1/jobs/{record.id}").json()["finished_at"] == first["finished_at"]
-    assert objects_under(s3_client, record.id) == [f"anonymous/jobs/{record.id}/audio.wav"]
+    assert objects_under(s3_client, record.id) == [first["result"]["key"]]
 
 
 def test_task_redelivered_after_a_crash_overwrites_its_object(
@@ -65,7 +65,7 @@ def test_task_redelivered_after_a_crash_overwrites_its_object(
     assert done["started_at"] == record.started_at.isoformat().replace("+00:00", "Z")  # type: ignore[union-attr]
     wait_for_tasks(worker, deliveries)
     assert store.get(record.id).attempts == 2, "the second delivery must see the job finished and skip it"
-    assert objects_under(s3_client, record.id) == [f"anonymous/jobs/{record.id}/audio.wav"]
+    assert objects_under(s3_client, record.id) == [done["result"]["key"]]
 
 
 def test_task_message_carries_the_job_id_not_the_text(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:
@@ -92,3 +92,25 @@ def test_worker_loads_the_model_once_and_logs_no_user_text(worker: ManagedProces
     assert "Zanzibar" not in log
     assert log.count(f"loaded voice {DEFAULT_VOICE_ID}") == 1
     assert log.index(f"loaded voice {DEFAULT_VOICE_ID}") < log.index(" ready.")
+
+
+@pytest.mark.parametrize(("crashed", "outcome"), [(2, "succeeded"), (3, "failed")])
+def test_a_step_that_took_down_its_workers_fails_instead_of_running_again(
+    store: JobStore, settings: Settings, client: httpx.Client, worker: ManagedProcess, crashed: int, outcome: str
+) -> None:
+    """A step whose deliveries started and never ended (their worker died in them: a crash in
+    native code, a kill) is counted per step in Redis; past ``max_step_starts`` of those, the next
+    delivery fails the job as ``worker_crashed`` before the step runs again (issue 19, finding 2:
+    a poison text killed every worker in turn). The starts of dead workers are written here as
+    their deliveries leave them; ``tests/test_faults.py`` kills real workers."""
+    assert settings.max_step_starts == 3
+    record = create_record(store, "Spoken once the crashes are counted.")
+    for n in range(crashed):
+        store.step_started(record.id, "entry", f"dead-worker-{n}")
+    wait_for_tasks(worker, [enqueue(settings, record.id)])
+    done = wait_for_job(client, record.id)
+    assert done["status"] == outcome
+    if outcome == "failed":
+        assert done["error"]["code"] == "worker_crashed"
+        assert "stopped its worker 3 times" in done["error"]["message"]
+        assert done["progress"]["segments_total"] is None, "the step did not run again"

@@ -263,10 +263,16 @@ def manifest(record: BatchRecord, items: Iterator[tuple[str, JobRecord | None]])
     }
 
 
-def finish_batch(batch_id: str, batches: BatchStore, jobs: JobStore, objects: ObjectStore) -> BatchRecord | None:
+def finish_batch(
+    batch_id: str, batches: BatchStore, jobs: JobStore, objects: ObjectStore, attempt: str
+) -> BatchRecord | None:
     """Write the manifest of a batch whose items are all finished and mark it finished (a running
     batch becomes ``completed``; a canceled one stays so). Returns the batch if this call finished
-    it, None if it was finished already or still has unfinished items (nothing done)."""
+    it, None if it was finished already or still has unfinished items (nothing done).
+
+    The manifest goes under ``attempt``'s own key, and only the first write of a manifest key into
+    the record counts: a late duplicate (its service worker paused past the finish claim) writes its
+    own manifest, loses, and deletes that one, never the winner's, and sends no second webhook."""
     record = batches.get(batch_id)
     if record.manifest_key is not None:
         return None
@@ -274,17 +280,23 @@ def finish_batch(batch_id: str, batches: BatchStore, jobs: JobStore, objects: Ob
     if counts.finished < counts.total:
         return None
     body = manifest(record, batches.all_items(batch_id, jobs))
-    key = batch_manifest_key(record.tenant, batch_id)
+    key = batch_manifest_key(record.tenant, batch_id, attempt)
     body["finished_at"] = utcnow().isoformat()
-    objects.put(key, json.dumps(body, indent=1).encode(), "application/json")
     batches.schedule_object_expiry(record, key)
+    objects.put(key, json.dumps(body, indent=1).encode(), "application/json")
 
     def changes(current: BatchRecord) -> dict[str, Any]:
+        if current.manifest_key is not None:  # another attempt finished it meanwhile
+            return {}
         status = current.status if current.status is BatchStatus.CANCELED else BatchStatus.COMPLETED
         hook = WebhookDelivery(event=BATCH_EVENTS[status]) if current.webhook_url else None
         return {"status": status, "finished_at": utcnow(), "manifest_key": key, "webhook": hook}
 
-    return batches.update(batch_id, (BatchStatus.RUNNING, BatchStatus.CANCELED), changes)
+    finished = batches.update(batch_id, (BatchStatus.RUNNING, BatchStatus.CANCELED), changes)
+    if finished is None or finished.manifest_key != key:
+        objects.delete_many([key])
+        return None
+    return finished
 
 
 def cancel_batch(batch_id: str, batches: BatchStore, jobs: JobStore, cancel: Callable[[str], object]) -> BatchRecord:

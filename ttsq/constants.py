@@ -33,14 +33,21 @@ WEBHOOK_QUEUE: Final = "webhooks"
 """Queue of webhook deliveries, consumed by its own small worker so that a slow or dead receiver
 never holds a synthesis thread."""
 
-PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.pcm"
-"""S3 key of one segment's raw PCM while its job is assembled (part store ``s3``)."""
+PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"
+"""S3 key of one segment's raw PCM, as one attempt at the segment made it, while its job is assembled
+(part store ``s3``, and the parts past a job's Redis share)."""
 
 JOB_OBJECTS_TEMPLATE: Final = "{tenant}/jobs/{job_id}/"
 """S3 prefix of everything a job stores (its audio), under its tenant's prefix."""
 
-RESULT_KEY_TEMPLATE: Final = JOB_OBJECTS_TEMPLATE + "audio.{ext}"
-"""S3 key of a job's audio; deterministic so a redelivered task overwrites instead of duplicating."""
+ATTEMPT_OBJECTS_TEMPLATE: Final = JOB_OBJECTS_TEMPLATE + "{attempt}/"
+"""S3 prefix of what one attempt at a job's final step stores (its audio, marks and subtitles). Each
+attempt writes under its own prefix and the job's success write names the winner's keys, so a late
+duplicate of the step (a worker paused past its lease, then resumed) never overwrites or deletes
+what the winner stored; a loser deletes only its own objects (``workers.steps``)."""
+
+RESULT_KEY_TEMPLATE: Final = ATTEMPT_OBJECTS_TEMPLATE + "audio.{ext}"
+"""S3 key of a job's audio, as one attempt stored it."""
 
 MAX_WAIT_S: Final = 60.0
 """Longest long poll (``GET /v1/jobs/{id}?wait=``) the API accepts; clients wait longer in rounds."""
@@ -59,17 +66,17 @@ def job_text_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:text"
 
 
-def result_key(tenant: str, job_id: str, extension: str) -> str:
-    return RESULT_KEY_TEMPLATE.format(tenant=tenant, job_id=job_id, ext=extension)
+def result_key(tenant: str, job_id: str, attempt: str, extension: str) -> str:
+    return RESULT_KEY_TEMPLATE.format(tenant=tenant, job_id=job_id, attempt=attempt, ext=extension)
 
 
 def job_objects_prefix(tenant: str, job_id: str) -> str:
     return JOB_OBJECTS_TEMPLATE.format(tenant=tenant, job_id=job_id)
 
 
-def job_object_key(tenant: str, job_id: str, name: str) -> str:
+def job_object_key(tenant: str, job_id: str, attempt: str, name: str) -> str:
     """Another object of a job beside its audio (``marks.json``, ``subtitles.vtt``...)."""
-    return job_objects_prefix(tenant, job_id) + name
+    return ATTEMPT_OBJECTS_TEMPLATE.format(tenant=tenant, job_id=job_id, attempt=attempt) + name
 
 
 def segment_queue(queue: str) -> str:
@@ -101,8 +108,10 @@ def job_plan_draft_key(job_id: str, token: str) -> str:
 
 
 def job_done_key(job_id: str) -> str:
-    """Set of finished segment indexes: a redelivered segment is never counted twice."""
-    return f"{KEY_PREFIX}:job:{job_id}:done"
+    """Hash of finished segments: index → the attempt whose part counts. The first attempt to finish
+    a segment wins it, so a redelivered segment is never counted twice and a late duplicate's part is
+    never read."""
+    return f"{KEY_PREFIX}:job:{job_id}:done-parts"
 
 
 def job_stats_key(job_id: str) -> str:
@@ -110,9 +119,9 @@ def job_stats_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:stats"
 
 
-def job_part_key(job_id: str, index: int) -> str:
-    """Raw PCM of one segment in Redis (part store ``redis``)."""
-    return f"{KEY_PREFIX}:job:{job_id}:part:{index}"
+def job_part_key(job_id: str, index: int, attempt: str) -> str:
+    """Raw PCM of one segment in Redis (part store ``redis``), as one attempt made it."""
+    return f"{KEY_PREFIX}:job:{job_id}:part:{index}:{attempt}"
 
 
 def job_part_bytes_key(job_id: str) -> str:
@@ -125,8 +134,8 @@ def job_spilled_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:spilled"
 
 
-def part_object_key(job_id: str, index: int) -> str:
-    return PART_KEY_TEMPLATE.format(job_id=job_id, index=index)
+def part_object_key(job_id: str, index: int, attempt: str) -> str:
+    return PART_KEY_TEMPLATE.format(job_id=job_id, index=index, attempt=attempt)
 
 
 def job_events_channel(job_id: str) -> str:
@@ -147,6 +156,12 @@ def job_streamed_key(job_id: str) -> str:
 def job_claim_key(job_id: str, step: str) -> str:
     """Held while one task runs one step of a job (``entry``, ``segment:<n>``, ``assemble``)."""
     return f"{KEY_PREFIX}:job:{job_id}:claim:{step}"
+
+
+def job_step_starts_key(job_id: str, step: str) -> str:
+    """How many deliveries of one step of a job started and never finished (their worker died): past
+    ``max_step_starts`` the job fails instead of handing the step to the next worker."""
+    return f"{KEY_PREFIX}:job:{job_id}:starts:{step}"
 
 
 ACTIVE_JOBS_KEY: Final = f"{KEY_PREFIX}:jobs:active"
@@ -196,8 +211,9 @@ DELIVER_BATCH_WEBHOOK_TASK: Final = "ttsq.deliver_batch_webhook"
 """Delivers a finished batch's webhook event (one attempt; it reschedules itself); arguments: batch
 id and the number of attempts made."""
 
-BATCH_MANIFEST_TEMPLATE: Final = "{tenant}/batches/{batch_id}/manifest.json"
-"""S3 key of a finished batch's manifest: each item's ref, job id, status, object key and error."""
+BATCH_MANIFEST_TEMPLATE: Final = "{tenant}/batches/{batch_id}/{attempt}/manifest.json"
+"""S3 key of a finished batch's manifest (each item's ref, job id, status, object key and error), as
+one attempt at finishing the batch wrote it; the batch record names the winner's."""
 
 
 ACTIVE_BATCHES_KEY: Final = f"{KEY_PREFIX}:batches:active"
@@ -231,5 +247,5 @@ def tenant_batches_key(tenant: str) -> str:
     return f"{KEY_PREFIX}:tenant:{tenant}:batches"
 
 
-def batch_manifest_key(tenant: str, batch_id: str) -> str:
-    return BATCH_MANIFEST_TEMPLATE.format(tenant=tenant, batch_id=batch_id)
+def batch_manifest_key(tenant: str, batch_id: str, attempt: str) -> str:
+    return BATCH_MANIFEST_TEMPLATE.format(tenant=tenant, batch_id=batch_id, attempt=attempt)

@@ -6,6 +6,7 @@ Exception tree::
     ├── JobNotFound             no record under that id (never created, or expired)
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
     ├── PlanTooLong             a text plans into more segments than a job may have
+    ├── WorkerCrashed           a step stopped its worker too many times without finishing
     ├── StorageRefused          the object store said no for good (AccessDenied, NoSuchBucket...)
     ├── RequestRefused          a request the service will not carry out as asked (e.g. a webhook URL)
     └── TransientError          an outage: retrying later can succeed
@@ -62,6 +63,21 @@ class PlanTooLong(ServiceError, code="plan_too_long"):
         )
         self.segments = segments
         self.limit = limit
+
+
+class WorkerCrashed(ServiceError, code="worker_crashed"):
+    """A step of the job was started ``max_step_starts`` times and its worker stopped each time
+    before the step ended (a crash in native code, a kill, memory exhaustion): the job fails instead
+    of taking the next worker down with it. Celery keeps no count across a crash, so ttsq keeps its
+    own per step (``JobStore.step_started``)."""
+
+    def __init__(self, step: str, crashed: int) -> None:
+        super().__init__(
+            f"the job's {step} step stopped its worker {crashed} times without finishing (a crash, a kill "
+            "or memory exhaustion); it is not handed to another worker"
+        )
+        self.step = step
+        self.crashed = crashed
 
 
 class StorageRefused(ServiceError, code="storage_refused"):

@@ -30,6 +30,7 @@ from ttsq.constants import (
     job_claim_key,
     job_events_channel,
     job_key,
+    job_step_starts_key,
     job_text_key,
     tenant_active_key,
     tenant_jobs_key,
@@ -453,6 +454,26 @@ class JobStore:
         steps = ["entry", "assemble", *(f"segment:{n}" for n in range(record.progress.segments_total or 0))]
         keys = [job_claim_key(record.id, step) for step in steps]
         return any(self._redis.exists(*keys[start : start + 1000]) for start in range(0, len(keys), 1000))
+
+    def step_started(self, job_id: str, step: str, attempt: str) -> int:
+        """Record that ``attempt`` started ``step``; returns how many started attempts of the step
+        have not ended (this one included): those that did not end died with their worker."""
+        key = job_step_starts_key(job_id, step)
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(key, attempt)
+            pipe.expire(key, self._ttl_s)
+            pipe.scard(key)
+            return int(pipe.execute()[-1])
+
+    def step_ended(self, job_id: str, step: str, attempt: str) -> None:
+        """``attempt`` ended (done, failed, retried later or skipped): it was no crash."""
+        self._redis.srem(job_step_starts_key(job_id, step), attempt)
+
+    def schedule_objects(self, record: JobRecord, keys: Collection[str]) -> None:
+        """Objects a step is about to store: the cleanup task deletes them when the job expires, even
+        if the step dies before its success write names them or before it can delete them itself."""
+        if keys:
+            self._redis.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(keys, record.created_at.timestamp() + self._ttl_s))
 
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,

@@ -20,7 +20,7 @@ from typing import Any
 from ttsq.constants import job_objects_prefix
 from ttsq.errors import ServiceError
 from ttsq.jobs import TERMINAL_STATUSES, JobError, JobRecord, JobStatus, JobStore, finish_changes, utcnow
-from ttsq.parts import PartStore
+from ttsq.parts import PartStore, counted_parts
 from ttsq.progress import SegmentStore
 from ttsq.storage import ObjectStore
 
@@ -66,9 +66,7 @@ def cancel_job(job_id: str, lc: Lifecycle, purge: bool = True) -> JobRecord:
     if canceled is None:  # finished already (perhaps just now)
         return purge_job(job_id, lc) if purge else lc.jobs.get(job_id)
     log.info("job %s canceled", job_id)
-    total = canceled.progress.segments_total or 1
-    lc.parts.delete(job_id, range(total))
-    lc.segments.drop_plan(job_id)
+    drop_work(job_id, lc)
     lc.announce(canceled)
     return canceled
 
@@ -82,10 +80,16 @@ def fail_job(job_id: str, error: JobError, lc: Lifecycle) -> JobRecord | None:
     failed = lc.jobs.transition_by(job_id, _CANCELABLE, JobStatus.FAILED, changes)
     if failed is None:
         return None
-    lc.parts.delete(job_id, range(failed.progress.segments_total or 1))
-    lc.segments.drop_plan(job_id)
+    drop_work(job_id, lc)
     lc.announce(failed)
     return failed
+
+
+def drop_work(job_id: str, lc: Lifecycle) -> None:
+    """A job that ended without success: delete its counted parts and its plan. (A segment counted
+    after this deletes its own part when it sees the status, ``workers.pipeline.run_segment``.)"""
+    lc.parts.delete(counted_parts(job_id, lc.segments.winners(job_id)))
+    lc.segments.drop_plan(job_id)
 
 
 def purge_job(job_id: str, lc: Lifecycle) -> JobRecord:

@@ -1,6 +1,11 @@
 """Where a multi-segment job's PCM waits until assembly: Redis with a TTL, or S3 under ``tmp/``.
 
-Both key parts by job id and segment index, so a redelivered segment overwrites its own part.
+A part is keyed by job id, segment index and the attempt that made it (:class:`PartRef`). Two
+attempts at one segment (a redelivery beside a worker that was only paused) write two parts; the
+segment's done mark records which attempt won (``ttsq.progress.SegmentStore.mark_done``), readers
+take that one, and the loser deletes its own. So no attempt ever overwrites or deletes a part that
+another attempt's count stands for.
+
 Redis is the default: a part is written once and read once within seconds or minutes, and Redis
 does that in well under a millisecond where S3 takes several (docs/PERFORMANCE.md); the price is
 memory (a 2-hour book holds ~320 MB until assembled), so very long jobs may prefer ``s3``.
@@ -8,7 +13,8 @@ memory (a 2-hour book holds ~320 MB until assembled), so very long jobs may pref
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Protocol, cast
 
 import redis
@@ -21,18 +27,35 @@ from ttsq.storage import ObjectStore
 PCM_CONTENT_TYPE = "application/octet-stream"
 
 
+@dataclass(frozen=True)
+class PartRef:
+    """One attempt's PCM of one segment of a job."""
+
+    job_id: str
+    index: int
+    attempt: str
+
+
 class PartStore(Protocol):
-    def put(self, job_id: str, index: int, pcm: bytes) -> None: ...
+    def put(self, part: PartRef, pcm: bytes) -> None: ...
 
-    def get(self, job_id: str, index: int) -> bytes: ...
+    def get(self, part: PartRef) -> bytes: ...
 
-    def delete(self, job_id: str, indexes: Iterable[int]) -> None: ...
+    def delete(self, parts: Iterable[PartRef]) -> None: ...
 
 
-def iter_parts(store: PartStore, job_id: str, count: int) -> Iterator[bytes]:
-    """Parts in order, fetched one at a time so assembly holds one part, not the whole job."""
+def counted_parts(job_id: str, winners: Mapping[int, str]) -> list[PartRef]:
+    """The parts that count, from a job's done marks (index → winning attempt)."""
+    return [PartRef(job_id, index, attempt) for index, attempt in sorted(winners.items())]
+
+
+def iter_parts(store: PartStore, job_id: str, winners: Mapping[int, str], count: int) -> Iterator[bytes]:
+    """The counted parts in order, fetched one at a time so assembly holds one part, not the whole job."""
     for index in range(count):
-        yield store.get(job_id, index)
+        attempt = winners.get(index)
+        if attempt is None:
+            raise SegmentLost(f"segment {index} of job {job_id} is not counted done")
+        yield store.get(PartRef(job_id, index, attempt))
 
 
 class RedisPartStore:
@@ -45,49 +68,52 @@ class RedisPartStore:
         self._overflow = overflow
         self._max_bytes = max_bytes_per_job
 
-    def put(self, job_id: str, index: int, pcm: bytes) -> None:
+    def put(self, part: PartRef, pcm: bytes) -> None:
+        job_id = part.job_id
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.incrby(job_part_bytes_key(job_id), len(pcm))
             pipe.expire(job_part_bytes_key(job_id), self._ttl_s)
             used = int(pipe.execute()[0])
         if used <= self._max_bytes:
-            self._redis.set(job_part_key(job_id, index), pcm, ex=self._ttl_s)
+            self._redis.set(job_part_key(job_id, part.index, part.attempt), pcm, ex=self._ttl_s)
             return
         self._redis.decrby(job_part_bytes_key(job_id), len(pcm))
         self._redis.set(job_spilled_key(job_id), 1, ex=self._ttl_s)
-        self._overflow.put(job_id, index, pcm)
+        self._overflow.put(part, pcm)
 
-    def get(self, job_id: str, index: int) -> bytes:
-        data = cast(bytes | None, self._redis.get(job_part_key(job_id, index)))
+    def get(self, part: PartRef) -> bytes:
+        data = cast(bytes | None, self._redis.get(job_part_key(part.job_id, part.index, part.attempt)))
         if data is not None:
             return data
-        return self._overflow.get(job_id, index)
+        return self._overflow.get(part)
 
-    def delete(self, job_id: str, indexes: Iterable[int]) -> None:
-        """Delete the parts, wherever they are; the job's byte count goes with the last of them."""
-        chosen = list(indexes)
-        keys = [job_part_key(job_id, i) for i in chosen]
+    def delete(self, parts: Iterable[PartRef]) -> None:
+        """Delete the parts, wherever they are."""
+        chosen = list(parts)
+        keys = [job_part_key(p.job_id, p.index, p.attempt) for p in chosen]
         for start in range(0, len(keys), 1000):
             self._redis.delete(*keys[start : start + 1000])
-        if self._redis.get(job_spilled_key(job_id)) is not None:
-            self._overflow.delete(job_id, chosen)
+        jobs = {p.job_id for p in chosen}
+        spilled = {job_id for job_id in jobs if self._redis.exists(job_spilled_key(job_id))}
+        if spilled:
+            self._overflow.delete(p for p in chosen if p.job_id in spilled)
 
 
 class S3PartStore:
     def __init__(self, objects: ObjectStore) -> None:
         self._objects = objects
 
-    def put(self, job_id: str, index: int, pcm: bytes) -> None:
-        self._objects.put(part_object_key(job_id, index), pcm, PCM_CONTENT_TYPE)
+    def put(self, part: PartRef, pcm: bytes) -> None:
+        self._objects.put(part_object_key(part.job_id, part.index, part.attempt), pcm, PCM_CONTENT_TYPE)
 
-    def get(self, job_id: str, index: int) -> bytes:
-        data = self._objects.get(part_object_key(job_id, index))
+    def get(self, part: PartRef) -> bytes:
+        data = self._objects.get(part_object_key(part.job_id, part.index, part.attempt))
         if data is None:
-            raise SegmentLost(f"segment {index} of job {job_id} has no stored audio")
+            raise SegmentLost(f"segment {part.index} of job {part.job_id} has no stored audio")
         return data
 
-    def delete(self, job_id: str, indexes: Iterable[int]) -> None:
-        self._objects.delete_many([part_object_key(job_id, i) for i in indexes])
+    def delete(self, parts: Iterable[PartRef]) -> None:
+        self._objects.delete_many([part_object_key(p.job_id, p.index, p.attempt) for p in parts])
 
 
 def make_part_store(settings: Settings, client: redis.Redis, objects: ObjectStore) -> PartStore:

@@ -1,9 +1,11 @@
-"""Segment bookkeeping of jobs in Redis: the plan, the done set and running sums.
+"""Segment bookkeeping of jobs in Redis: the plan, the done marks and running sums.
 
-Completion is decided by one Lua script: it adds the segment's index to the job's done set and,
-only if the index was new, adds its timings and announces it on the job's channel; it returns how
-many segments are done. The task that
-sees ``done == total`` enqueues the assembly, so no chord and no lost counter on redelivery.
+Completion is decided by one Lua script: it records the segment's index with the attempt that made
+its part in the job's done hash and, only if the index was new, adds its sums and its timing and
+announces it on the job's channel; it returns how many segments are done. The first attempt to
+finish a segment wins it: a late duplicate learns it lost and deletes its own part, and readers take
+the winner's part. The task that sees ``done == total`` enqueues the assembly, so no chord and no
+lost counter on redelivery.
 """
 
 from __future__ import annotations
@@ -32,14 +34,18 @@ from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
 from ttsq.jobs import JobRecord, JobStatus
 
 _MARK_DONE = """
-local added = redis.call('SADD', KEYS[1], ARGV[1])
+local added = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[6])
 if added == 1 then
   redis.call('HINCRBY', KEYS[2], 'synthesis_us', ARGV[2])
   redis.call('HINCRBY', KEYS[2], 'audio_us', ARGV[3])
+  if ARGV[7] ~= '' then
+    redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
+    redis.call('EXPIRE', KEYS[4], ARGV[4])
+  end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
-local done = redis.call('SCARD', KEYS[1])
+local done = redis.call('HLEN', KEYS[1])
 if added == 1 then
   redis.call('PUBLISH', KEYS[3], string.format(ARGV[5], ARGV[1], done))
 end
@@ -109,32 +115,49 @@ class SegmentStore:
         return None if raw is None else [PlannedUtterance.from_json(item) for item in json.loads(raw)]
 
     def is_done(self, job_id: str, index: int) -> bool:
-        return bool(self._redis.sismember(job_done_key(job_id), str(index)))
+        return bool(self._redis.hexists(job_done_key(job_id), str(index)))
 
-    def mark_done(self, job_id: str, index: int, synthesis_ms: float, audio_s: float) -> tuple[bool, int]:
-        """Count segment ``index`` once; returns (newly counted, segments done so far)."""
-        keys = [job_done_key(job_id), job_stats_key(job_id), job_events_channel(job_id)]
+    def mark_done(
+        self,
+        job_id: str,
+        index: int,
+        attempt: str,
+        synthesis_ms: float,
+        audio_s: float,
+        timing: SegmentTiming | None = None,
+    ) -> tuple[bool, int]:
+        """Count segment ``index`` once, as made by ``attempt`` (whose part and ``timing`` then stand
+        for it); returns (this attempt won it, segments done so far)."""
+        keys = [job_done_key(job_id), job_stats_key(job_id), job_events_channel(job_id), job_timings_key(job_id)]
+        encoded_timing = "" if timing is None else json.dumps(timing.to_json(), separators=(",", ":"))
         args: list[int | str] = [
             index,
             round(synthesis_ms * 1000),
             round(audio_s * 1_000_000),
             self._ttl_s,
             SEGMENT_MESSAGE_TEMPLATE,
+            attempt,
+            encoded_timing,
         ]
         added, done = cast(list[int], self._mark_done(keys=keys, args=args))
         return bool(added), int(done)
 
+    def winners(self, job_id: str) -> dict[int, str]:
+        """Each counted segment's index with the attempt whose part counts for it."""
+        raw = cast(dict[bytes, bytes], self._redis.hgetall(job_done_key(job_id)))
+        return {int(index): attempt.decode() for index, attempt in raw.items()}
+
     def progress(self, job_id: str) -> Progress:
         with self._redis.pipeline(transaction=False) as pipe:
-            pipe.scard(job_done_key(job_id))
+            pipe.hlen(job_done_key(job_id))
             pipe.hgetall(job_stats_key(job_id))
             done, stats = pipe.execute()
         sums = {k.decode(): int(v) for k, v in cast(dict[bytes, bytes], stats).items()}
         return Progress(int(done), round(sums.get("synthesis_us", 0) / 1000), sums.get("audio_us", 0) / 1_000_000)
 
     def done_indexes(self, job_id: str) -> set[int]:
-        """Which segments are counted done (a streaming reader starts from these)."""
-        members = cast(set[bytes], self._redis.smembers(job_done_key(job_id)))
+        """Which segments are counted done."""
+        members = cast(list[bytes], self._redis.hkeys(job_done_key(job_id)))
         return {int(m) for m in members}
 
     def mark_streamed(self, job_id: str) -> None:
@@ -143,16 +166,9 @@ class SegmentStore:
     def was_streamed(self, job_id: str) -> bool:
         return bool(self._redis.exists(job_streamed_key(job_id)))
 
-    def save_timing(self, job_id: str, index: int, timing: SegmentTiming) -> None:
-        """Where segment ``index``'s utterances and words lie in its audio (a job with marks), kept
-        until assembly turns them into the job's marks."""
-        key = job_timings_key(job_id)
-        with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, str(index), json.dumps(timing.to_json(), separators=(",", ":")))
-            pipe.expire(key, self._ttl_s)
-            pipe.execute()
-
     def timing(self, job_id: str, index: int) -> SegmentTiming | None:
+        """Where segment ``index``'s utterances and words lie in its counted part (a job with marks),
+        saved with its done mark and kept until assembly turns them into the job's marks."""
         raw = cast(bytes | None, self._redis.hget(job_timings_key(job_id), str(index)))
         return None if raw is None else SegmentTiming.from_json(json.loads(raw))
 

@@ -144,6 +144,10 @@ class Settings(BaseSettings):
     stored and being queued)."""
     max_requeues: int = Field(3, ge=0, le=100)
     """Times the sweeper re-queues a job's vanished work before failing it as ``stalled``."""
+    max_step_starts: int = Field(3, ge=1, le=100)
+    """Deliveries of one step of a job that may die with their worker (a crash in native code, a kill,
+    memory exhaustion) before the job fails as ``worker_crashed`` instead of being handed to the next
+    worker: a poison job costs at most this many worker restarts, never the whole pool."""
     cleanup_interval_s: float = Field(600.0, gt=0)
     """How often expired jobs' objects and stale temporary parts are deleted (``ttsq beat``)."""
     ready_timeout_s: float = Field(2.0, gt=0)

@@ -12,6 +12,7 @@ from redis.exceptions import LockError
 
 from ttsq.batches import BatchNotFound, finish_batch
 from ttsq.constants import FINISH_BATCH_TASK, WEBHOOK_QUEUE
+from workers.steps import new_attempt_id
 from workers.webhooks import _settings, app, deliver_batch_webhook, webhook_context
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def finish(batch_id: str) -> None:
         log.info("batch %s: already being finished; dropping this duplicate", batch_id)
         return
     try:
-        finished = finish_batch(batch_id, ctx.batches, ctx.jobs, ctx.objects)
+        finished = finish_batch(batch_id, ctx.batches, ctx.jobs, ctx.objects, new_attempt_id())
     except BatchNotFound:
         log.warning("batch %s has no record (expired); nothing to finish", batch_id)
         return

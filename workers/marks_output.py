@@ -55,6 +55,13 @@ def segment_timing(
     return SegmentTiming(position, timings)
 
 
+def marks_keys(record: JobRecord, attempt: str) -> dict[str, str]:
+    """Where one attempt stores the job's marks and subtitles, by file name."""
+    return {
+        name: job_object_key(record.tenant, record.id, attempt, name) for name in (MARKS_NAME, WEBVTT_NAME, SRT_NAME)
+    }
+
+
 def store_marks(
     objects: ObjectStore,
     record: JobRecord,
@@ -63,13 +70,13 @@ def store_marks(
     sample_rate: int,
     result: JobResult,
     weigh: Weigh,
+    keys: dict[str, str],
 ) -> JobResult:
-    """Write the job's marks and subtitles beside its audio; ``result`` with their keys. ``weigh``
-    guesses each word's phonemes (``Engine.word_weight``)."""
+    """Write the job's marks and subtitles beside its audio under ``keys`` (:func:`marks_keys`);
+    ``result`` with their keys. ``weigh`` guesses each word's phonemes (``Engine.word_weight``)."""
     kinds = set(record.options.marks)
     builder = MarkBuilder(text, sample_rate, weigh)
     cues: list[Cue] = []
-    keys = {name: job_object_key(record.tenant, record.id, name) for name in (MARKS_NAME, WEBVTT_NAME, SRT_NAME)}
     with tempfile.TemporaryFile(prefix="ttsq-marks-") as sink:
         writer = _JsonArrayWriter(sink)
         for utterance, timing in timed:

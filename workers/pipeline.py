@@ -5,12 +5,16 @@ encodes, uploads and marks it succeeded itself. Several: the entry task sends on
 segment; each stores its PCM as a part and counts itself done (atomically, once); the task that
 completes the last one sends the assembly, which encodes the parts in order into the final object.
 
-Every step is safe to repeat: keys are deterministic, status changes are conditional, a segment
-already counted is not synthesised again, and parts are deleted only after the job succeeded.
+Every step is safe to repeat, and safe to run twice at once (a worker paused past its lease, then
+resumed beside the task that took its step over): status changes are conditional, a segment is
+counted once and its part is the counting attempt's, and every object or part a run stores carries
+its attempt id (``workers.steps``), so the write that commits names the winner's keys and a loser
+deletes only its own. Parts are deleted only after the job succeeded or ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -40,13 +44,14 @@ from ttsq.jobs import (
     finish_changes,
     utcnow,
 )
-from ttsq.parts import PartStore, iter_parts
+from ttsq.parts import PartRef, PartStore, counted_parts, iter_parts
 from ttsq.progress import SegmentStore
 from ttsq.quotas import QuotaExceeded, Quotas, usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import Limits, TenantStore
-from workers.marks_output import segment_timing, store_marks
+from workers.marks_output import marks_keys, segment_timing, store_marks
+from workers.steps import StepRun
 
 if TYPE_CHECKING:
     from workers.engine import Engine
@@ -141,7 +146,7 @@ def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
     return groups
 
 
-def start_job(job_id: str, ctx: JobContext) -> None:
+def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     """Plan the job; finish it here if it has one segment, else send its segment tasks.
 
     A job that is no longer startable (finished, failed or canceled already) is left alone.
@@ -157,21 +162,36 @@ def start_job(job_id: str, ctx: JobContext) -> None:
     segments = ctx.engine.plan_segments(record.voice, text, max_ids, record.text_type, paragraph_pause)
     if len(segments) > ctx.settings.max_job_segments:
         raise PlanTooLong(len(segments), ctx.settings.max_job_segments)
+    run.ensure_current()
     record = _reserve_planned_audio(record, segments, ctx)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
     if len(segments) == 1:  # no fan-out: the success write records the total too
         record = record.model_copy(update={"progress": progress})
         audio = _speak(ctx, record, segments[0], f"{job_id}/0", last=True)
         if record.stream:  # the API sends this part while the object is encoded and stored
-            ctx.parts.put(job_id, 0, audio.pcm.tobytes())
-            ctx.segments.mark_done(job_id, 0, audio.synthesis_ms, audio.audio_s)
-        _finish_single(job_id, record, segments[0], audio, ctx)
+            _store_part(ctx, run, PartRef(job_id, 0, run.attempt), audio)
+        _finish_single(job_id, record, segments[0], audio, ctx, run)
         return
+    run.ensure_current()
     if ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
         return
     ctx.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
     ctx.send.segments(job_id, range(len(segments)), record.priority)
+
+
+def _store_part(ctx: JobContext, run: StepRun, part: PartRef, audio: SegmentAudio) -> tuple[bool, int]:
+    """Store this run's part and count its segment done with it; a part that lost the count to
+    another attempt is deleted again. Returns (this run counted it, segments done)."""
+    run.ensure_current()
+    ctx.parts.put(part, audio.pcm.tobytes())
+    won, done = ctx.segments.mark_done(
+        part.job_id, part.index, part.attempt, audio.synthesis_ms, audio.audio_s, audio.timing
+    )
+    if not won:
+        log.info("job %s: segment %d was counted by another attempt; dropping this one's part", part.job_id, part.index)
+        ctx.parts.delete([part])
+    return won, done
 
 
 def _tenant_limits(tenant_id: str, ctx: JobContext) -> Limits:
@@ -205,15 +225,19 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
 
 
 def _finish_single(
-    job_id: str, record: JobRecord, segments_plan: list[PlannedUtterance], audio: SegmentAudio, ctx: JobContext
+    job_id: str,
+    record: JobRecord,
+    segments_plan: list[PlannedUtterance],
+    audio: SegmentAudio,
+    ctx: JobContext,
+    run: StepRun,
 ) -> None:
     if not record.keep:
         _succeed(job_id, record, None, round(audio.synthesis_ms), audio.audio_s, ctx)
         return
     sample_rate = ctx.engine.sample_rate(record.voice)
     encoded = encode(audio.pcm, sample_rate, AudioFormat.parse(record.format))
-    key = result_key(record.tenant, job_id, encoded.format.extension)
-    ctx.objects.put(key, encoded.data, encoded.content_type)
+    key = result_key(record.tenant, job_id, run.attempt, encoded.format.extension)
     result = JobResult(
         key=key,
         bytes=len(encoded.data),
@@ -221,11 +245,57 @@ def _finish_single(
         sample_rate=sample_rate,
         content_type=encoded.content_type,
     )
-    if record.options.marks and audio.timing is not None:
-        timed = zip(segments_plan, audio.timing.utterances, strict=True)
-        result = _store_marks(ctx, record, timed, sample_rate, result)
-    if not _succeed(job_id, record, result, round(audio.synthesis_ms), result.duration_s, ctx):
-        ctx.objects.delete_many(result.keys())  # canceled while it was encoded: keep nothing
+    with owned_objects(ctx, record, run) as owned:
+        owned.claim(key)
+        ctx.objects.put(key, encoded.data, encoded.content_type)
+        if record.options.marks and audio.timing is not None:
+            timed = zip(segments_plan, audio.timing.utterances, strict=True)
+            result = _store_marks(ctx, record, timed, sample_rate, result, owned)
+        if _succeed(job_id, record, result, round(audio.synthesis_ms), result.duration_s, ctx):
+            owned.commit()
+
+
+class OwnedObjects:
+    """The objects one run of a job's final step stores, each under the run's attempt prefix."""
+
+    def __init__(self, ctx: JobContext, record: JobRecord, run: StepRun) -> None:
+        self._ctx = ctx
+        self._record = record
+        self.run = run
+        self.keys: list[str] = []
+
+    def claim(self, *keys: str) -> None:
+        """Call before storing ``keys``: the run checks it still holds its step, and the cleanup task
+        will delete them when the job expires, whatever becomes of this run."""
+        self.run.ensure_current()
+        self._ctx.jobs.schedule_objects(self._record, keys)
+        self.keys.extend(keys)
+
+    def commit(self) -> None:
+        """The job's success write names these objects: they are the job's now."""
+        self.keys.clear()
+
+    def discard(self) -> None:
+        """Delete this run's own objects (never another run's: their keys differ)."""
+        if self.keys:
+            log.info(
+                "job %s: %s did not commit; deleting its own %d objects", self._record.id, self.run.step, len(self.keys)
+            )
+            self._ctx.objects.delete_many(self.keys)
+            self._ctx.jobs.forget_object(*self.keys)
+            self.keys.clear()
+
+
+@contextlib.contextmanager
+def owned_objects(ctx: JobContext, record: JobRecord, run: StepRun) -> Iterator[OwnedObjects]:
+    """Objects the block stores; unless it commits them (its success write named them), they are
+    deleted on the way out, so a loser, a job canceled meanwhile or a failed step leaves nothing of
+    its own behind, and touches nothing of the winner's."""
+    owned = OwnedObjects(ctx, record, run)
+    try:
+        yield owned
+    finally:
+        owned.discard()
 
 
 def _succeed(
@@ -241,7 +311,7 @@ def _succeed(
     if done is not None:
         log.info("job %s succeeded: %.2fs of audio, rtf %s", job_id, audio_s, progress.rtf)
         if record.stream and ctx.segments.was_streamed(job_id):  # the API is done with the parts
-            ctx.parts.delete(job_id, range(total))
+            ctx.parts.delete(counted_parts(job_id, ctx.segments.winners(job_id)))
         _announce(done, ctx)
     return done is not None
 
@@ -253,16 +323,18 @@ def _announce(record: JobRecord, ctx: JobContext) -> None:
 
 
 def _announce_unsent(record: JobRecord, ctx: JobContext) -> None:
-    """A step retried after its job finished (the broker refused the webhook or batch task the first
-    time) sends the delivery again if no attempt was made, and the batch's finishing task if the
-    batch's items are all finished; both tasks drop duplicates."""
+    """A step retried after its job finished (the broker refused the webhook task the first time)
+    sends the delivery again if no attempt was made; the task drops duplicates.
+
+    A batch's finishing task is not sent from here: every canceled item's entry task comes this way,
+    and a 10,000-item batch would get as many. The terminal write of the batch's last item sends it
+    once (``ttsq.lifecycle.Lifecycle.announce``); if that send was lost, the sweeper sends it again
+    (``ttsq.batch_sweep``)."""
     if record.webhook is not None and record.webhook.state is WebhookState.PENDING and record.webhook.attempts == 0:
         ctx.send.webhook(record.id)
-    if record.batch_id is not None and record.status.terminal:
-        ctx.send.finish_batch(record.batch_id)
 
 
-def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
+def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun) -> None:
     """Synthesise segment ``index`` unless already counted; whichever task sees every segment done
     sends the assembly (a redelivered last segment sends it again, harmlessly)."""
     record = ctx.jobs.get(job_id)
@@ -277,27 +349,24 @@ def run_segment(job_id: str, index: int, ctx: JobContext) -> None:
         if utterances is None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
         audio = _speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
-        if audio.timing is not None:
-            ctx.segments.save_timing(job_id, index, audio.timing)
-        ctx.parts.put(job_id, index, audio.pcm.tobytes())
-        counted, done = ctx.segments.mark_done(job_id, index, audio.synthesis_ms, audio.audio_s)
+        part = PartRef(job_id, index, run.attempt)
+        counted, done = _store_part(ctx, run, part, audio)
         if counted and done == 1:  # the job's first audio exists from now on
             ctx.jobs.count_first_audio(record)
-        if ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
+        if counted and ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
             # The job failed or was canceled while this segment ran, and its clean-up may have come
-            # before this part: remove it, so nothing outlives the job.
-            ctx.parts.delete(job_id, [index])
+            # before this part was counted: remove it, so nothing outlives the job.
+            ctx.parts.delete([part])
             return
     if done >= total:
+        run.ensure_current()
         ctx.send.assembly(job_id, record.priority)
 
 
-def assemble_job(job_id: str, ctx: JobContext) -> None:
-    """Encode the parts in order into the final object, mark the job succeeded, drop the parts.
-
-    A second assembly of the same job writes the same key and then loses the conditional status
-    change, so it has no visible effect.
-    """
+def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
+    """Encode the counted parts in order into this run's object, mark the job succeeded naming it,
+    drop the parts. A second assembly of the same job writes its own object, loses the conditional
+    status change and deletes that object: no visible effect."""
     record = ctx.jobs.get(job_id)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
@@ -308,33 +377,36 @@ def assemble_job(job_id: str, ctx: JobContext) -> None:
     if sums.done < total:
         raise SegmentLost(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
     if not record.keep:  # streamed from the parts by the API; nothing to store
+        run.ensure_current()
         audio_s = sums.audio_s  # each part holds the pause after it
         if _succeed(job_id, record, None, sums.synthesis_ms, audio_s, ctx):
-            cleanup(job_id, total, ctx, keep_parts=True)
+            cleanup(job_id, ctx, keep_parts=True)
         return
     audio_format = AudioFormat.parse(record.format)
     sample_rate = ctx.engine.sample_rate(record.voice)
-    key = result_key(record.tenant, job_id, audio_format.extension)
-    parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, total))
-    with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
-        samples = encode_stream(parts, 0.0, sample_rate, audio_format, sink)  # parts carry their pauses
-        size = sink.seek(0, 2)
-        sink.seek(0)
-        ctx.objects.upload(key, sink, audio_format.content_type)
-    result = JobResult(
-        key=key,
-        bytes=size,
-        duration_s=round(samples / sample_rate, 3),
-        sample_rate=sample_rate,
-        content_type=audio_format.content_type,
-    )
-    if record.options.marks:
-        timed = _job_timings(job_id, total, ctx)
-        result = _store_marks(ctx, record, timed, sample_rate, result)
-    if _succeed(job_id, record, result, sums.synthesis_ms, result.duration_s, ctx):
-        cleanup(job_id, total, ctx, keep_parts=record.stream)
-    elif ctx.jobs.get(job_id).status is JobStatus.CANCELED:  # canceled while it was assembled
-        ctx.objects.delete_many(result.keys())
+    key = result_key(record.tenant, job_id, run.attempt, audio_format.extension)
+    winners = ctx.segments.winners(job_id)
+    parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, winners, total))
+    with owned_objects(ctx, record, run) as owned:
+        with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
+            samples = encode_stream(parts, 0.0, sample_rate, audio_format, sink)  # parts carry their pauses
+            size = sink.seek(0, 2)
+            sink.seek(0)
+            owned.claim(key)
+            ctx.objects.upload(key, sink, audio_format.content_type)
+        result = JobResult(
+            key=key,
+            bytes=size,
+            duration_s=round(samples / sample_rate, 3),
+            sample_rate=sample_rate,
+            content_type=audio_format.content_type,
+        )
+        if record.options.marks:
+            timed = _job_timings(job_id, total, ctx)
+            result = _store_marks(ctx, record, timed, sample_rate, result, owned)
+        if _succeed(job_id, record, result, sums.synthesis_ms, result.duration_s, ctx):
+            owned.commit()
+            cleanup(job_id, ctx, keep_parts=record.stream)
 
 
 def _store_marks(
@@ -343,9 +415,12 @@ def _store_marks(
     timed: Iterable[tuple[PlannedUtterance, UtteranceTiming]],
     sample_rate: int,
     result: JobResult,
+    owned: OwnedObjects,
 ) -> JobResult:
     weigh = ctx.engine.word_weight(record.voice)
-    return store_marks(ctx.objects, record, ctx.jobs.text(record.id), timed, sample_rate, result, weigh)
+    keys = marks_keys(record, owned.run.attempt)
+    owned.claim(*keys.values())
+    return store_marks(ctx.objects, record, ctx.jobs.text(record.id), timed, sample_rate, result, weigh, keys)
 
 
 def _job_timings(job_id: str, total: int, ctx: JobContext) -> Iterator[tuple[PlannedUtterance, UtteranceTiming]]:
@@ -360,13 +435,13 @@ def _job_timings(job_id: str, total: int, ctx: JobContext) -> Iterator[tuple[Pla
         offset += timing.samples
 
 
-def cleanup(job_id: str, total: int, ctx: JobContext, keep_parts: bool = False) -> None:
-    """Drop a multi-segment job's parts and plan; the small done set and sums stay until the job
-    expires, as the record of what each segment counted. A streamed job's parts are left to whichever
-    of the API (once it sent them) and the worker (once the job succeeded) comes last; their TTL
-    covers an API that dies mid-stream."""
+def cleanup(job_id: str, ctx: JobContext, keep_parts: bool = False) -> None:
+    """Drop a multi-segment job's counted parts and plan; the small done marks and sums stay until
+    the job expires, as the record of what each segment counted. A streamed job's parts are left to
+    whichever of the API (once it sent them) and the worker (once the job succeeded) comes last;
+    their TTL covers an API that dies mid-stream."""
     if not keep_parts:
-        ctx.parts.delete(job_id, range(total))
+        ctx.parts.delete(counted_parts(job_id, ctx.segments.winners(job_id)))
     ctx.segments.drop_plan(job_id)
 
 

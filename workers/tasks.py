@@ -29,7 +29,7 @@ import workers.log_context  # noqa: F401  (importing it connects the log signal 
 from tts_core.errors import TTSError
 from ttsq.broker import TaskPublisher
 from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
-from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, error_code
+from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
 from ttsq.jobs import JobStore
 from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
@@ -41,6 +41,7 @@ from workers import metrics
 from workers.app import app
 from workers.leases import LeaseKeeper
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
+from workers.steps import StepRun, StepSuperseded, new_attempt_id
 
 log = logging.getLogger(__name__)
 
@@ -140,23 +141,27 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
     }
 
 
-def _run_step(job_id: str, step: str, run: Callable[[JobContext], None]) -> None:
+def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None]) -> None:
     """Run one step of a job in one task at a time: skip it if another task holds it (a duplicate
-    delivery); fail the job on a permanent error; let outages through to be retried."""
+    delivery); fail the job if the step already took down ``max_step_starts`` workers, or on a
+    permanent error; let outages through to be retried."""
     ctx = job_context()
     lock = ctx.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
     try:
         if not lock.acquire():
             log.info("job %s: %s is already running in another task; skipping this delivery", job_id, step)
             return
+        run = StepRun(job_id, step, new_attempt_id(), lock)
         try:
             with lease_keeper().holding(lock):
-                run(ctx)
+                _run_counted(ctx, run, work)
         finally:
             with contextlib.suppress(LockError):  # expired: the step outlived its time limit
                 lock.release()
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
+    except StepSuperseded as e:
+        log.warning("%s; this late delivery stops and leaves the step to it", e)
     except (redis.ConnectionError, redis.TimeoutError) as e:
         raise StoreUnavailable(f"Redis unreachable: {e}") from e
     except TransientError:
@@ -167,19 +172,33 @@ def _run_step(job_id: str, step: str, run: Callable[[JobContext], None]) -> None
         fail_job(job_id, ctx, e)
 
 
+def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, StepRun], None]) -> None:
+    """Run the step, counted among the step's starts until it ends in any way a process survives:
+    starts that never end are deliveries whose worker died in them. Past ``max_step_starts`` of those,
+    the job fails (``worker_crashed``) before the step's input reaches native code once more."""
+    started = ctx.jobs.step_started(run.job_id, run.step, run.attempt)
+    try:
+        crashed = started - 1
+        if crashed >= ctx.settings.max_step_starts:
+            raise WorkerCrashed(run.step, crashed)
+        work(ctx, run)
+    finally:
+        ctx.jobs.step_ended(run.job_id, run.step, run.attempt)
+
+
 @app.task(name=SYNTHESIZE_TASK, base=JobTask)
 def synthesize_job(job_id: str) -> None:
     """Entry task of a job: plan it, finish it if it is one segment, else fan its segments out."""
-    _run_step(job_id, "entry", lambda ctx: start_job(job_id, ctx))
+    _run_step(job_id, "entry", lambda ctx, run: start_job(job_id, ctx, run))
 
 
 @app.task(name=SEGMENT_TASK, base=JobTask)
 def synthesize_segment(job_id: str, index: int) -> None:
     """One segment of a multi-segment job; the task completing the last one sends the assembly."""
-    _run_step(job_id, f"segment:{index}", lambda ctx: run_segment(job_id, index, ctx))
+    _run_step(job_id, f"segment:{index}", lambda ctx, run: run_segment(job_id, index, ctx, run))
 
 
 @app.task(name=ASSEMBLE_TASK, base=JobTask)
 def assemble(job_id: str) -> None:
     """Join a job's parts in order into its final object."""
-    _run_step(job_id, "assemble", lambda ctx: assemble_job(job_id, ctx))
+    _run_step(job_id, "assemble", lambda ctx, run: assemble_job(job_id, ctx, run))

@@ -34,6 +34,7 @@ from tts_core.formats import AudioFormat, StreamEncoder, encode
 from tts_core.text import check_text
 from ttsq.estimate import estimate_audio_s
 from ttsq.jobs import JobOptions, JobRecord, JobStatus, Priority, new_job_id, utcnow
+from ttsq.parts import PartRef, counted_parts
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class PartReader:
         (the flag is set before the status is read, so one of the two always sees the other)."""
         self._state.segments.mark_streamed(self.job_id)
         if self._state.jobs.get(self.job_id).status.terminal and self.total:
-            self._state.parts.delete(self.job_id, range(self.total))
+            self._state.parts.delete(counted_parts(self.job_id, self._state.segments.winners(self.job_id)))
 
     async def next_part(self) -> np.ndarray:
         """The next part, waiting for it; raises if the job failed before it came."""
@@ -224,7 +225,8 @@ class PartReader:
             if self.total is not None and self._next >= self.total:
                 return None
             if self._next in done:
-                data = await run_in_threadpool(self._state.parts.get, self.job_id, self._next)
+                part = PartRef(self.job_id, self._next, done[self._next])
+                data = await run_in_threadpool(self._state.parts.get, part)
                 self._next += 1
                 return np.frombuffer(data, dtype=np.int16)
             if record.status is not JobStatus.RUNNING and record.status is not JobStatus.QUEUED:
@@ -232,11 +234,12 @@ class PartReader:
             await self._events.next(min(RESYNC_S, max(0.0, deadline - time.monotonic())))
             self._events.drain()
 
-    def _look(self) -> tuple[JobRecord, set[int]]:
-        """The record and the done set. A one-segment job's total is written only at its success,
-        after its part: a part counted while the total is unknown means a one-segment job."""
+    def _look(self) -> tuple[JobRecord, dict[int, str]]:
+        """The record and the counted segments (with the attempt whose part counts). A one-segment
+        job's total is written only at its success, after its part: a part counted while the total
+        is unknown means a one-segment job."""
         record = self._state.jobs.get(self.job_id)
-        done = self._state.segments.done_indexes(self.job_id)
+        done = self._state.segments.winners(self.job_id)
         self.voice = record.voice
         total = record.progress.segments_total
         self.total = total if total is not None else (1 if done else None)

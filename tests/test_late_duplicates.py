@@ -1,0 +1,189 @@
+"""A late duplicate of a step never deletes or overwrites what the winner committed (issue 19,
+finding 1: a worker frozen past its lease resumed, lost the status race and deleted the object the
+winner had written).
+
+The steps run here, in the test process, against the real Redis, SeaweedFS and the real model: one
+run is held inside synthesis (as a frozen worker would be) while its claim lapses, a second run takes
+the step and commits, then the first resumes. ``tests/test_faults.py`` does the same with a real
+worker process frozen by SIGSTOP.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+import soundfile
+
+from tests.conftest import create_record
+from tts_core.device import Device
+from ttsq.broker import TaskPublisher, make_producer
+from ttsq.constants import job_claim_key, job_objects_prefix
+from ttsq.jobs import JobStatus, JobStore
+from ttsq.parts import PartRef, make_part_store
+from ttsq.progress import SegmentStore
+from ttsq.quotas import Quotas
+from ttsq.settings import Settings
+from ttsq.storage import ObjectStore
+from ttsq.tenants import TenantStore
+from workers.engine import Engine
+from workers.pipeline import JobContext, assemble_job, run_segment, start_job
+from workers.steps import StepRun, StepSuperseded, new_attempt_id
+
+LONG_SENTENCE = "A sentence long enough to take the model a moment, spoken once by each of two runs of one step."
+
+
+class HeldOnce:
+    """The real engine, except that the first synthesis call waits until released: a run frozen
+    inside synthesis, as a SIGSTOPped worker would be."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self._held = False
+
+    def synthesize(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._held:
+            self._held = True
+            self.entered.set()
+            assert self.release.wait(60), "the held run was never released"
+        return self._engine.synthesize(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+@pytest.fixture(scope="module")
+def engine(settings: Settings) -> Iterator[Engine]:
+    loaded = Engine(settings, Device.CPU)
+    yield loaded
+    loaded.close()
+
+
+def context(settings: Settings, client: redis.Redis, engine: Any) -> JobContext:
+    """What a worker process builds (``workers.tasks.job_context``), around ``engine``; tasks it sends
+    go to a queue no worker reads."""
+    quiet = settings.model_copy(update={"queue": "late-duplicates-unread"})
+    objects = ObjectStore(quiet.s3)
+    return JobContext(
+        quiet,
+        JobStore(client, quiet.job_ttl_s),
+        SegmentStore(client, quiet.job_ttl_s),
+        make_part_store(quiet, client, objects),
+        objects,
+        engine,
+        TaskPublisher(make_producer(quiet), quiet.queue),
+        Quotas(client),
+        TenantStore(client),
+    )
+
+
+def claimed_run(store: JobStore, job_id: str, step: str, settings: Settings) -> StepRun:
+    run = StepRun(job_id, step, new_attempt_id(), store.step_lock(job_id, step, settings.step_lease_s))
+    assert run.claim.acquire()
+    return run
+
+
+def run_held(target: Any, *args: Any) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            target(*args)
+        except BaseException as e:  # reported to the test
+            errors.append(e)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def decoded_duration(objects: ObjectStore, key: str) -> float:
+    data = objects.get(key)
+    assert data is not None, f"{key} is gone"
+    audio, rate = soundfile.read(io.BytesIO(data))
+    return float(len(audio) / rate)
+
+
+@pytest.mark.parametrize("winner_still_holds_the_step", [False, True])
+def test_a_late_entry_step_never_touches_the_winners_object(
+    settings: Settings, redis_client: redis.Redis, engine: Engine, winner_still_holds_the_step: bool
+) -> None:
+    store = JobStore(redis_client, settings.job_ttl_s)
+    record = create_record(store, LONG_SENTENCE)
+    held = HeldOnce(engine)
+    late = claimed_run(store, record.id, "entry", settings)
+    thread, errors = run_held(start_job, record.id, context(settings, redis_client, held), late)
+    assert held.entered.wait(60)
+    redis_client.delete(job_claim_key(record.id, "entry"))  # the frozen worker's lease lapsed
+
+    winner = claimed_run(store, record.id, "entry", settings)
+    ctx = context(settings, redis_client, engine)
+    start_job(record.id, ctx, winner)
+    done = store.get(record.id)
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.result is not None
+    if not winner_still_holds_the_step:
+        winner.claim.release()
+
+    held.release.set()
+    thread.join(60)
+    if winner_still_holds_the_step:  # noticed before any side effect: it stops
+        assert [type(e) for e in errors] == [StepSuperseded]
+    else:  # took the lapsed claim back, stored its own copy, lost the success write, deleted its own
+        assert errors == []
+    after = store.get(record.id)
+    assert after.result == done.result
+    assert after.finished_at == done.finished_at
+    assert decoded_duration(ctx.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
+    assert ctx.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
+
+
+def test_a_late_segment_never_replaces_the_counted_part(
+    settings: Settings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    """The late run's part (other noise, other length) is not what the job counts or assembles: the
+    first attempt to finish the segment wins it, with its part and its timing."""
+    store = JobStore(redis_client, settings.job_ttl_s)
+    text = " ".join([LONG_SENTENCE] * 6)
+    record = create_record(store, text, options={"marks": ["sentence"]})
+    ctx = context(settings.model_copy(update={"segment_max_ids": 200}), redis_client, engine)
+    entry = claimed_run(store, record.id, "entry", settings)
+    start_job(record.id, ctx, entry)
+    entry.claim.release()
+    total = store.get(record.id).progress.segments_total
+    assert total is not None
+    assert total > 1
+
+    held = HeldOnce(engine)
+    late = claimed_run(store, record.id, "segment:0", settings)
+    thread, errors = run_held(run_segment, record.id, 0, context(ctx.settings, redis_client, held), late)
+    assert held.entered.wait(60)
+    redis_client.delete(job_claim_key(record.id, "segment:0"))
+    winner = claimed_run(store, record.id, "segment:0", settings)
+    run_segment(record.id, 0, ctx, winner)
+    winner.claim.release()
+    held.release.set()
+    thread.join(60)
+    assert errors == []
+
+    assert ctx.segments.winners(record.id)[0] == winner.attempt
+    assert ctx.parts.get(PartRef(record.id, 0, winner.attempt))
+    with pytest.raises(Exception, match="no stored audio"):
+        ctx.parts.get(PartRef(record.id, 0, late.attempt))
+    for index in range(1, total):
+        run = claimed_run(store, record.id, f"segment:{index}", settings)
+        run_segment(record.id, index, ctx, run)
+        run.claim.release()
+    assembly = claimed_run(store, record.id, "assemble", settings)
+    assemble_job(record.id, ctx, assembly)
+    done = store.get(record.id)
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.result is not None
+    assert done.progress.audio_s == pytest.approx(done.result.duration_s, abs=0.002), "sums and audio agree"
+    assert decoded_duration(ctx.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
