@@ -5,6 +5,7 @@ Phonemisation (espeak-ng) is in ``phonemes.py``; this module only deals with cha
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Final
@@ -97,3 +98,31 @@ def _pack(parts: list[str], limit: int) -> list[str]:
 
 def _hard_cut(piece: str, limit: int) -> list[str]:
     return [piece[i : i + limit] for i in range(0, len(piece), limit)] if len(piece) > limit else [piece]
+
+
+def split_long_tokens(text: str, limit: int) -> str:
+    """``text`` with every run of more than ``limit`` characters without a space cut into pieces of
+    ``limit`` by spaces: what reaches a native phonemiser never holds a longer word."""
+    return _long_token(limit).sub(lambda found: " ".join(_hard_cut(found.group(0), limit)), text)
+
+
+def bounded_pieces(text: str, limit: int, breaks: str = " ") -> list[str]:
+    """``text`` in consecutive pieces of at most ``limit`` characters that join back into it, each
+    cut after the last of ``breaks`` within the limit where there is one, else hard. For front ends
+    whose cost or safety depends on the length of one call (espeak-ng, OpenJTalk)."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = max(window.rfind(ch) for ch in breaks) + 1
+        end = start + (cut if cut > 0 else limit)
+        pieces.append(text[start:end])
+        start = end
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+@functools.cache
+def _long_token(limit: int) -> re.Pattern[str]:
+    return re.compile(rf"\S{{{limit + 1},}}")
