@@ -121,12 +121,24 @@ def started_children(folder: Path, count: int) -> list[int]:
     return [int(path.name) for path in folder.iterdir()]
 
 
-def test_supervisor_stops_every_worker_when_one_dies(tmp_path: Path) -> None:
+def test_supervisor_starts_again_a_worker_that_dies_while_the_others_run(tmp_path: Path) -> None:
+    """The quitter dies once both sleepers are up, then at once on every start: it is started again
+    (with a line each time, backing off) while the sleepers keep running; SIGTERM stops them all."""
     script = SUPERVISE.replace("QUITTER", "quitter")
-    process = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], start_new_session=True)
-    assert process.wait(30) == 1
-    pids = started_children(tmp_path, 2)
-    assert len(pids) == 2
+    output = tmp_path / "output"
+    folder = tmp_path / "pids"
+    folder.mkdir()
+    with output.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=out, start_new_session=True)
+    try:
+        wait_until(lambda: output.read_text().count("ttsq worker: b exited with code 3") >= 2, 60, "two restarts")
+        pids = started_children(folder, 2)
+        assert all(psutil.pid_exists(pid) for pid in pids)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
+    assert "(2 times in a row); starting it again in 1.0 s" in output.read_text()
     assert not any(psutil.pid_exists(pid) for pid in pids)
 
 

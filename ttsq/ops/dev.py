@@ -1,8 +1,11 @@
 """``ttsq dev``: the whole stack in one foreground command, for development.
 
 Starts Redis and SeaweedFS (unless the settings, from the environment or ``.env``, name a Redis URL or
-an S3 endpoint: then those are used), one worker, the API and Flower; prints the URLs; stops every
-child on Ctrl-C or SIGTERM. Every child gets every setting (``settings_env``).
+an S3 endpoint: then those are used), one worker, the service worker, beat, the API and Flower;
+prints the URLs; starts again any child that dies, from the first start on (``ttsq.ops.supervisor``:
+Redis and SeaweedFS on the same port and data folder, Redis from its append-only file); stops every
+child on Ctrl-C or SIGTERM, one waiting to be started again included. Every child gets every setting
+(``settings_env``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import secrets
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -24,7 +28,8 @@ from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.errors import ServiceError
 from ttsq.ops.commands import api_argv, beat_argv, flower_argv, webhook_worker_argv
 from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
-from ttsq.ops.processes import ManagedProcess, port_in_use, wait_until
+from ttsq.ops.processes import ManagedProcess, port_in_use
+from ttsq.ops.supervisor import Supervisor
 from ttsq.ops.workerpool import default_worker
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, Settings, settings_env
 from ttsq.storage import ObjectStore
@@ -34,6 +39,10 @@ READY_TIMEOUT_S = 180.0
 
 class DevError(Exception):
     """The dev stack cannot start; the message says what to change."""
+
+
+class StartInterrupted(Exception):
+    """Ctrl-C or SIGTERM came while the stack was starting."""
 
 
 @dataclass(frozen=True)
@@ -51,19 +60,38 @@ def _require_free(port: int, what: str, option: str) -> None:
 
 
 class DevStack:
-    """Owns every process it started and stops them all, in reverse order."""
+    """Owns every process it started: starts again each one that dies, stops them all in reverse order."""
 
     def __init__(self, data_dir: Path, ports: DevPorts, settings: Settings) -> None:
         self.data_dir = data_dir
         self.ports = ports
         self.settings = settings
-        self.processes: list[ManagedProcess] = []
+        self.supervisor = Supervisor("ttsq dev")
         self._stopping = threading.Event()
+        self._after_stop: list[Callable[[], None]] = []
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return self.supervisor.processes
 
     @property
     def env(self) -> dict[str, str]:
         """The environment of every child: this one's, with every setting as it now stands."""
         return {**os.environ, **settings_env(self.settings)}
+
+    def _wait(self, check: Callable[[], bool], what: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Supervise until ``check`` passes; :class:`StartInterrupted` if a stop is asked first."""
+        if not self.supervisor.wait_until(check, timeout_s, what, self._stopping):
+            raise StartInterrupted
+
+    def _start_service(self, process: ManagedProcess, start: Callable[[], object], ready: Callable[[], bool]) -> None:
+        """A local service's own start (its folders, the process, until it answers), supervised: if it
+        dies meanwhile, the supervisor starts it again and the stack waits until it answers."""
+        self.supervisor.watch(process)
+        try:
+            start()
+        except RuntimeError:  # it exited before answering; TimeoutError (not one) still ends the start
+            self._wait(ready, process.name)
 
     def _own_redis(self) -> None:
         if "redis_url" in self.settings.model_fields_set:
@@ -77,8 +105,7 @@ class DevStack:
             return
         _require_free(self.ports.redis, "Redis", "--redis-port")
         service = RedisService(self.data_dir / "redis", self.ports.redis, appendonly=True)
-        self.processes.append(service.process)
-        service.start()
+        self._start_service(service.process, service.start, lambda: _redis_answers(service.url))
         self.settings = self.settings.model_copy(update={"redis_url": service.url})
 
     def _own_s3(self) -> None:
@@ -90,8 +117,6 @@ class DevStack:
             return
         _require_free(self.ports.s3, "S3 / SeaweedFS", "--s3-port")
         service = SeaweedService(self.data_dir / "seaweedfs", self.settings.s3.bucket, self.ports.s3)
-        self.processes.append(service.process)
-        service.start()
         s3 = self.settings.s3.model_copy(
             update={
                 "endpoint_url": service.endpoint_url,
@@ -100,6 +125,8 @@ class DevStack:
                 "create_bucket": True,
             }
         )
+        self._after_stop.append(service.stop)  # its process stopped by then: removes its sockets in /tmp
+        self._start_service(service.process, service.start, lambda: _bucket_answers(ObjectStore(s3)))
         self.settings = self.settings.model_copy(update={"s3": s3})
 
     def _webhook_settings(self) -> None:
@@ -116,11 +143,11 @@ class DevStack:
         self, name: str, argv: list[str], log_name: str | None, env: dict[str, str] | None = None
     ) -> ManagedProcess:
         log_path = self.data_dir / "logs" / log_name if log_name else None
-        process = ManagedProcess(name, argv, log_path, {**self.env, **(env or {})}).start()
-        self.processes.append(process)
-        return process
+        return self.supervisor.add(ManagedProcess(name, argv, log_path, {**self.env, **(env or {})}))
 
     def start(self) -> None:
+        """Start every child and wait until the API is ready. Raises :class:`DevError`,
+        :class:`StartInterrupted`, ``ChildFailing`` (a child that keeps dying) or ``TimeoutError``."""
         _require_free(self.ports.api, "API", "--api-port")
         _require_free(self.ports.flower, "Flower", "--flower-port")
         _require_free(self.ports.worker_metrics, "worker metrics", "--worker-metrics-port")
@@ -133,26 +160,37 @@ class DevStack:
         self._spawn("worker", worker.argv, None, worker.env)
         self._spawn("webhooks", webhook_worker_argv(self.settings.webhook_concurrency, "webhooks@%h"), "webhooks.log")
         self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log")
-        api = self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
+        self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
-        wait_until(lambda: httpx.get(ready_url, timeout=5).status_code == 200, READY_TIMEOUT_S, "API /readyz", api)
+        self._wait(lambda: httpx.get(ready_url, timeout=5).status_code == 200, "API /readyz")
 
     def supervise(self) -> int:
-        """Block until a signal arrives or a child dies; returns the exit code."""
-        while not self._stopping.wait(0.5):
-            for process in self.processes:
-                if not process.alive:
-                    print(f"ttsq dev: {process.name} exited with code {process.returncode}; stopping", flush=True)
-                    return 1
+        """Keep every child running, starting again each one that dies, until a signal arrives;
+        returns the exit code."""
+        self.supervisor.run(self._stopping)
         return 0
 
     def request_stop(self, signum: int, _frame: FrameType | None) -> None:
         self._stopping.set()
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
+        self.supervisor.stop()
+        for cleanup in self._after_stop:
+            cleanup()
+
+
+def _redis_answers(url: str) -> bool:
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        return bool(client.ping())
+    finally:
+        client.close()
+
+
+def _bucket_answers(objects: ObjectStore) -> bool:
+    objects.check()
+    return True
 
 
 def dev_webhook_secret(data_dir: Path) -> str:
@@ -199,6 +237,8 @@ def run_dev(data_dir: Path, ports: DevPorts) -> int:
         stack.start()
         print(banner(ports, stack.settings, data_dir), flush=True)
         return stack.supervise()
+    except StartInterrupted:
+        return 0
     finally:
         print("ttsq dev: stopping…", flush=True)
         stack.stop()

@@ -1,4 +1,7 @@
-"""Child processes that stop cleanly: own process group, killed with their parent, TERM then KILL."""
+"""Child processes that stop cleanly: own process group, killed with their parent, TERM then KILL.
+
+What starts one again when it dies is ``ttsq.ops.supervisor``.
+"""
 
 from __future__ import annotations
 
@@ -67,8 +70,10 @@ class ManagedProcess:
         self.env = dict(env) if env is not None else None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._stopped = False
 
     def start(self) -> ManagedProcess:
+        """Start the command; again after :meth:`stop`, as a new process with the same command line."""
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = self.log_path.open("ab")
@@ -81,6 +86,7 @@ class ManagedProcess:
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
+        self._stopped = False
         return self
 
     @property
@@ -97,14 +103,15 @@ class ManagedProcess:
         return None if self._process is None else self._process.poll()
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the whole process group (a worker and its pool children alike)."""
-        if self._process is not None:
+        """Signal the whole process group (a worker and its pool children alike); nothing once stopped."""
+        if self._process is not None and not self._stopped:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM the group, wait, then SIGKILL whatever is left of it."""
-        if self._process is None:
+        """SIGTERM the group, wait, then SIGKILL whatever is left of it. A second call does nothing (its
+        pid, reaped, may belong to another process by then)."""
+        if self._process is None or self._stopped:
             return
         if self.alive:
             self.kill(signal.SIGTERM)
@@ -115,3 +122,4 @@ class ManagedProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+        self._stopped = True

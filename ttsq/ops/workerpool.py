@@ -4,6 +4,7 @@ name ``gpu<N>@<host>``), or one for the CPU with threads sized to the cores.
 The device of each worker is decided here, once: it sizes the worker's task threads, and the worker
 gets it as ``TTSQ_WORKER__DEVICE`` (``cpu`` or ``cuda``, never ``auto``), sizes its batches by it and
 loads its voices on it, never falling back to another. Each worker also gets every other setting.
+``run_workers`` starts again a worker that dies (``ttsq.ops.supervisor``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tts_core.device import Device
 from ttsq.broker import make_producer
 from ttsq.ops.commands import worker_argv
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from ttsq.ops.supervisor import Supervisor
 from ttsq.settings import Settings, settings_env
 from workers.tuning import batch_plan
 
@@ -102,25 +104,19 @@ def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
 
 
 def run_workers(specs: list[WorkerSpec]) -> int:
-    """Run several worker processes until a signal arrives or one of them exits; stop them all."""
+    """Run several worker processes until SIGINT or SIGTERM, starting again each one that dies
+    (``ttsq.ops.supervisor``); then stop them all. Returns the exit code of the command."""
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
-    processes = [ManagedProcess(s.name, s.argv, None, {**os.environ, **s.env}).start() for s in specs]
-    code = 0
+    supervisor = Supervisor("ttsq worker")
     try:
-        while not stopping.wait(0.5):
-            dead = [p for p in processes if not p.alive]
-            if dead:
-                print(f"ttsq worker: {dead[0].name} exited with code {dead[0].returncode}; stopping", flush=True)
-                code = 1
-                break
+        for spec in specs:
+            supervisor.add(ManagedProcess(spec.name, spec.argv, None, {**os.environ, **spec.env}))
+        supervisor.run(stopping)
     finally:
-        for process in processes:
-            process.kill(signal.SIGTERM)
-        for process in processes:
-            process.stop()
-    return code
+        supervisor.stop(together=True)
+    return 0
 
 
 def start_local_worker(
