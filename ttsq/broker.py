@@ -18,6 +18,7 @@ from celery import Celery
 from celery.signals import before_task_publish
 from kombu.exceptions import OperationalError
 
+from ttsq import broker_transport
 from ttsq.constants import (
     ASSEMBLE_TASK,
     DELIVER_WEBHOOK_TASK,
@@ -45,6 +46,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings (lowercase names) for every ttsq process, each with its reason."""
     return {
         "broker_url": settings.redis_url,
+        # kombu's Redis transport, except that a channel of a closed connection fails as a lost
+        # connection (which Celery retries) instead of an AttributeError (which stopped workers for
+        # good after a Redis restart): see ttsq.broker_transport.
+        "broker_transport": broker_transport.register(),
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": BROKER_CONNECT_TIMEOUT_S,
         # Redis redelivers an unacknowledged task after the visibility timeout. It is short, so a dead

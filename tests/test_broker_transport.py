@@ -1,0 +1,49 @@
+"""The broker transport every ttsq process uses: a channel of a closed connection fails as a lost
+connection, which Celery retries, not as an AttributeError, which stopped workers for good after a
+Redis restart (issue 19, finding 3; ``ttsq.broker_transport``). ``tests/test_faults.py`` restarts a
+real Redis under load."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from kombu import Connection
+
+from ttsq.broker import make_producer
+from ttsq.broker_transport import Transport
+from ttsq.settings import Settings
+
+USES: dict[str, Callable[[Any], object]] = {
+    "acknowledge": lambda channel: channel.qos.ack("a-delivery-tag"),
+    "give back": lambda channel: channel.qos.reject("a-delivery-tag", requeue=True),
+    "publish": lambda channel: channel._put("a-queue", {"body": "x"}),
+    "pool": lambda channel: channel.pool,
+}
+"""What a worker may still do with a channel while its consumer reconnects."""
+
+
+def closed_channel(connection: Connection) -> Any:
+    channel: Any = connection.channel()
+    channel.client.ping()
+    connection.close()  # what Celery's consumer does when Redis goes away
+    return channel
+
+
+@pytest.mark.parametrize("use", list(USES))
+def test_a_channel_of_a_closed_connection_fails_as_a_lost_connection(settings: Settings, use: str) -> None:
+    connection = make_producer(settings).connection_for_write()
+    assert isinstance(connection.transport, Transport)
+    channel = closed_channel(connection)
+    with pytest.raises(redis.ConnectionError, match="was closed"):
+        USES[use](channel)
+    assert issubclass(redis.ConnectionError, connection.connection_errors)
+
+
+def test_kombus_own_transport_raises_what_stopped_the_workers(settings: Settings) -> None:
+    """The upstream behaviour this transport exists for (if kombu fixes it, this test says so)."""
+    channel = closed_channel(Connection(settings.redis_url))
+    with pytest.raises(AttributeError, match="'NoneType' object has no attribute"):
+        USES["acknowledge"](channel)
