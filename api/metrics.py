@@ -5,33 +5,57 @@ Request latency (by route template, method and status) is measured by
 of each queue's oldest task (the autoscaling signal), jobs finished and the job latency histograms
 are read from Redis at each scrape, so they hold for the whole cluster and every replica shows the
 same values (aggregate those with ``max``). Labels never carry text or job ids.
+
+Every label value comes from a closed set, whatever a request says: ``/metrics`` is open and a
+series is kept for the life of the process, so a label taken from the request as it came (a method
+made up, a path with a job id in it) would let anyone grow this process's memory and the scrape
+without limit (issue 19: 20,000 made-up methods made 343,072 series). ``method`` is one of
+:data:`HTTP_METHODS` or ``other``; ``handler`` is one of the app's route templates or ``none``;
+``status`` is a registered HTTP status or its class (``5xx``); ``voice`` and ``priority`` are those
+a job was accepted with (the catalog's and the enum's); ``queue`` the configured queues; ``status``
+and ``code`` of finished jobs a job status and an error code, at most :data:`MAX_FINISHED_CODES`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterable, Sequence
+from http import HTTPStatus
 from typing import Final
 
 import redis
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_fastapi_instrumentator import Instrumentator
-from prometheus_fastapi_instrumentator import metrics as http_metrics
+from prometheus_fastapi_instrumentator.metrics import Info
+from starlette.routing import BaseRoute, Mount
 
 from ttsq import job_stats
 from ttsq.broker import ENQUEUED_AT_HEADER
-from ttsq.jobs import Priority
+from ttsq.jobs import JobStatus, Priority
 
 log = logging.getLogger(__name__)
 
 HTTP_BUCKETS_S: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 METRICS_PATH: Final = "/metrics"
+
+HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""Methods kept as they are in the ``method`` label; any other (HTTP allows any token) is ``other``."""
+OTHER: Final = "other"
+UNMATCHED: Final = "none"
+"""The ``handler`` of a request no route template matched (the instrumentator's own word for it)."""
+KNOWN_STATUSES: Final = frozenset(str(status.value) for status in HTTPStatus)
+MAX_FINISHED_CODES: Final = 100
+"""Distinct (status, code) pairs of ``ttsq_jobs_finished`` shown; any more are added to ``other``.
+Codes are the error classes' (a few dozen), so this only bounds what a stray write to Redis adds."""
+_CODE: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_JOB_STATUSES: Final = frozenset(status.value for status in JobStatus)
 
 
 class ClusterCollector(Collector):
@@ -73,7 +97,7 @@ class ClusterCollector(Collector):
             "Jobs that reached a terminal status, by status and error code.",
             labels=["status", "code"],
         )
-        for (status, code), count in sorted(job_stats.read_finished(self._redis).items()):
+        for (status, code), count in sorted(fold_finished(job_stats.read_finished(self._redis)).items()):
             finished.add_metric([status, code], count)
         return [depth, age, finished, *self._histograms()]
 
@@ -89,6 +113,53 @@ class ClusterCollector(Collector):
                 family.add_metric([priority.value], reading.buckets, reading.sum)
             families.append(family)
         return families
+
+
+def fold_finished(counts: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    """Finished-job counts with every label in a closed set: a status that is no job status, a code
+    that is not code-shaped, or a pair past the :data:`MAX_FINISHED_CODES` most frequent, is counted
+    under ``other``."""
+    folded: dict[tuple[str, str], float] = {}
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    for rank, ((status, code), count) in enumerate(ranked):
+        known = status in _JOB_STATUSES and (code == "" or _CODE.fullmatch(code) is not None)
+        label = (status, code) if known and rank < MAX_FINISHED_CODES else (_fold_job_status(status), OTHER)
+        folded[label] = folded.get(label, 0.0) + count
+    return folded
+
+
+def _fold_job_status(status: str) -> str:
+    return status if status in _JOB_STATUSES else OTHER
+
+
+def fold_method(method: str) -> str:
+    return method if method in HTTP_METHODS else OTHER
+
+
+def fold_status(status: str) -> str:
+    """A registered status as it is; any other number by its class (``5xx``); anything else ``other``."""
+    if status in KNOWN_STATUSES:
+        return status
+    return f"{status[0]}xx" if len(status) == 3 and status.isdigit() and "1" <= status[0] <= "5" else OTHER
+
+
+def route_templates(routes: Iterable[BaseRoute], prefix: str = "") -> frozenset[str]:
+    """Every handler name a matched route has: its path template, a mount's path joined to those of
+    its routes (an opaque mount, such as static files, is its own path). FastAPI's included routers
+    give their routes, prefix and all, through ``effective_route_contexts``."""
+    found: set[str] = set()
+    for route in routes:
+        contexts = getattr(route, "effective_route_contexts", None)
+        members = [getattr(c, "starlette_route", None) or c for c in contexts()] if callable(contexts) else [route]
+        for member in members:
+            path = getattr(member, "path", None)
+            if not isinstance(path, str):
+                continue
+            if isinstance(member, Mount) and member.routes:
+                found |= route_templates(member.routes, prefix + path)
+            else:
+                found.add(prefix + path)
+    return frozenset(found)
 
 
 def oldest_age_s(raw_message: bytes | str | None, now: float) -> float:
@@ -112,20 +183,34 @@ class ApiMetrics:
         self.submitted = Counter(
             "ttsq_jobs_submitted", "Jobs accepted by this API process.", ["voice", "priority"], registry=self.registry
         )
-        self._instrumentator = Instrumentator(
-            should_group_status_codes=False, excluded_handlers=[METRICS_PATH], registry=self.registry
-        ).add(
-            http_metrics.latency(
-                metric_namespace="ttsq",
-                should_include_status=True,
-                buckets=HTTP_BUCKETS_S,
-                registry=self.registry,
-            )
+        self.requests = Histogram(
+            "ttsq_http_request_duration_seconds",
+            "Duration of HTTP requests in seconds, by route template, method and status (closed sets).",
+            ["handler", "method", "status"],
+            buckets=HTTP_BUCKETS_S,
+            registry=self.registry,
         )
+        self._templates: frozenset[str] | None = None
+        # The instrumentator names a request's route template, and "none" for no route; but for a
+        # path one slash away from a route (/v1/jobs/<anything>/) it gives the path as it came,
+        # which is why the handler is checked against the app's templates here.
+        self._instrumentator = Instrumentator(
+            should_group_status_codes=False,
+            should_group_untemplated=True,
+            excluded_handlers=[f"^{re.escape(METRICS_PATH)}$"],
+            registry=self.registry,
+        ).add(self._observe)
 
     def instrument(self, app: FastAPI) -> None:
         """Measure every request of ``app`` (before it starts)."""
         self._instrumentator.instrument(app)
+
+    def _observe(self, info: Info) -> None:
+        if self._templates is None:  # the routes are all there once requests come
+            self._templates = route_templates(info.request.app.routes)
+        handler = info.modified_handler if info.modified_handler in self._templates else UNMATCHED
+        labels = (handler, fold_method(info.method), fold_status(info.modified_status))
+        self.requests.labels(*labels).observe(info.modified_duration)
 
     def watch(self, client: redis.Redis, queues: Sequence[str]) -> None:
         """Serve the cluster's queue and job figures from ``client`` at each scrape."""

@@ -4,12 +4,18 @@ Each worker process serves ``/metrics``, ``/healthz`` (the process and its batch
 ``/readyz`` (the model is loaded and Celery's consumer is ready) on ``TTSQ_WORKER__METRICS_PORT``.
 The metrics live in a registry of their own, so Flower, which imports the task modules, never shows
 them empty. Labels are devices, voices, lanes and error codes: never text, never job ids.
+
+Every label value comes from a closed set: the device and lane enums, the batch size of the device's
+plan, the voices of this worker's catalog (a voice is labelled once loaded, or once it made audio)
+and the error classes' codes. The server labels nothing by request, and closes a connection idle for
+:data:`IDLE_TIMEOUT_S`, since each open one holds a thread.
 """
 
 from __future__ import annotations
 
 import logging
 import socketserver
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -22,6 +28,9 @@ from prometheus_client.process_collector import ProcessCollector
 from tts_core.batching import BatchRecord
 
 log = logging.getLogger(__name__)
+
+IDLE_TIMEOUT_S: Final = 5.0
+"""A probe or scrape sends its request at once; a connection silent this long is closed."""
 
 REGISTRY: Final = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
@@ -121,8 +130,15 @@ def make_app(probes: WorkerProbes) -> Callable[[WSGIEnvironment, StartResponse],
 class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # a client silent past the timeout, or gone
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = IDLE_TIMEOUT_S
+
     def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: no log lines
         pass
 
