@@ -92,6 +92,10 @@ class DevProcess:
             assert time.monotonic() < deadline, "".join(self.lines[-50:])
             time.sleep(0.2)
 
+    def output(self) -> str:
+        """Everything it printed so far."""
+        return "".join(self.lines)
+
     def descendants(self) -> list[psutil.Process]:
         return psutil.Process(self.process.pid).children(recursive=True)
 

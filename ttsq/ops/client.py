@@ -1,9 +1,16 @@
 """A small HTTP client of the ttsq API: submit, wait, download, batches. Used by ``ttsq say`` and
-``ttsq narrate``."""
+``ttsq narrate``.
+
+An API that has answered once and then stops answering is taken for restarting (``ttsq dev`` starts a
+killed API again within seconds; Redis or S3 restarting makes it answer 503): a request that is safe
+to repeat (a GET, or a POST with an ``Idempotency-Key``: every submission of this client sends one) is
+tried again for up to ``RESTART_GRACE_S``. An API that never answered fails the first request at once.
+"""
 
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,10 +22,27 @@ from ttsq.jobs import JobStatus
 BATCH_PAGE: Final = 200
 """Items per ``GET /v1/batches/{id}`` page: the API's largest."""
 
+RESTART_GRACE_S: Final = 60.0
+"""How long a request safe to repeat is tried again while an API that answered before does not
+answer or answers 503: a restart of the API, Redis or S3 takes seconds."""
+
+RETRY_PAUSE_S: Final = 1.0
+"""Pause between two tries; a 503's ``Retry-After`` is honoured up to ``MAX_RETRY_PAUSE_S``."""
+
+MAX_RETRY_PAUSE_S: Final = 5.0
+
 
 class ClientError(Exception):
     """The API refused the request, could not be reached, or the job did not succeed; the message
-    says why."""
+    says why. ``status_code``, ``code`` and ``detail`` are the API's answer, when there was one."""
+
+    def __init__(
+        self, message: str, status_code: int | None = None, code: str | None = None, detail: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.code = code
+        self.detail = detail
 
 
 class BatchGone(ClientError):
@@ -28,12 +52,17 @@ class BatchGone(ClientError):
 def _raise_for_error(response: httpx.Response) -> None:
     if response.is_success:
         return
+    code: str | None
     try:
         error = response.json()["error"]
-        detail = f"{error['code']}: {error['message']}"
+        code, message = str(error["code"]), str(error["message"])
+        detail = f"{code}: {message}"
     except (ValueError, KeyError, TypeError):
-        detail = response.text[:500]
-    raise ClientError(f"HTTP {response.status_code} from {response.request.url}: {detail}")
+        code, message = None, response.text[:500]
+        detail = message
+    raise ClientError(
+        f"HTTP {response.status_code} from {response.request.url}: {detail}", response.status_code, code, message
+    )
 
 
 class TTSQClient:
@@ -46,6 +75,8 @@ class TTSQClient:
         self._presigned = httpx.Client(timeout=timeout_s)
         self._timeout_s = timeout_s
         self._base_url = base_url
+        self._answered = False
+        """Whether the API has answered any request: only then is a failure taken for a restart."""
 
     def __enter__(self) -> TTSQClient:
         return self
@@ -55,15 +86,35 @@ class TTSQClient:
         self._presigned.close()
 
     def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        """The request, with a connection failure turned into a :class:`ClientError` naming the API."""
-        try:
-            return self._http.request(method, url, **kwargs)
-        except httpx.TransportError as e:
-            raise ClientError(f"cannot reach the ttsq API at {self._base_url}: {e or type(e).__name__}") from e
+        """The request, tried again while the API restarts (see the module); a connection failure
+        that outlasts that becomes a :class:`ClientError` naming the API."""
+        return self._retrying(self._http, method, url, f"cannot reach the ttsq API at {self._base_url}", **kwargs)
+
+    def _retrying(self, http: httpx.Client, method: str, url: str, unreachable: str, **kwargs: Any) -> httpx.Response:
+        headers = kwargs.get("headers") or {}
+        repeatable = method == "GET" or "Idempotency-Key" in headers
+        deadline = time.monotonic() + RESTART_GRACE_S
+        while True:
+            try:
+                response = http.request(method, url, **kwargs)
+            except httpx.TransportError as e:
+                # A request never sent (no connection) may be sent again, whatever its method.
+                may_retry = self._answered and (repeatable or isinstance(e, httpx.ConnectError))
+                if not may_retry or time.monotonic() > deadline:
+                    raise ClientError(f"{unreachable}: {e or type(e).__name__}") from e
+                time.sleep(RETRY_PAUSE_S)
+                continue
+            self._answered = True
+            if response.status_code != 503 or not repeatable or time.monotonic() > deadline:
+                return response
+            time.sleep(_retry_after(response))
 
     def submit(self, text: str, **options: Any) -> dict[str, Any]:
+        """``POST /v1/jobs`` with a fresh ``Idempotency-Key``, so a retry after a lost answer gets
+        the same job instead of a second one."""
         body = {"text": text, **{k: v for k, v in options.items() if v is not None}}
-        response = self._send("POST", "/v1/jobs", json=body)
+        key = f"ttsq-client-{uuid.uuid4()}"
+        response = self._send("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key})
         _raise_for_error(response)
         job: dict[str, Any] = response.json()
         return job
@@ -125,12 +176,16 @@ class TTSQClient:
 
     def fetch(self, url: str, destination: Path) -> int:
         """Download a presigned URL of a result (``marks_url``, ``subtitles_url``…) like :meth:`download`."""
-        try:
-            response = self._presigned.get(url)
-        except httpx.TransportError as e:
-            raise ClientError(f"cannot download {destination.name}: {e or type(e).__name__}") from e
+        response = self._retrying(self._presigned, "GET", url, f"cannot download {destination.name}")
         _raise_for_error(response)
         return _save(response.content, destination)
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return min(max(float(response.headers.get("retry-after", RETRY_PAUSE_S)), 0.0), MAX_RETRY_PAUSE_S)
+    except ValueError:
+        return RETRY_PAUSE_S
 
 
 def _save(content: bytes, destination: Path) -> int:
