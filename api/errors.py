@@ -22,7 +22,7 @@ from starlette.routing import compile_path
 
 from api.admission import QueueBehind
 from api.auth import Unauthorized
-from api.idempotency import IdempotencyConflict, InvalidIdempotencyKey
+from api.idempotency import IdempotencyConflict, IdempotencyInFlight, InvalidIdempotencyKey
 from tts_core.errors import InvalidInput, TextTooLong, TTSError
 from ttsq.batches import BatchNotFound
 from ttsq.errors import (
@@ -92,7 +92,7 @@ def _status_for(error: TTSError | ServiceError) -> int:
         return 401
     if isinstance(error, QuotaExceeded):
         return 429
-    if isinstance(error, IdempotencyConflict):
+    if isinstance(error, IdempotencyConflict | IdempotencyInFlight):
         return 409
     if isinstance(error, InvalidIdempotencyKey | InvalidCursor):
         return 422

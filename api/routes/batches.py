@@ -12,7 +12,7 @@ from api.admission import admit_and_submit_batch
 from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
-from api.idempotency import IN_FLIGHT, IdempotencyConflict, mark_replayed, submit_once
+from api.idempotency import mark_replayed, submit_once
 from api.routes.jobs import MAX_PAGE, check_marks, require_json, spoken_text
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
@@ -152,16 +152,9 @@ def create_batch(
     )
     if earlier is not None:
         mark_replayed(response)
-        return _public(state, _replayed(state, tenant, earlier))
+        return _public(state, owned_batch(state, tenant, earlier))
     response.headers["Location"] = f"/v1/batches/{batch.id}"
     return _public(state, batch)
-
-
-def _replayed(state: AppState, tenant: Tenant, batch_id: str) -> BatchRecord:
-    try:
-        return owned_batch(state, tenant, batch_id)
-    except BatchNotFound:
-        raise IdempotencyConflict(IN_FLIGHT) from None
 
 
 @router.get("", response_model=BatchesPublic, responses=_ERRORS, summary="List your batches, newest first")

@@ -17,7 +17,7 @@ from api.admission import admit_and_submit
 from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
-from api.idempotency import IN_FLIGHT, IdempotencyConflict, mark_replayed, submit_once
+from api.idempotency import IN_FLIGHT_WAIT_S, mark_replayed, submit_once
 from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
@@ -121,7 +121,9 @@ def create_job(
         str | None,
         Header(
             description="Makes retries safe: the same key and body within 24 h answer with the job the "
-            "first request created (200); the same key with another body is refused (409).",
+            "first request created (200); the same key with another body is refused (409 idempotency_conflict); "
+            f"a repeat while the first is still being handled waits for it up to {IN_FLIGHT_WAIT_S:g} s, then answers "
+            "409 idempotency_in_flight with Retry-After.",
         ),
     ] = None,
 ) -> JobPublic:
@@ -159,16 +161,9 @@ def create_job(
     )
     if earlier is not None:
         mark_replayed(response)
-        return _public(state, _replayed(state, tenant, earlier))
+        return _public(state, owned_job(state, tenant, earlier))
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return _public(state, record)
-
-
-def _replayed(state: AppState, tenant: Tenant, job_id: str) -> JobRecord:
-    try:
-        return owned_job(state, tenant, job_id)
-    except JobNotFound:
-        raise IdempotencyConflict(IN_FLIGHT) from None
 
 
 def spoken_text(body: JobCreate, language: str, max_chars: int) -> str:
