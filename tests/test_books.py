@@ -373,6 +373,35 @@ def test_folder_chapters_are_titled_by_heading_or_file_name(tmp_path: Path) -> N
     ]
 
 
+def test_folder_files_with_nothing_to_say_are_named_in_what_is_left_out(tmp_path: Path) -> None:
+    folder = tmp_path / "stories"
+    folder.mkdir()
+    (folder / "01-fox.txt").write_text("A fox ran off into the woods.\n", encoding="utf-8")
+    (folder / "02-empty.txt").write_text("", encoding="utf-8")
+    (folder / "03-dots.md").write_text("...\n\n* * *\n\n!?\n", encoding="utf-8")
+    (folder / "04-title.txt").write_text("The Second Part\n", encoding="utf-8")
+    (folder / "05-crow.md").write_text("# The Crow\n\nA crow sang once, and then flew away.\n", encoding="utf-8")
+    book = read_book(folder)
+    assert [(c.index, c.title, c.text, c.source) for c in book.chapters] == [
+        (1, "01 fox", "A fox ran off into the woods.", "01-fox.txt"),
+        (2, "04 title", "The Second Part", "04-title.txt"),  # chosen by someone: kept without a sentence
+        (3, "The Crow", "A crow sang once, and then flew away.", "05-crow.md"),
+    ]
+    assert book.chapters[2].label == '05-crow.md (chapter 3, "The Crow")'
+    assert book.left_out == [
+        "02-empty.txt: nothing to speak (empty, or only punctuation or symbols)",
+        "03-dots.md: nothing to speak (empty, or only punctuation or symbols)",
+    ]
+
+
+def test_parts_of_a_single_file_book_left_out_are_named_by_title(tmp_path: Path) -> None:
+    path = tmp_path / "book.md"
+    path.write_text("# Book\n\n## Contents\n\nOne, Two\n\n## One\n\nA quiet day came and went.\n", encoding="utf-8")
+    book = read_book(path)
+    assert [(c.title, c.source, c.label) for c in book.chapters] == [("One", None, 'chapter 1, "One"')]
+    assert book.left_out == ['"Contents": no sentence in it (a cover, a title page or a table of contents?)']
+
+
 @pytest.mark.parametrize(
     ("encoded", "name"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shlex
@@ -27,6 +28,7 @@ from tests.test_marks import seconds
 from tests.test_segment_jobs import BROKEN_VOICE_ID, broken_voice
 from ttsq.constants import batch_key
 from ttsq.ops.books import read_book
+from ttsq.ops.m4b import ChapterAudio, write_m4b
 from ttsq.ops.narrate import STATE_FILE
 from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings
@@ -274,14 +276,22 @@ def test_a_failing_chapter_is_reported_while_the_others_finish(broken_stack: str
 def test_a_chapter_the_voice_cannot_read_refuses_the_batch_before_anything_runs(
     api_url: str, client: httpx.Client, tmp_path: Path
 ) -> None:
-    """The batch API validates every item at submit (422 naming the item): nothing is narrated."""
+    """The batch API validates every item at submit (422 naming the item): nothing is narrated, and
+    the message names the chapter (by its file, in a folder book), not the batch item."""
     book = tmp_path / "book.md"
-    book.write_text("# Book\n\n## One\n\nA quiet day.\n\n## Two\n\n今日は静かな日です。\n")
+    book.write_text("# Book\n\n## One\n\nA quiet day came.\n\n## Two\n\n今日は静かな日です。\n")
+    folder = tmp_path / "chapters"
+    folder.mkdir()
+    (folder / "01-calm.md").write_text("# Calm\n\nA quiet day came.\n")
+    (folder / "02-tokyo.md").write_text("# Tokyo\n\n今日は静かな日です。\n")
     before = batch_ids(client)
-    run = narrate(book, tmp_path / "out", api_url)
-    assert run.returncode == 1
-    assert "HTTP 422" in run.stderr
-    assert "unsupported_text: items[" in run.stderr
+    for source, name in [(book, 'chapter 2, "Two"'), (folder, '02-tokyo.md (chapter 2, "Tokyo")')]:
+        run = narrate(source, tmp_path / "out", api_url)
+        assert run.returncode == 1
+        assert "HTTP 422" in run.stderr
+        assert f"unsupported_text: {name}: " in " ".join(run.stderr.split())
+        assert "items[" not in run.stderr
+        assert "left out" not in run.stderr
     assert batch_ids(client) == before
     assert not list((tmp_path / "out").glob("*.mp3"))
 
@@ -310,3 +320,165 @@ def test_an_empty_book_is_refused_before_anything_is_sent(
     missing = narrate(tmp_path / "nothing.txt", tmp_path / "out", "http://127.0.0.1:1", timeout=60)
     assert missing.returncode == 1
     assert "nothing.txt: no such file or folder" in missing.stderr
+
+
+# --- Resuming trusts nothing on disk ---------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest_of(out: Path) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads((out / "manifest.json").read_text())
+    return manifest
+
+
+def assert_files_match_manifest(out: Path) -> None:
+    """Every chapter's files are there with the SHA-256 the manifest gives them, and only those."""
+    for chapter in manifest_of(out)["chapters"]:
+        names = [chapter[key] for key in ("file", "subtitles_file", "srt_file", "marks_file") if chapter[key]]
+        assert sorted(chapter["sha256"]) == sorted(names)
+        for name in names:
+            assert sha256(out / name) == chapter["sha256"][name], name
+
+
+def test_changed_truncated_and_missing_files_are_named_and_fetched_again(
+    api_url: str, client: httpx.Client, tmp_path: Path
+) -> None:
+    book = tmp_path / "small-book.md"
+    book.write_text(BOOK)
+    out = tmp_path / "out"
+    assert narrate(book, out, api_url).returncode == 0
+    manifest = manifest_of(out)
+    assert [len(c["text_sha256"]) for c in manifest["chapters"]] == [64] * 3
+    assert_files_match_manifest(out)
+    original = {name: (out / name).read_bytes() for name in [*FILES, *SIDE]}
+
+    # Audio of the same size with 1 KiB of its middle overwritten; subtitles of the same length with
+    # another word; marks truncated to nothing; an SRT file gone. The third audio file is untouched.
+    audio = bytearray(original[FILES[0]])
+    middle = len(audio) // 2
+    audio[middle : middle + 1024] = bytes(1024)
+    (out / FILES[0]).write_bytes(audio)
+    (out / "02-the-garden.vtt").write_text(original["02-the-garden.vtt"].decode().replace("quiet", "QUIET"))
+    (out / "03-the-end.marks.json").write_bytes(b"")
+    (out / "01-the-door.srt").unlink()
+    untouched = (out / FILES[2]).stat().st_mtime_ns
+    before = batch_ids(client)
+
+    again = narrate(book, out, api_url)
+    assert again.returncode == 0, again.stderr
+    said = " ".join(again.stderr.split())
+    assert 'chapter 1, "The Door": 01-the-door.mp3 has changed since it was downloaded' in said
+    assert 'chapter 2, "The Garden": 02-the-garden.vtt has changed since it was downloaded' in said
+    assert 'chapter 3, "The End": 03-the-end.marks.json has changed since it was downloaded (0 bytes' in said
+    assert "already in" not in said  # no chapter kept
+    assert batch_ids(client) == before  # the same batch rejoined: the files downloaded again from it
+    assert {name: (out / name).read_bytes() for name in original} == original
+    assert (out / FILES[2]).stat().st_mtime_ns != untouched  # its chapter was fetched whole again
+    assert_files_match_manifest(out)
+
+
+def test_a_changed_empty_added_or_copied_chapter_file_in_a_folder_book(
+    api_url: str, client: httpx.Client, tmp_path: Path
+) -> None:
+    folder = tmp_path / "stories"
+    folder.mkdir()
+    (folder / "1.txt").write_text("The fox ran off.\n")
+    (folder / "2.txt").write_text("The crow sang once.\n")
+    out = tmp_path / "out"
+    first = narrate(folder, out, api_url, "--marks", "none", "--format", "wav")
+    assert first.returncode == 0, first.stderr
+    jobs = {c["file"]: c["job_id"] for c in manifest_of(out)["chapters"]}
+    assert list(jobs) == ["01-1.wav", "02-2.wav"]
+
+    # 2.txt edited; a new chapter before the others; an empty file and one of punctuation; a copy of 1.txt.
+    (folder / "2.txt").write_text("The crow sang twice.\n")
+    (folder / "0.txt").write_text("It begins here.\n")
+    (folder / "3.txt").write_text("")
+    (folder / "4.md").write_text("... !? --\n")
+    (folder / "5.txt").write_text("The fox ran off.\n")
+    again = narrate(folder, out, api_url, "--marks", "none", "--format", "wav")
+    assert again.returncode == 0, again.stderr
+    said = " ".join(again.stderr.split())
+    assert "left out: 3.txt: nothing to speak (empty, or only punctuation or symbols)" in said
+    assert "left out: 4.md: nothing to speak" in said
+    assert '2.txt (chapter 3, "2"): its text changed since it was narrated; narrating it again' in said
+    assert "01-1.wav renamed to 02-1.wav" in said
+    assert "1 chapter(s) already in" in said
+    chapters = manifest_of(out)["chapters"]
+    assert [(c["index"], c["title"], c["file"]) for c in chapters] == [
+        (1, "0", "01-0.wav"),
+        (2, "1", "02-1.wav"),
+        (3, "2", "03-2.wav"),
+        (4, "5", "04-5.wav"),
+    ]
+    assert chapters[1]["job_id"] == jobs["01-1.wav"]  # kept, under its new name
+    assert chapters[2]["job_id"] != jobs["02-2.wav"]  # narrated again: its text changed
+    batch = client.get(f"/v1/batches/{manifest_of(out)['batch_id']}").json()
+    assert batch["counts"]["total"] == 3  # the new, the changed and the copied chapter
+    assert decoded_s(out / "04-5.wav") == pytest.approx(decoded_s(out / "02-1.wav"), abs=0.5)
+    # The audio of 2.txt's old text stays as it was, listed nowhere (ttsq narrate deletes nothing).
+    assert sorted(p.name for p in out.glob("*.wav")) == ["01-0.wav", "02-1.wav", "02-2.wav", "03-2.wav", "04-5.wav"]
+    assert "02-2.wav" not in (out / "stories.m3u").read_text()
+    assert_files_match_manifest(out)
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda text: text[: len(text) // 2], "cannot be used"),
+        (lambda text: text.replace('"bytes": ', '"bytes": "many", "was": '), "chapters[0].bytes: Input should be"),
+        (lambda text: "[]", "cannot be used"),
+    ],
+    ids=["truncated", "edited", "another-shape"],
+)
+def test_a_damaged_state_file_is_named_and_nothing_is_kept_on_its_word(
+    api_url: str, tmp_path: Path, damage: Any, problem: str
+) -> None:
+    book = tmp_path / "tiny.md"
+    book.write_text("# Tiny\n\n## One\n\nA quiet day.\n\n## Two\n\nThe birds sang.\n")
+    out = tmp_path / "out"
+    assert narrate(book, out, api_url, "--format", "wav").returncode == 0
+    state = out / STATE_FILE
+    state.write_text(damage(state.read_text()))
+    (out / "01-one.wav").write_bytes(b"RIFF" + bytes(100))  # a file the damaged state cannot vouch for
+    again = narrate(book, out, api_url, "--format", "wav")
+    assert again.returncode == 0, again.stderr
+    said = " ".join(again.stderr.split())
+    assert f"{state}: " in said
+    assert problem in said
+    assert "every chapter is narrated again" in said
+    assert "already in" not in said
+    json.loads(state.read_text())  # whole again
+    assert_files_match_manifest(out)
+    assert decoded_s(out / "01-one.wav") > 0.5
+
+
+def test_a_fresh_folder_after_the_batch_expired_gets_a_new_batch(
+    api_url: str, client: httpx.Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The batch's Idempotency-Key outlives a batch that expired (or a job TTL under 24 h): the
+    server answers it 404, and narrate submits a new batch instead of failing."""
+    book = tmp_path / "gone.md"
+    book.write_text("# Gone\n\n## One\n\nThe batch expired long ago.\n")
+    first = tmp_path / "first"
+    assert narrate(book, first, api_url, "--format", "wav").returncode == 0
+    gone = manifest_of(first)["batch_id"]
+    redis_client.delete(batch_key(gone))
+    run = narrate(book, tmp_path / "second", api_url, "--format", "wav")
+    assert run.returncode == 0, run.stderr
+    assert manifest_of(tmp_path / "second")["batch_id"] not in (None, gone)
+    assert_files_match_manifest(tmp_path / "second")
+
+
+def test_an_audiobook_from_an_undecodable_chapter_names_it_and_leaves_nothing(tmp_path: Path) -> None:
+    good = tmp_path / "01-good.wav"
+    soundfile.write(str(good), [0.0] * 22050, 22050)
+    bad = tmp_path / "02-bad.mp3"
+    bad.write_bytes(b"not audio at all, whatever its name says")
+    for chapters in ([good, bad], [bad, good]):  # found while encoding, or while reading the first
+        with pytest.raises(ValueError, match=r"^02-bad\.mp3: not audio that can be decoded"):
+            write_m4b([ChapterAudio(path, path.stem) for path in chapters], tmp_path / "book.m4b", "Book")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["01-good.wav", "02-bad.mp3"]

@@ -2,8 +2,11 @@
 ``.txt``/``.md`` files (one chapter each).
 
 Chapter text is plain: paragraphs separated by one blank line (they become paragraph pauses),
-lines inside a paragraph kept, markup dropped. Chapters with nothing to say (a cover, a title page,
-a table of contents: no sentence in them) are left out while the book has others.
+lines inside a paragraph kept, markup dropped. Chapters with nothing to say (an empty file, one of
+only punctuation) are left out; so are, in a file or an EPUB, those without a sentence (a cover, a
+title page, a table of contents) while the book has others: in a folder, every file with something to
+say is a chapter, since someone chose it. ``Book.left_out`` names each part left out (by its file, in
+a folder book) and says why.
 
 The EPUB reader needs only the standard library: an EPUB is a zip with ``META-INF/container.xml``
 pointing at the package document (OPF), whose spine lists the XHTML documents in reading order.
@@ -55,6 +58,14 @@ class Chapter:
     index: int
     title: str
     text: str
+    source: str | None = None
+    """The file it was read from, in a book that is a folder of chapter files."""
+
+    @property
+    def label(self) -> str:
+        """How messages name it: ``03-rain.md (chapter 2, "Rain")``, or ``chapter 2, "Rain"``."""
+        where = f'chapter {self.index}, "{self.title}"'
+        return f"{self.source} ({where})" if self.source else where
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,8 @@ class Book:
 
     title: str
     chapters: list[Chapter]
+    left_out: list[str] = field(default_factory=list)
+    """What was read but is not a chapter, one line each: its file (a folder book) or title, and why."""
 
 
 def read_book(path: Path) -> Book:
@@ -118,6 +131,12 @@ class _Part:
 
     title: str
     text: str
+    source: str | None = None
+    """Its file, in a folder book."""
+
+    @property
+    def name(self) -> str:
+        return self.source or f'"{self.title}"'
 
 
 _SPACES = re.compile(r"[^\S\n]+")
@@ -193,13 +212,23 @@ def _has_sentences(text: str) -> bool:
     return False
 
 
-def _assemble(source: Path, title: str, parts: Sequence[_Part]) -> Book:
-    """Number the chapters worth narrating; refuse a book with nothing to say."""
-    speakable = [p for p in parts if has_speech(p.text)]
+def _assemble(source: Path, title: str, parts: Sequence[_Part], sentences_only: bool = True) -> Book:
+    """Number the chapters worth narrating (with ``sentences_only``, those with a sentence, if any
+    has one), naming each part left out and why; refuse a book with nothing to say. Speakable is
+    what the API takes: a letter or digit once normalised."""
+    speakable = [p for p in parts if has_speech(normalize_text(p.text))]
     if not speakable:
         raise BookError(f"{source}: the book has no text to speak")
-    chosen = [p for p in speakable if _has_sentences(p.text)] or speakable
-    return Book(title, [Chapter(i, p.title, p.text) for i, p in enumerate(chosen, start=1)])
+    chosen = ([p for p in speakable if _has_sentences(p.text)] if sentences_only else []) or speakable
+    left_out = [
+        f"{p.name}: nothing to speak (empty, or only punctuation or symbols)"
+        if p not in speakable
+        else f"{p.name}: no sentence in it (a cover, a title page or a table of contents?)"
+        for p in parts
+        if p not in chosen
+    ]
+    chapters = [Chapter(i, p.title, p.text, p.source) for i, p in enumerate(chosen, start=1)]
+    return Book(title, chapters, left_out)
 
 
 def _title_from_name(path: Path) -> str:
@@ -402,7 +431,7 @@ def _read_folder(folder: Path) -> Book:
     if not files:
         raise BookError(f"{folder}: the folder has no .txt or .md files")
     title = _paragraph([folder.resolve().name]) or "Book"
-    return _assemble(folder, title, [_file_chapter(p) for p in files])
+    return _assemble(folder, title, [_file_chapter(p) for p in files], sentences_only=False)
 
 
 def _natural_key(name: str) -> list[tuple[int, int | str]]:
@@ -424,7 +453,7 @@ def _file_chapter(path: Path) -> _Part:
         title = first.title
         del blocks[0]
     body = (b.title if isinstance(b, _Mark) else b for b in blocks)
-    return _Part(title, "\n\n".join(body))
+    return _Part(title, "\n\n".join(body), path.name)
 
 
 # --- EPUB -----------------------------------------------------------------------------------------

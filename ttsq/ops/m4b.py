@@ -2,7 +2,8 @@
 chapter mark where each chapter starts, through PyAV (which bundles FFmpeg: no ``ffmpeg`` binary).
 
 Chapter starts are counted in samples of the decoded audio, not taken from the jobs' reported
-durations, so the marks fall exactly where each chapter's audio begins in the file.
+durations, so the marks fall exactly where each chapter's audio begins in the file. Nothing is left
+half-written: a failure removes the temporary file, and an undecodable chapter file is named.
 """
 
 from __future__ import annotations
@@ -42,11 +43,20 @@ class Audiobook:
 
 def write_m4b(chapters: Sequence[ChapterAudio], destination: Path, title: str) -> Audiobook:
     """Decode each chapter in order, encode them as one AAC track with chapter marks into
-    ``destination`` (written under a temporary name, then renamed)."""
+    ``destination`` (written under a temporary name, then renamed; removed if anything fails). A
+    chapter file that cannot be decoded raises ``ValueError`` naming it."""
     if not chapters:
         raise ValueError("an audiobook needs at least one chapter")
-    rate = _sample_rate(chapters[0].path)
     partial = destination.with_name(f".{destination.name}.partial")
+    try:
+        return _write(chapters, partial, destination, title)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def _write(chapters: Sequence[ChapterAudio], partial: Path, destination: Path, title: str) -> Audiobook:
+    rate = _sample_rate(chapters[0].path)
     with av.open(str(partial), "w", format="ipod") as output:
         output.metadata["title"] = title
         stream = output.add_stream("aac", rate=rate, layout="mono")
@@ -76,14 +86,20 @@ def write_m4b(chapters: Sequence[ChapterAudio], destination: Path, title: str) -
 
 
 def _sample_rate(path: Path) -> int:
-    with av.open(str(path)) as source:
-        return int(source.streams.audio[0].sample_rate)
+    try:
+        with av.open(str(path)) as source:
+            return int(source.streams.audio[0].sample_rate)
+    except (av.FFmpegError, IndexError) as e:
+        raise ValueError(f"{path.name}: not audio that can be decoded ({e or 'no audio stream'})") from e
 
 
 def _frames(path: Path, rate: int) -> Iterator[AudioFrame]:
     """The file's audio as mono float frames at ``rate`` (what the AAC encoder takes)."""
     resampler = av.AudioResampler(format="fltp", layout="mono", rate=rate)
-    with av.open(str(path)) as source:
-        for frame in source.decode(audio=0):
-            yield from resampler.resample(frame)
+    try:
+        with av.open(str(path)) as source:
+            for frame in source.decode(audio=0):
+                yield from resampler.resample(frame)
+    except av.FFmpegError as e:
+        raise ValueError(f"{path.name}: not audio that can be decoded ({e})") from e
     yield from resampler.resample(None)

@@ -4,23 +4,28 @@ as it succeeds, resumable after Ctrl-C or a failure.
 With marks (``--marks``, sentence by default), each chapter's WebVTT and SRT subtitles and its
 ``marks.json`` are downloaded beside its audio.
 
-Each chapter's ``ref`` is a key derived from its text and the synthesis options (marks included),
-so a rerun knows which files on disk are still right. ``DIR/.narrate.json`` keeps the batch id and what each
-chapter became; the batch's ``Idempotency-Key`` is derived from its request body, so a rerun (within
-the server's 24 h) is answered with the same batch instead of a new one.
+Each chapter's ``ref`` is a key derived from its text and the synthesis options (marks included).
+``DIR/.narrate.json`` keeps the batch id and what each chapter became, with the SHA-256 of its text and
+of every file downloaded for it; a rerun keeps a finished chapter only if its text is the one narrated
+and each file still has the SHA-256 it had when downloaded (anything else: a message naming the file,
+and the chapter is narrated again). The batch's ``Idempotency-Key`` is derived from its request body,
+so a rerun (within the server's 24 h) is answered with the same batch instead of a new one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -76,6 +81,10 @@ class Planned:
     side: dict[str, str]
     """Files by ``SIDE_FILES`` kind; empty without marks."""
 
+    @property
+    def text_sha256(self) -> str:
+        return hashlib.sha256(self.chapter.text.encode()).hexdigest()
+
 
 @dataclass
 class Outcome:
@@ -92,6 +101,20 @@ class Outcome:
     error: str | None = None
     side: dict[str, str] = field(default_factory=dict)
     """The chapter's subtitle and marks files by ``SIDE_FILES`` kind."""
+    source: str | None = None
+    """The chapter's file, in a folder book."""
+    text_sha256: str | None = None
+    """SHA-256 of the chapter's text as sent."""
+    sha256: dict[str, str] = field(default_factory=dict)
+    """SHA-256 of each of its files as downloaded, by file name: what a rerun checks before keeping it."""
+
+    @property
+    def files(self) -> list[str]:
+        """Its audio file, then its subtitle and marks files."""
+        return [self.file, *self.side.values()]
+
+
+_OUTCOMES: Final = TypeAdapter(list[Outcome])
 
 
 @dataclass
@@ -102,29 +125,46 @@ class State:
     batch_id: str | None = None
     chapters: dict[str, Outcome] = field(default_factory=dict)
     """Outcomes by ref."""
+    problem: str | None = None
+    """Why the file could not be used, if it exists and could not (not saved)."""
 
     @classmethod
     def load(cls, folder: Path, book: str) -> State:
+        """The saved state; an empty one if there is none, or (with ``problem`` saying why) if it
+        cannot be read or is not what ``ttsq narrate`` writes: truncated, edited into another shape."""
         path = folder / STATE_FILE
         try:
             raw = json.loads(path.read_text())
-            outcomes = {entry["ref"]: Outcome(**entry) for entry in raw["chapters"]}
-            return cls(book=book, batch_id=raw.get("batch_id"), chapters=outcomes)
-        except (OSError, ValueError, KeyError, TypeError):
+            outcomes = _OUTCOMES.validate_python(raw["chapters"])
+            batch_id = raw["batch_id"]
+            if not isinstance(batch_id, str | None):
+                raise TypeError(f"batch_id is {batch_id!r}")
+        except FileNotFoundError:
             return cls(book=book)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = "chapters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+            return cls(book=book, problem=f"{path}: {where}: {first['msg']}")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            reason = f"no {e}" if isinstance(e, KeyError) else str(e)
+            return cls(book=book, problem=f"{path}: cannot be used ({reason})")
+        return cls(book=book, batch_id=batch_id, chapters={o.ref: o for o in outcomes})
 
     def save(self, folder: Path) -> None:
         body = {"book": self.book, "batch_id": self.batch_id, "chapters": [asdict(o) for o in self.chapters.values()]}
         write_atomic(folder / STATE_FILE, json.dumps(body, indent=1, ensure_ascii=False))
 
 
-def chapter_ref(text: str, options: NarrateOptions) -> str:
+def chapter_ref(text: str, options: NarrateOptions, occurrence: int = 1) -> str:
     """A key that changes whenever the chapter's files would: its text, voice, format, speed and
     marks. Marks join the key only when asked for, so a ``--marks none`` run keeps the refs (and
-    the files) of runs made before marks existed."""
+    the files) of runs made before marks existed. The second and later chapters of a book with the
+    same text (a chapter file copied) add their ``occurrence``: refs are unique in a batch."""
     parts: list[Any] = [text, options.voice, options.format, options.speed]
     if MARKS[options.marks]:
         parts.append(MARKS[options.marks])
+    if occurrence > 1:
+        parts.append(occurrence)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:REF_CHARS]
 
 
@@ -134,10 +174,13 @@ def plan(book: Book, options: NarrateOptions) -> list[Planned]:
     if options.by == "file":
         chapters = [Chapter(1, book.title, "\n\n".join(c.text for c in book.chapters))]
     planned = []
+    seen: Counter[str] = Counter()
     for chapter in chapters:
         stem = safe_name(chapter.index, chapter.title)
         side = {kind: stem + suffix for kind, suffix in SIDE_FILES.items()} if MARKS[options.marks] else {}
-        planned.append(Planned(chapter, chapter_ref(chapter.text, options), f"{stem}.{options.format}", side))
+        seen[chapter.text] += 1
+        ref = chapter_ref(chapter.text, options, seen[chapter.text])
+        planned.append(Planned(chapter, ref, f"{stem}.{options.format}", side))
     return planned
 
 
@@ -149,6 +192,23 @@ def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str,
         for p in planned
     ]
     return {"items": items, "defaults": {k: v for k, v in defaults.items() if v is not None}}
+
+
+_ITEM: Final = re.compile(r"items\[(\d+)\](?:\.(\w+))?")
+
+
+def naming_chapters(error: ClientError, submitted: list[Planned]) -> ClientError:
+    """The API's refusal of a batch with each ``items[N]`` it names replaced by that chapter's file
+    (a folder book) or number and title."""
+
+    def label(match: re.Match[str]) -> str:
+        index, item_field = int(match[1]), match[2]
+        if index >= len(submitted):
+            return match[0]
+        name = submitted[index].chapter.label
+        return name if item_field in (None, "text") else f"{name}, {item_field}"
+
+    return ClientError(_ITEM.sub(label, str(error)), error.status_code, error.code, error.detail)
 
 
 def idempotency_key(body: dict[str, Any], replacing: str | None) -> str:
@@ -165,15 +225,49 @@ def write_atomic(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-def _kept(outcome: Outcome | None, planned: Planned, folder: Path) -> bool:
-    """A chapter finished by an earlier run: succeeded, its audio there with the size it had, and
-    every subtitle and marks file it should have there too."""
-    if outcome is None or outcome.status != JobStatus.SUCCEEDED or outcome.bytes is None:
-        return False
-    path = folder / outcome.file
-    if not path.is_file() or path.stat().st_size != outcome.bytes:
-        return False
-    return outcome.side == planned.side and all((folder / name).is_file() for name in outcome.side.values())
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stale(outcome: Outcome, planned: Planned, folder: Path) -> str | None:
+    """Why a chapter an earlier run finished cannot be kept, or ``None``: its text is the one
+    narrated, it has the files this run makes (perhaps under other names) and each has the SHA-256
+    it had when downloaded."""
+    if outcome.text_sha256 is None or not outcome.sha256:
+        return "no checksum of it was recorded (narrated by an older ttsq)"
+    if outcome.text_sha256 != planned.text_sha256:
+        return "its text is not the text that was narrated"
+    if outcome.side.keys() != planned.side.keys() or any(Path(n).name != n for n in outcome.files):
+        return "its files are not the ones this run makes"
+    for name in outcome.files:
+        path = folder / name
+        if name not in outcome.sha256:
+            return f"{name} has no checksum recorded"
+        if not path.is_file():
+            return f"{name} is missing"
+        if file_sha256(path) != outcome.sha256[name]:
+            size = path.stat().st_size
+            return f"{name} has changed since it was downloaded ({size} bytes, SHA-256 differs)"
+    return None
+
+
+def _renames(outcome: Outcome, planned: Planned) -> list[tuple[str, str]]:
+    """``(old, new)`` names of a kept chapter's files that this run names otherwise (a chapter added
+    before it, a new title)."""
+    pairs = [(outcome.file, planned.file), *((outcome.side[k], planned.side[k]) for k in planned.side)]
+    return [(old, new) for old, new in pairs if old != new]
+
+
+def _move(folder: Path, renames: list[tuple[str, str]]) -> None:
+    """Rename files through temporary names, so that two files taking each other's names both arrive."""
+    for old, _ in renames:
+        (folder / old).replace(folder / f".{old}.moving")
+    for old, new in renames:
+        (folder / f".{old}.moving").replace(folder / new)
 
 
 class Narration:
@@ -186,15 +280,60 @@ class Narration:
         self.client = client
         self.planned = plan(book, options)
         self.state = State.load(folder, book.title)
-        kept = {
-            p.ref: self.state.chapters[p.ref] for p in self.planned if _kept(self.state.chapters.get(p.ref), p, folder)
-        }
+        self.notes: list[str] = []
+        """What a rerun found on disk that it could not keep, or moved, one line each."""
+        if self.state.problem:
+            self.notes.append(f"{self.state.problem}; every chapter is narrated again")
+        kept = self._keep()
         self.state.chapters = {p.ref: kept.get(p.ref) or self._fresh(p) for p in self.planned}
         self.reused = len(kept)
 
+    def _keep(self) -> dict[str, Outcome]:
+        """The chapters an earlier run finished whose files are as downloaded, moved to this run's
+        names (and numbers and titles); a note for each one that is not kept, and why."""
+        earlier = self.state.chapters
+        kept: dict[str, Outcome] = {}
+        renames: list[tuple[str, str]] = []
+        for p in self.planned:
+            outcome = earlier.get(p.ref)
+            if outcome is None or outcome.status != JobStatus.SUCCEEDED:
+                self._note_changed_text(p, earlier.values())
+            elif (problem := _stale(outcome, p, self.folder)) is not None:
+                self.notes.append(f"{p.chapter.label}: {problem}; narrating it again")
+            else:
+                kept[p.ref] = outcome
+                renames += _renames(outcome, p)
+        if renames:
+            _move(self.folder, renames)
+            self.notes += [f"{old} renamed to {new}" for old, new in renames]
+        for p in self.planned:
+            if p.ref in kept:
+                kept[p.ref] = _renamed(kept[p.ref], p)
+        if renames:
+            self.state.chapters = {**earlier, **kept}
+            self.state.save(self.folder)
+        return kept
+
+    def _note_changed_text(self, p: Planned, earlier: Iterable[Outcome]) -> None:
+        """A note if an earlier run narrated this chapter (its source file, or its audio file) from
+        another text."""
+        for outcome in earlier:
+            same = outcome.source == p.chapter.source if p.chapter.source else outcome.file == p.file
+            if same and outcome.status == JobStatus.SUCCEEDED and outcome.text_sha256 not in (None, p.text_sha256):
+                self.notes.append(f"{p.chapter.label}: its text changed since it was narrated; narrating it again")
+                return
+
     @staticmethod
     def _fresh(p: Planned) -> Outcome:
-        return Outcome(index=p.chapter.index, title=p.chapter.title, ref=p.ref, file=p.file, side=dict(p.side))
+        return Outcome(
+            index=p.chapter.index,
+            title=p.chapter.title,
+            ref=p.ref,
+            file=p.file,
+            side=dict(p.side),
+            source=p.chapter.source,
+            text_sha256=p.text_sha256,
+        )
 
     @property
     def missing(self) -> list[Planned]:
@@ -207,11 +346,24 @@ class Narration:
         if not missing:
             return
         if self.state.batch_id is None or not self._rejoin(missing):
-            body = batch_body(missing, self.options)
-            self.state.batch_id = self.client.submit_batch(body, idempotency_key(body, self.state.batch_id))["id"]
+            try:
+                self.state.batch_id = self._submit(batch_body(missing, self.options))
+            except ClientError as e:
+                raise naming_chapters(e, missing) from e
         for p in missing:
             self.state.chapters[p.ref] = self._fresh(p)
         self.state.save(self.folder)
+
+    def _submit(self, body: dict[str, Any]) -> str:
+        """The batch's id. A key whose batch the server no longer has (its job TTL shorter than its
+        idempotency keys' 24 h) is answered 404: then a new batch, under a key derived from that one."""
+        key = idempotency_key(body, self.state.batch_id)
+        try:
+            return str(self.client.submit_batch(body, key)["id"])
+        except ClientError as e:
+            if e.code != "batch_not_found":
+                raise
+        return str(self.client.submit_batch(body, idempotency_key(body, key))["id"])
 
     def _rejoin(self, missing: list[Planned]) -> bool:
         assert self.state.batch_id is not None
@@ -251,6 +403,7 @@ class Narration:
                     raise ClientError(f"job {item['job_id']} succeeded without the {kind} it was asked for")
                 self.client.fetch(url, self.folder / name)
             outcome.bytes = self.client.download(item["job_id"], self.folder / outcome.file)
+            outcome.sha256 = {name: file_sha256(self.folder / name) for name in outcome.files}
             outcome.duration_s = item["result"]["duration_s"]
         else:
             error = item.get("error") or {}
@@ -284,6 +437,8 @@ class Narration:
                         for kind in SIDE_FILES
                     },
                     "ref": o.ref,
+                    "text_sha256": o.text_sha256,
+                    "sha256": o.sha256 if o.status == JobStatus.SUCCEEDED else {},
                     "job_id": o.job_id,
                     "duration_s": o.duration_s,
                     "status": o.status,
@@ -299,6 +454,22 @@ class Narration:
     def book_name(self) -> str:
         """The book's file name stem: its ``safe_name`` without the number."""
         return safe_name(0, self.book.title).removeprefix("00-") or "book"
+
+
+def _renamed(outcome: Outcome, planned: Planned) -> Outcome:
+    """A kept chapter's outcome under this run's number, title and file names."""
+    names = dict(_renames(outcome, planned))
+    return Outcome(
+        **{
+            **asdict(outcome),
+            "index": planned.chapter.index,
+            "title": planned.chapter.title,
+            "file": planned.file,
+            "side": dict(planned.side),
+            "source": planned.chapter.source,
+            "sha256": {names.get(name, name): digest for name, digest in outcome.sha256.items()},
+        }
+    )
 
 
 def m3u(title: str, outcomes: Iterable[Outcome]) -> str:
@@ -384,8 +555,12 @@ def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQ
     playlist. Raises ``BookError``, ``ClientError``, ``OSError``; ``KeyboardInterrupt`` leaves the
     state saved and the batch running."""
     book = read_book(book_path)
+    for line in book.left_out:
+        console.print(f"left out: {line}", markup=False, highlight=False)
     folder.mkdir(parents=True, exist_ok=True)
     narration = Narration(book, folder, options, client)
+    for line in narration.notes:
+        console.print(line, markup=False, highlight=False)
     if narration.reused:
         console.print(f"{narration.reused} chapter(s) already in {folder}, kept")
     if narration.missing:
