@@ -22,7 +22,7 @@ from typing import Final, cast
 import redis
 from pydantic import BaseModel, Field
 
-from ttsq.constants import KEY_PREFIX
+from ttsq.constants import KEY_PREFIX, tenant_active_key
 from ttsq.errors import ServiceError
 
 KEY_MARKER: Final = "ttsq_"
@@ -152,7 +152,8 @@ class TenantStore:
         return updated
 
     def revoke(self, tenant_id: str) -> Tenant:
-        """The key stops working at once; the tenant's record stays so its jobs keep an owner."""
+        """The key stops working at once; the tenant's record stays so its jobs keep an owner. (What
+        becomes of its jobs is the caller's to decide: ``ttsq keys revoke`` cancels them.)"""
         tenant = self._require(tenant_id)
         key_hash = cast(bytes | None, self._redis.hget(_tenant_entry(tenant_id) + ":key", "hash"))
         revoked = tenant.model_copy(update={"revoked_at": tenant.revoked_at or datetime.now(UTC)})
@@ -162,6 +163,11 @@ class TenantStore:
             pipe.set(_tenant_entry(tenant_id), revoked.model_dump_json())
             pipe.execute()
         return revoked
+
+    def active_job_ids(self, tenant_id: str) -> list[str]:
+        """The tenant's queued and running jobs, oldest first (those its active-jobs limit counts)."""
+        members = cast(list[bytes], self._redis.zrange(tenant_active_key(tenant_id), 0, -1))
+        return [member.decode() for member in members]
 
     def _require(self, tenant_id: str) -> Tenant:
         tenant = self._read(tenant_id)

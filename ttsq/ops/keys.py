@@ -1,19 +1,44 @@
 """``ttsq keys``: create, list, change and revoke API keys (straight in Redis: run it where the
-deployment's ``TTSQ_REDIS_URL`` is set)."""
+deployment's ``TTSQ_REDIS_URL`` is set; ``revoke`` also reaches the queue and the object store).
+
+Revoking a key stops it at once and, unless told ``--keep-jobs``, cancels its queued and running
+jobs as ``DELETE /v1/jobs/{id}`` would (``ttsq.lifecycle.cancel_job``: a queued job never starts, a
+running one stops after the segments in flight, each sends its ``job.canceled`` webhook). Nobody can
+read those jobs any more (a key is its tenant), so finishing them would spend workers and the
+tenant's quota on audio no client can fetch; ``--keep-jobs`` is for jobs whose webhook receivers
+still want them. Presigned links already handed out are signed with the store's key, not the API
+key: they work until they expire (``TTSQ_S3__PRESIGN_TTL_S``), unless ``--delete-audio`` deletes the
+stored results of the key's finished jobs now.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Final
 
 import click
 import redis
 
-from ttsq.settings import get_settings
+from ttsq.broker import TaskPublisher, make_producer
+from ttsq.errors import JobNotFound
+from ttsq.jobs import JobRecord, JobStatus, JobStore
+from ttsq.lifecycle import Lifecycle, cancel_job, purge_job
+from ttsq.parts import make_part_store
+from ttsq.progress import SegmentStore
+from ttsq.settings import Settings, get_settings
+from ttsq.storage import ObjectStore
 from ttsq.tenants import Limits, Tenant, TenantNotFound, TenantStore
+
+PAGE: Final = 200
+"""Jobs read per round trip while looking for a revoked key's finished jobs."""
+
+
+def _client() -> redis.Redis:
+    return redis.Redis.from_url(get_settings().redis_url, socket_connect_timeout=5)
 
 
 def _store() -> TenantStore:
-    return TenantStore(redis.Redis.from_url(get_settings().redis_url, socket_connect_timeout=5))
+    return TenantStore(_client())
 
 
 def limit_options(command: Any) -> Any:
@@ -78,11 +103,61 @@ def update(id_or_name: str, **limits: Any) -> None:
 
 @keys.command()
 @click.argument("id_or_name")
-def revoke(id_or_name: str) -> None:
-    """Stop a key at once; its jobs stay its tenant's."""
-    store = _store()
+@click.option("--keep-jobs", is_flag=True, help="Let the key's queued and running jobs finish (for their webhooks).")
+@click.option(
+    "--delete-audio",
+    is_flag=True,
+    help="Also delete the stored results of the key's finished jobs: links handed out stop working now.",
+)
+def revoke(id_or_name: str, keep_jobs: bool, delete_audio: bool) -> None:
+    """Stop a key at once and cancel its queued and running jobs (see the module docstring)."""
+    client = _client()
+    store = TenantStore(client)
     try:
         tenant = store.revoke(store.find(id_or_name).id)
     except TenantNotFound as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"revoked {_describe(tenant)}")
+    if keep_jobs and not delete_audio:
+        click.echo(f"its {len(store.active_job_ids(tenant.id))} queued or running jobs go on")
+        return
+    lifecycle = _lifecycle(get_settings(), client)
+    if not keep_jobs:
+        canceled = _cancel_active(store, tenant, lifecycle)
+        click.echo(f"canceled {canceled} queued or running jobs")
+    if delete_audio:
+        purged = [purge_job(record.id, lifecycle).id for record in _finished(lifecycle.jobs, tenant)]
+        click.echo(f"deleted the stored results of {len(purged)} finished jobs")
+
+
+def _cancel_active(store: TenantStore, tenant: Tenant, lifecycle: Lifecycle) -> int:
+    """Cancel each of the tenant's unfinished jobs; a job that finished meanwhile is left as it is."""
+    canceled = 0
+    for job_id in store.active_job_ids(tenant.id):
+        try:
+            record = cancel_job(job_id, lifecycle, purge=False)
+        except JobNotFound:  # expired: nothing left to stop
+            continue
+        if record.status is JobStatus.CANCELED:
+            canceled += 1
+    return canceled
+
+
+def _finished(jobs: JobStore, tenant: Tenant) -> Iterator[JobRecord]:
+    """Every finished job of the tenant whose objects were not deleted yet, newest first."""
+    after: tuple[float, str] | None = None
+    while entries := jobs.tenant_page(tenant.id, after, PAGE):
+        for record in jobs.many([job_id for job_id, _ in entries]):
+            if record is not None and record.status.terminal and record.purged_at is None:
+                yield record
+        after = (entries[-1][1], entries[-1][0])
+
+
+def _lifecycle(settings: Settings, client: redis.Redis) -> Lifecycle:
+    """The stores and senders a cancel touches, as the API and the sweeper have them."""
+    objects = ObjectStore(settings.s3)
+    send = TaskPublisher(make_producer(settings), settings.queue)
+    jobs = JobStore(client, settings.job_ttl_s)
+    segments = SegmentStore(client, settings.job_ttl_s)
+    parts = make_part_store(settings, client, objects)
+    return Lifecycle(jobs, segments, parts, objects, send.webhook, send.finish_batch)
