@@ -221,7 +221,7 @@ def test_each_child_sigkilled_is_started_again_and_jobs_before_and_after_succeed
         first = submit(client, "Hello before any kill.")
         kept_audio = audio_bytes(client, succeeded(client, first)["id"])
         figures: dict[str, Any] = {}
-        for name in CHILDREN:
+        for kills, name in enumerate(CHILDREN, start=1):
             before = submit(client, TEXT)
             wait_started(client, before)
             follower = Follower(stack.api_url, before)
@@ -243,6 +243,7 @@ def test_each_child_sigkilled_is_started_again_and_jobs_before_and_after_succeed
             assert follower.job is not None
             assert follower.job["status"] == "succeeded"
             assert audio_bytes(client, first) == kept_audio  # Redis and S3 kept what they had
+            assert stack.dev.output().count("; starting it again in") == kills  # no other child died
             figures[name] = {
                 "whole_again_s": round(whole_s, 1),
                 "job_before_status_at_kill": status_at_kill,
