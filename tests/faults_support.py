@@ -174,6 +174,10 @@ class Burst:
         with self._lock:
             return len(self.accepted)
 
+    def submitting(self) -> bool:
+        """Whether some client is still submitting."""
+        return any(thread.is_alive() for thread in self._workers)
+
     def join(self) -> None:
         for thread in self._workers:
             thread.join(max(1.0, self.started_at + self.deadline_s + 60 - time.monotonic()))

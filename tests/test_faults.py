@@ -9,16 +9,21 @@ What they showed on the reference machine is in docs/RELIABILITY.md.
 
 from __future__ import annotations
 
+import io
 import json
+import random
 import re
 import signal
+import string
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 import pytest
+import soundfile
 
 from tests.faults_support import (
     Burst,
@@ -33,7 +38,7 @@ from tests.faults_support import (
     tmp_parts,
     wait_terminal,
 )
-from ttsq.constants import SEGMENT_TASK
+from ttsq.constants import SEGMENT_TASK, job_step_starts_key
 from ttsq.jobs import JobStatus
 from ttsq.ops.processes import wait_until
 from ttsq.progress import SegmentStore
@@ -71,6 +76,8 @@ def test_redis_sigkill_and_restart_mid_burst(tmp_path: Path) -> None:
         existing = job_ids_in_redis(client)
         result = outcome(found, stack.objects())
         orphans = sorted(existing - set(burst.accepted))
+        alive = stack.alive()
+        after = _one_job(stack)
         record_figures(
             "redis_sigkill_mid_burst",
             {
@@ -81,14 +88,28 @@ def test_redis_sigkill_and_restart_mid_burst(tmp_path: Path) -> None:
                 "records_not_accepted": len(orphans),
                 **result.figures(),
                 "step_retries": stack.retries(),
-                "processes_alive": stack.alive(),
+                "processes_alive": alive,
+                "job_after_the_drain": after,
             },
         )
+    assert all(alive.values()), f"a process did not survive the Redis restart: {alive}"
+    assert after == "succeeded"
     assert not burst.unexpected, burst.unexpected[:5]
     assert not result.lost, f"{len(result.lost)} accepted jobs have no record: {result.lost[:5]}"
     assert not orphans, f"{len(orphans)} jobs exist that the API did not accept: {orphans[:5]}"
     assert not result.stuck, f"{len(result.stuck)} jobs never finished: {list(result.stuck.items())[:5]}"
     assert not result.wrong_objects, f"succeeded jobs without exactly one object: {result.wrong_objects}"
+
+
+def _one_job(stack: FaultStack, text: str = "One more job, once the fault is over.") -> str:
+    """Submit a job and wait for its end: its status (the stack works for new work, not only for
+    the work it held)."""
+    with httpx.Client(base_url=stack.api_url, timeout=30) as api:
+        response = api.post("/v1/jobs", json={"text": text})
+        assert response.status_code == 202, response.text
+        job_id = response.json()["id"]
+        record = wait_terminal(stack.redis_client, [job_id], 120)[job_id]
+    return "missing" if record is None else record.status.value
 
 
 def _finished(stack: FaultStack, ids: list[str]) -> int:
@@ -287,3 +308,177 @@ def test_2000_job_burst(tmp_path: Path) -> None:
     assert not result.stuck, list(result.stuck.items())[:5]
     assert result.by_status == {"succeeded": 2000}, result.failed_codes
     assert not result.wrong_objects, result.wrong_objects
+
+
+SHORT_LEASES: Final = {"visibility_timeout_s": 20, "step_lease_s": 10, "task_retry_backoff_max_s": 15}
+"""A frozen worker's steps go to another worker within about 30 s (production: 120 s and 60 s; an
+outage retry's wait must stay shorter than the visibility timeout)."""
+
+RACE_LINES: Final = (
+    "did not commit",
+    "is held by another task now",
+    "lapsed while it ran",
+    "counted by another attempt",
+)
+"""What a resumed worker logs when it finds that another task took over one of its steps."""
+
+
+def _stored_audio(stack: FaultStack, found: dict[str, Any]) -> dict[str, str]:
+    """Each succeeded job whose object is not what its record says (id → what is wrong): missing,
+    another size, or audio of another duration than reported; or with other objects beside it."""
+    objects = stack.objects()
+    wrong: dict[str, str] = {}
+    for job_id, record in found.items():
+        if record is None or record.status is not JobStatus.SUCCEEDED or record.result is None:
+            continue
+        data = objects.get(record.result.key)
+        if data is None:
+            wrong[job_id] = "object missing"
+            continue
+        audio, rate = soundfile.read(io.BytesIO(data))
+        if len(data) != record.result.bytes or abs(len(audio) / rate - record.result.duration_s) > 0.01:
+            wrong[job_id] = f"{len(data)} bytes, {len(audio) / rate:.3f} s; record: {record.result}"
+        elif sorted(keys := objects.list_keys(f"anonymous/jobs/{job_id}/")) != sorted(record.result.keys()):
+            wrong[job_id] = f"objects {keys}"
+    return wrong
+
+
+@pytest.mark.timeout(1200)
+def test_frozen_worker_resumes_after_another_took_over(tmp_path: Path) -> None:
+    """Two workers; jobs arrive steadily (short ones and some of several segments). Three times, the
+    first worker is frozen (SIGSTOP) for 45 s, long past its lease, while the second takes over its
+    steps, then resumed (SIGCONT) to finish the steps it was in: every succeeded job's object exists
+    and decodes to its reported duration, and nothing else is stored for it (issue 19, finding 1: a
+    resumed worker lost the status race and deleted the winner's object)."""
+    with fault_stack(tmp_path, **FAST_SWEEP, **SHORT_LEASES) as stack:
+        stack.start_worker("worker2")
+        texts = short_texts(300)
+        for n in range(0, 300, 30):
+            texts[n] = prose(1200)
+        burst = Burst(stack.api_url, texts, threads=4, pace_s=0.2, deadline_s=900).start()
+        frozen = stack.processes["worker"]
+        freezes: list[dict[str, Any]] = []
+        while len(freezes) < 3 and burst.submitting():
+            wait_until(lambda: _running(stack, list(burst.accepted)) > 0 or not burst.submitting(), 120, "steps")
+            frozen.kill(signal.SIGSTOP)
+            stopped = {"accepted": burst.count(), "running": _running(stack, list(burst.accepted))}
+            time.sleep(45)
+            frozen.kill(signal.SIGCONT)
+            freezes.append(stopped)
+            time.sleep(15)
+        burst.join()
+        found = wait_terminal(stack.redis_client, list(burst.accepted), DRAIN_TIMEOUT_S)
+        time.sleep(5)  # a resumed loser deletes its own copy just after its failed success write
+        result = outcome(found, stack.objects())
+        wrong = _stored_audio(stack, found)
+        log = stack.log_path("worker").read_text()
+        races = {line: log.count(line) for line in RACE_LINES}
+        record_figures(
+            "frozen_worker_resumes",
+            {
+                **burst.figures(),
+                "freezes": freezes,
+                "freeze_s": 45,
+                **SHORT_LEASES,
+                **result.figures(),
+                "succeeded_with_wrong_or_missing_audio": len(wrong),
+                "late_runs_seen_in_the_frozen_worker_log": races,
+                "processes_alive": stack.alive(),
+            },
+        )
+    assert not wrong, f"{len(wrong)} succeeded jobs without their audio: {list(wrong.items())[:5]}"
+    assert not result.lost, result.lost[:5]
+    assert not result.stuck, list(result.stuck.items())[:5]
+    assert result.by_status == {"succeeded": len(burst.accepted)}, result.failed_codes
+    assert len(freezes) >= 2, freezes
+    assert sum(races.values()) > 0, "the frozen worker never met a step another took over: nothing was tested"
+
+
+def _running(stack: FaultStack, ids: list[str]) -> int:
+    return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and r.status is JobStatus.RUNNING)
+
+
+@pytest.mark.timeout(1200)
+def test_a_step_that_kills_its_workers_fails_within_the_bound(tmp_path: Path) -> None:
+    """A job whose entry step takes its worker down each time (SIGKILL as the step starts: a crash in
+    native code, the OOM killer) is not handed on forever: after ``max_step_starts`` (3) such
+    deliveries, the next fails it as ``worker_crashed``. A replacement is started after each kill (a
+    supervisor's work); the last one lives on and runs the next job. Then the text that crashed
+    espeak-ng (one word of 500,000 letters) is planned without harm (issue 19, finding 2)."""
+    with (
+        fault_stack(tmp_path, **FAST_SWEEP, **SHORT_LEASES) as stack,
+        httpx.Client(base_url=stack.api_url, timeout=30) as api,
+    ):
+        response = api.post("/v1/jobs", json={"text": ONE_SEGMENT})  # its entry step synthesises it
+        assert response.status_code == 202, response.text
+        job_id = response.json()["id"]
+        starts_key = job_step_starts_key(job_id, "entry")
+        client = stack.redis_client
+        kills: list[float] = []
+        submitted_at = time.monotonic()
+        name = "worker"
+        while len(kills) < stack.settings.max_step_starts:
+            _poll_fast(lambda: client.scard(starts_key) > len(kills), 300, f"delivery {len(kills) + 1} started")
+            killed = stack.processes.pop(name)
+            killed.kill(signal.SIGKILL)
+            killed.stop()
+            kills.append(round(time.monotonic() - submitted_at, 1))
+            name = f"worker-{len(kills)}"
+            stack.start_worker(name)
+        record = wait_terminal(client, [job_id], 300)[job_id]
+        failed_at = time.monotonic() - submitted_at
+        poison = api.post(
+            "/v1/jobs", json={"text": "".join(random.Random(7).choices(string.ascii_lowercase, k=500_000))}
+        )
+        assert poison.status_code == 202, poison.text
+        poison_id = poison.json()["id"]
+        wait_until(lambda: _planned_or_over(api, poison_id), 300, "the 500,000-letter word planned")
+        poison_job = api.get(f"/v1/jobs/{poison_id}").json()
+        api.delete(f"/v1/jobs/{poison_id}")
+        alive = stack.alive()
+        after = _one_job(stack)
+        record_figures(
+            "step_that_kills_its_workers",
+            {
+                **SHORT_LEASES,
+                "max_step_starts": stack.settings.max_step_starts,
+                "kills_at_s": kills,
+                "failed_after_s": round(failed_at, 1),
+                "status": None if record is None else record.status.value,
+                "error": None if record is None or record.error is None else record.error.code,
+                "poison_word_job": {
+                    "status": poison_job["status"],
+                    "segments": poison_job["progress"]["segments_total"],
+                },
+                "processes_alive": alive,
+                "job_after": after,
+            },
+        )
+    assert record is not None
+    assert record.status is JobStatus.FAILED
+    assert record.error is not None
+    assert record.error.code == "worker_crashed"
+    assert poison_job["status"] in ("running", "succeeded"), poison_job["error"]
+    assert all(alive.values()), alive
+    assert after == "succeeded"
+
+
+ONE_SEGMENT: Final = (
+    "The lighthouse keeper climbed the winding stairs each evening, lit the great lamp, and watched "
+    "the ships pass safely through the narrow channel below."
+)
+"""One sentence, one segment: the entry step spends most of its time in synthesis."""
+
+
+def _poll_fast(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll every 2 ms: a step's window is a few hundred milliseconds."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout_s:.0f} s")
+        time.sleep(0.002)
+
+
+def _planned_or_over(api: httpx.Client, job_id: str) -> bool:
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    return job["progress"]["segments_total"] is not None or JobStatus(job["status"]).terminal
