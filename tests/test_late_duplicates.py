@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,16 +23,16 @@ import soundfile
 from tests.conftest import create_record
 from tts_core.device import Device
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.constants import job_claim_key, job_objects_prefix
+from ttsq.constants import job_claim_key, job_objects_prefix, usage_key
 from ttsq.jobs import JobStatus, JobStore
 from ttsq.parts import PartRef, make_part_store
 from ttsq.progress import SegmentStore
-from ttsq.quotas import Quotas
+from ttsq.quotas import Quotas, usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import TenantStore
 from workers.engine import Engine
-from workers.pipeline import JobContext, assemble_job, run_segment, start_job
+from workers.pipeline import JobContext, _reserve_planned_audio, assemble_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
 
 LONG_SENTENCE = "A sentence long enough to take the model a moment, spoken once by each of two runs of one step."
@@ -187,3 +188,22 @@ def test_a_late_segment_never_replaces_the_counted_part(
     assert done.result is not None
     assert done.progress.audio_s == pytest.approx(done.result.duration_s, abs=0.002), "sums and audio agree"
     assert decoded_duration(ctx.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
+
+
+def test_two_runs_replanning_one_job_charge_its_audio_once(
+    settings: Settings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    """Both runs read the reservation made at submit and replace it with the plan's: only the first
+    replacement is charged to the tenant's day, the second gives its difference back."""
+    store = JobStore(redis_client, settings.job_ttl_s)
+    tenant = f"replan-{uuid.uuid4().hex[:8]}"
+    record = create_record(store, LONG_SENTENCE, status="running", tenant=tenant, reserved_audio_ms=1000)
+    ctx = context(settings, redis_client, engine)
+    day = usage_day(record.created_at)
+    redis_client.hincrby(usage_key(tenant, day), "audio_ms", 1000)  # what admission charged
+    plan = engine.plan_segments(record.voice, LONG_SENTENCE, settings.segment_max_ids)
+    first = _reserve_planned_audio(record, plan, ctx)
+    second = _reserve_planned_audio(record, plan, ctx)  # read the same record, before the first wrote
+    assert first.reserved_audio_ms == second.reserved_audio_ms != 1000
+    assert store.get(record.id).reserved_audio_ms == first.reserved_audio_ms
+    assert ctx.quotas.usage(tenant, day)[1] == pytest.approx(first.reserved_audio_ms / 1000)

@@ -217,10 +217,17 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
             f"{limits.audio_seconds_per_day:g} s per day"
         )
         raise QuotaExceeded("audio_seconds_per_day", message, 0)
-    updated = ctx.jobs.update_by(record.id, (JobStatus.RUNNING,), lambda _: {"reserved_audio_ms": planned_ms})
-    if updated is None:  # canceled meanwhile: give the difference back
+    replaced = [False]
+
+    def reserve(current: JobRecord) -> dict[str, Any]:
+        # Only over the reservation this run read: a duplicate run that replanned first charged it.
+        replaced[0] = current.reserved_audio_ms == record.reserved_audio_ms
+        return {"reserved_audio_ms": planned_ms} if replaced[0] else {}
+
+    updated = ctx.jobs.update_by(record.id, (JobStatus.RUNNING,), reserve)
+    if updated is None or not replaced[0]:  # canceled meanwhile, or replanned by another run: give it back
         ctx.quotas.replan(record.tenant, usage_day(record.created_at), -delta, limits)
-        return record
+        return record if updated is None else updated
     return record.model_copy(update={"reserved_audio_ms": planned_ms})
 
 
