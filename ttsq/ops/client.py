@@ -4,7 +4,8 @@
 An API that has answered once and then stops answering is taken for restarting (``ttsq dev`` starts a
 killed API again within seconds; Redis or S3 restarting makes it answer 503): a request that is safe
 to repeat (a GET, or a POST with an ``Idempotency-Key``: every submission of this client sends one) is
-tried again for up to ``RESTART_GRACE_S``. An API that never answered fails the first request at once.
+tried again for up to ``RESTART_GRACE_S``, through connection failures, 503s and ``409
+idempotency_in_flight``. An API that never answered fails the first request at once.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class TTSQClient:
                 time.sleep(RETRY_PAUSE_S)
                 continue
             self._answered = True
-            if response.status_code != 503 or not repeatable or time.monotonic() > deadline:
+            if not repeatable or not _passing(response) or time.monotonic() > deadline:
                 return response
             time.sleep(_retry_after(response))
 
@@ -179,6 +180,20 @@ class TTSQClient:
         response = self._retrying(self._presigned, "GET", url, f"cannot download {destination.name}")
         _raise_for_error(response)
         return _save(response.content, destination)
+
+
+def _passing(response: httpx.Response) -> bool:
+    """A refusal that a repeat of the same request outlives: 503 (Redis or S3 restarting), and 409
+    ``idempotency_in_flight`` (the first try of this submission, cut off by a restart, still holds
+    its key until the API takes it for abandoned)."""
+    if response.status_code == 503:
+        return True
+    if response.status_code != 409:
+        return False
+    try:
+        return bool(response.json()["error"]["code"] == "idempotency_in_flight")
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def _retry_after(response: httpx.Response) -> float:
