@@ -79,7 +79,8 @@ main.add_command(keys)
 def dev(
     data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_port: int, worker_metrics_port: int
 ) -> None:
-    """Start Redis, SeaweedFS S3, a worker, the API and Flower in the foreground (Ctrl-C stops all)."""
+    """Start Redis, SeaweedFS S3, a worker, the service worker, beat, the API and Flower in the
+    foreground; start again any of them that dies (Ctrl-C stops all)."""
     try:
         ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port)
         code = run_dev(data_dir.resolve(), ports)
@@ -99,7 +100,9 @@ def api(host: str, port: int) -> None:
 
 
 @main.command()
-@click.option("--gpus", default=None, help="'all' or indexes like 0,2: one worker process per GPU.")
+@click.option(
+    "--gpus", default=None, help="'all' or indexes like 0,2: one worker process per GPU, each started again if it dies."
+)
 @click.option("--cpu", is_flag=True, help="One CPU worker with as many inference threads as cores.")
 @click.option("--concurrency", type=int, default=None, help="Task threads per process (default: max_batch + 1).")
 @click.option("--name", default="worker@%h", show_default=True, help="Celery node name (not with --gpus/--cpu).")
@@ -251,7 +254,8 @@ def narrate_command(
     Each chapter is downloaded to DIR/NN-title.<format> as soon as it is done, with its subtitles
     (NN-title.vtt, NN-title.srt) and marks (NN-title.marks.json) unless --marks none;
     DIR/manifest.json and DIR/<book>.m3u list them. Rerunning the same command reuses finished files
-    and the same batch; Ctrl-C leaves the batch running and prints the command that resumes.
+    whose SHA-256 is the one they were downloaded with, and the same batch; Ctrl-C leaves the batch
+    running and prints the command that resumes.
     """
     options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by, marks=marks)
     console = Console(stderr=True)
