@@ -287,3 +287,14 @@ def test_ctrl_c_while_a_child_waits_to_be_started_again_leaves_nothing(tmp_path:
         assert all_gone(children), [p.pid for p in children if p.is_running()]
         after_stop = stack.dev.output().split("ttsq dev: stopping")[1]
         assert "Started server process" not in after_stop  # uvicorn's first line: the API stayed down
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_while_the_stack_starts_stops_it_and_leaves_nothing(tmp_path: Path) -> None:
+    with dev_stack(tmp_path) as stack:
+        wait_until(lambda: {"redis", "seaweedfs", "worker"} <= set(stack.children()), 120, "the worker started")
+        children = stack.dev.descendants()
+        stack.dev.process.send_signal(signal.SIGINT)
+        assert stack.dev.process.wait(60) == 0
+        assert "ttsq is ready." not in stack.dev.output()
+        assert all_gone(children), [p.pid for p in children if p.is_running()]

@@ -142,7 +142,7 @@ def test_a_child_that_never_stays_up_fails_a_start_with_its_name(tmp_path: Path)
     sup, _ = supervisor(Backoff(first_s=0.05))
     sup.add(child("api", QUITTER, tmp_path / "starts"))
     try:
-        with pytest.raises(ChildFailing, match=r"^API /readyz: api exited with code 3, 3 times in a row"):
+        with pytest.raises(ChildFailing, match=r"^API /readyz: api exited with code 3, 5 times in a row"):
             sup.wait_until(lambda: False, 60, "API /readyz", threading.Event())
     finally:
         sup.stop()

@@ -142,6 +142,8 @@ class DevStack:
     def _spawn(
         self, name: str, argv: list[str], log_name: str | None, env: dict[str, str] | None = None
     ) -> ManagedProcess:
+        if self._stopping.is_set():  # Ctrl-C while a service was starting: start nothing more
+            raise StartInterrupted
         log_path = self.data_dir / "logs" / log_name if log_name else None
         return self.supervisor.add(ManagedProcess(name, argv, log_path, {**self.env, **(env or {})}))
 

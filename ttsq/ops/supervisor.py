@@ -35,9 +35,10 @@ STEADY_S: Final = 30.0
 POLL_S: Final = 0.2
 """How often the loop looks at its children: a death is noticed within this."""
 
-STARTUP_FAILURES: Final = 3
+STARTUP_FAILURES: Final = 5
 """Deaths in a row of one child, while a stack is still starting, that make the start give up (a
-child that cannot start at all, such as an API that fails to import, says so instead of retrying)."""
+child that cannot start at all, such as an API that fails to import, says so after about 15 s
+instead of retrying for ever; a child killed once or twice meanwhile is only started again)."""
 
 
 @dataclass(frozen=True)
