@@ -430,7 +430,7 @@ def test_a_changed_empty_added_or_copied_chapter_file_in_a_folder_book(
     [
         (lambda text: text[: len(text) // 2], "cannot be used"),
         (lambda text: text.replace('"bytes": ', '"bytes": "many", "was": '), "chapters[0].bytes: Input should be"),
-        (lambda text: "[]", "cannot be used"),
+        (lambda text: "[]", "cannot be used (not a JSON object)"),
     ],
     ids=["truncated", "edited", "another-shape"],
 )

@@ -89,11 +89,13 @@ def test_a_child_killed_comes_back_with_a_line_and_nothing_of_it_is_left(tmp_pat
         assert re.fullmatch(line, lines[0])
         assert len(lines) == 1
         assert not running(leader)
-        assert not running(grandchild)  # its process group went with it, before the new start
+        # Its process group was sent SIGKILL before the new start: the grandchild goes too (a
+        # signalled process may take a moment to exit, hence a wait, not a glance).
+        wait_until(lambda: not running(grandchild), 10, "the grandchild gone")
         assert sup.processes[0].alive
     finally:
         sup.stop()
-    assert not any(running(pid) for pid, _ in starts(record))
+    wait_until(lambda: not any(running(pid) for pid, _ in starts(record)), 10, "every process gone")
 
 
 def test_a_child_that_dies_at_once_backs_off_instead_of_looping(tmp_path: Path) -> None:

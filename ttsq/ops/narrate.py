@@ -135,6 +135,8 @@ class State:
         path = folder / STATE_FILE
         try:
             raw = json.loads(path.read_text())
+            if not isinstance(raw, dict):
+                raise TypeError("not a JSON object")
             outcomes = _OUTCOMES.validate_python(raw["chapters"])
             batch_id = raw["batch_id"]
             if not isinstance(batch_id, str | None):
