@@ -13,7 +13,7 @@ from api.waiting import EventHub
 from tts_core.catalog import VoiceCatalog
 from ttsq.batches import BatchStore
 from ttsq.broker import make_producer
-from ttsq.constants import DELIVER_WEBHOOK_TASK, FINISH_BATCH_TASK, MAINTENANCE_QUEUE, WEBHOOK_QUEUE, consumed_queues
+from ttsq.constants import FINISH_BATCH_TASK, MAINTENANCE_QUEUE, consumed_queues
 from ttsq.jobs import JobStore
 from ttsq.lifecycle import Lifecycle
 from ttsq.parts import PartStore, make_part_store
@@ -22,6 +22,10 @@ from ttsq.quotas import Quotas
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import TenantStore
+
+
+def _no_task(_: str) -> None:
+    """A webhook event needs no task: the terminal write queued it (``ttsq.webhook_schedule``)."""
 
 
 @dataclass
@@ -45,11 +49,7 @@ class AppState:
 
     @property
     def lifecycle(self) -> Lifecycle:
-        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send_webhook, self.send_finish_batch)
-
-    def send_webhook(self, job_id: str) -> None:
-        """The first attempt of a job's webhook delivery (a job canceled through the API)."""
-        self.producer.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
+        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, _no_task, self.send_finish_batch)
 
     def send_finish_batch(self, batch_id: str) -> None:
         """A batch's finishing task (its last item canceled through the API)."""
@@ -61,7 +61,7 @@ class AppState:
             settings.redis_url, socket_timeout=settings.ready_timeout_s, socket_connect_timeout=2
         )
         objects = ObjectStore(settings.s3)
-        metrics.watch(client, [*consumed_queues(settings.queue), WEBHOOK_QUEUE])
+        metrics.watch(client, [*consumed_queues(settings.queue), MAINTENANCE_QUEUE])
         return cls(
             settings=settings,
             redis=client,

@@ -279,6 +279,8 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         webhook_timeout_s=9.0,
         webhook_retry_schedule_s=[1.0, 2.0],
         webhook_concurrency=3,
+        webhook_concurrency_per_tenant=2,
+        webhook_concurrency_per_receiver=1,
         max_request_bytes=1 << 20,
         step_lease_s=30,
         webhook_visibility_timeout_s=3600,

@@ -3,6 +3,7 @@ real local HTTP servers, the retry schedule, and ``ttsq webhook-listen``'s recei
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import random
 import re
@@ -18,6 +19,14 @@ from ttsq.ops.webhook_listen import WebhookListener
 from ttsq.webhook_delivery import Attempt, deliver, next_delay, retry_after
 from ttsq.webhook_guard import WebhookUrlRefused, check_url, resolve_allowed
 from ttsq.webhook_signing import WebhookVerificationError, parse_secrets, sign, signed_headers, verify
+
+
+def post(url: str, headers: dict[str, str], body: bytes, allow_private: bool = True, timeout_s: float = 1.0) -> Attempt:
+    """One attempt, run to its end (``deliver`` is a coroutine)."""
+    return asyncio.run(
+        deliver(url, headers, body, allow_private=allow_private, connect_timeout_s=1.0, timeout_s=timeout_s)
+    )
+
 
 SECRET_A = "whsec_" + base64.b64encode(b"A" * 32).decode()
 SECRET_B = "whsec_" + base64.b64encode(b"B" * 32).decode()
@@ -129,7 +138,7 @@ def local(url: str) -> str:
 
 def attempt(receiver: Receiver, answer: Answer) -> tuple[Attempt, str]:
     url = local(receiver.path(answer))
-    result = deliver(url, {"webhook-id": "msg_9"}, BODY, allow_private=True, connect_timeout_s=1.0, timeout_s=1.0)
+    result = post(url, {"webhook-id": "msg_9"}, BODY)
     return result, url
 
 
@@ -167,14 +176,14 @@ def test_a_silent_receiver_times_out_as_retryable(receiver: Receiver) -> None:
 
 
 def test_nobody_listening_is_retryable_and_names_only_the_host() -> None:
-    result = deliver("http://localhost:9/hook", {}, BODY, allow_private=True, connect_timeout_s=1, timeout_s=2)
+    result = post("http://localhost:9/hook", {}, BODY, timeout_s=2)
     assert (result.delivered, result.retryable) == (False, True)
     assert result.error == "could not reach localhost:9 (ConnectError)"
 
 
 def test_the_guard_runs_again_at_delivery(receiver: Receiver) -> None:
     url = local(receiver.path(200))
-    result = deliver(url, {}, BODY, allow_private=False, connect_timeout_s=1, timeout_s=1)
+    result = post(url, {}, BODY, allow_private=False)
     assert (result.delivered, result.retryable) == (False, False)
     assert "loopback" in (result.error or "")
     assert receiver.at(url) == []
@@ -206,8 +215,8 @@ def test_the_listener_prints_verified_events_and_refuses_forged_ones() -> None:
     try:
         good = signed_headers(parse_secrets(SECRET_A), "msg_5", int(time.time()), BODY)
         forged = signed_headers(parse_secrets(SECRET_B), "msg_6", int(time.time()), BODY)
-        ok = deliver(listener.url, good, BODY, allow_private=True, connect_timeout_s=1, timeout_s=2)
-        bad = deliver(listener.url, forged, BODY, allow_private=True, connect_timeout_s=1, timeout_s=2)
+        ok = post(listener.url, good, BODY, timeout_s=2)
+        bad = post(listener.url, forged, BODY, timeout_s=2)
     finally:
         listener.stop()
     assert (ok.status, bad.status) == (204, 400)

@@ -5,7 +5,8 @@ A batch is a JSON record under ``ttsq:batch:<id>``, the list of its item job ids
 job with ``batch_id`` and ``ref`` set. When an item reaches its terminal status, the same
 transaction moves the counters (``JobStore._write``), so they are exact whatever is delivered
 twice; the write that finishes the last item tells its caller, which sends ``ttsq.finish_batch``:
-:func:`finish_batch` writes the manifest to the object store and marks the batch finished.
+:func:`finish_batch` writes the manifest to the object store and marks the batch finished (that
+write queues the batch's webhook event, if it has a receiver).
 Until then the batch is listed in ``ttsq:batches:active``, where the sweeper finds a batch whose
 finishing task was lost (:mod:`ttsq.batch_sweep`).
 """
@@ -37,6 +38,7 @@ from ttsq.constants import (
 from ttsq.errors import ServiceError
 from ttsq.jobs import JobRecord, JobStatus, JobStore, WebhookDelivery, newest_page, utcnow
 from ttsq.storage import ObjectStore
+from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
 
 def new_batch_id() -> str:
@@ -186,7 +188,8 @@ class BatchStore:
         changes_of: Callable[[BatchRecord], Mapping[str, Any]],
     ) -> BatchRecord | None:
         """Change the record atomically if its status is in ``allowed_from``; None otherwise. The
-        write that sets its manifest takes it out of the active set too."""
+        write that sets its manifest takes it out of the active set too, and the one that sets its
+        webhook queues that event for delivery (``ttsq.webhook_schedule``)."""
         key = batch_key(batch_id)
         outcome: list[BatchRecord | None] = [None]
 
@@ -203,6 +206,9 @@ class BatchStore:
             pipe.set(key, updated.model_dump_json(), keepttl=True)
             if updated.manifest_key is not None:
                 pipe.zrem(ACTIVE_BATCHES_KEY, batch_id)
+            if updated.webhook is not None and record.webhook is None and updated.webhook_url:
+                lane = lane_of(updated.tenant, updated.webhook_url)
+                schedule_in(pipe, EventRef(EventKind.BATCH, batch_id), lane, utcnow().timestamp())
             outcome[0] = updated
 
         self._redis.transaction(apply, key)

@@ -21,12 +21,10 @@ from kombu.exceptions import OperationalError
 from ttsq import broker_transport
 from ttsq.constants import (
     ASSEMBLE_TASK,
-    DELIVER_WEBHOOK_TASK,
     FINISH_BATCH_TASK,
     MAINTENANCE_QUEUE,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
-    WEBHOOK_QUEUE,
     interactive_queue,
     segment_queue,
 )
@@ -103,7 +101,8 @@ def transport_options(visibility_timeout_s: int, unacked_prefix: str = "unacked"
 
 
 SERVICE_UNACKED_PREFIX: Final = "ttsq:service:unacked"
-"""Where the webhook and maintenance worker's held messages wait (its visibility timeout is long)."""
+"""Where the service worker's held messages (maintenance, batches' finishing tasks) wait: its
+visibility timeout is its own (``webhook_visibility_timeout_s``)."""
 
 
 def entry_queue(queue: str, priority: Priority) -> str:
@@ -140,9 +139,9 @@ class TaskPublisher:
             self._app.send_task(ASSEMBLE_TASK, args=[job_id], queue=entry_queue(self._queue, priority))
 
     def webhook(self, job_id: str) -> None:
-        """The first attempt (number 0) of the job's webhook delivery, on the webhook queue."""
-        with _publishing():
-            self._app.send_task(DELIVER_WEBHOOK_TASK, args=[job_id, 0], queue=WEBHOOK_QUEUE)
+        """Nothing: a job's webhook event is queued by the write of its terminal status
+        (``ttsq.webhook_schedule``). Kept only while ``workers.pipeline`` still passes it to
+        :class:`~ttsq.lifecycle.Lifecycle` and calls it for a job whose event had no attempt yet."""
 
     def finish_batch(self, batch_id: str) -> None:
         """The task that writes a batch's manifest once its last item finished (service worker)."""

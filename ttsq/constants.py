@@ -26,13 +26,6 @@ segments of long jobs."""
 SEGMENT_QUEUE_SUFFIX: Final = ".segments"
 INTERACTIVE_QUEUE_SUFFIX: Final = ".interactive"
 
-DELIVER_WEBHOOK_TASK: Final = "ttsq.deliver_webhook"
-"""Delivers one webhook event (one attempt; it reschedules itself); arguments: job id and event id."""
-
-WEBHOOK_QUEUE: Final = "webhooks"
-"""Queue of webhook deliveries, consumed by its own small worker so that a slow or dead receiver
-never holds a synthesis thread."""
-
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"
 """S3 key of one segment's raw PCM, as one attempt at the segment made it, while its job is assembled
 (part store ``s3``, and the parts past a job's Redis share)."""
@@ -201,15 +194,29 @@ CLEANUP_TASK: Final = "ttsq.cleanup"
 """Deletes expired jobs' objects and stale temporary parts; no arguments."""
 
 MAINTENANCE_QUEUE: Final = "maintenance"
-"""Queue of the periodic tasks ``ttsq beat`` sends, consumed by the webhook (service) worker."""
+"""Queue of the periodic tasks ``ttsq beat`` sends and of batches' finishing tasks, consumed by the
+service worker. Webhook deliveries take no Celery thread (``ttsq.webhook_dispatch``), so nothing
+on this queue waits behind a receiver."""
+
+WEBHOOK_TENANTS_KEY: Final = f"{KEY_PREFIX}:webhooks:tenants"
+"""Sorted set of tenants with pending webhook events, scored by their earliest due event
+(``ttsq.webhook_schedule``)."""
+
+
+def webhook_receivers_key(tenant: str) -> str:
+    """Sorted set of a tenant's receivers (``host:port``) with pending events, scored by their earliest."""
+    return f"{KEY_PREFIX}:webhooks:tenant:{tenant}:receivers"
+
+
+def webhook_lane_key(tenant: str, receiver: str) -> str:
+    """Sorted set of a tenant's pending events for one receiver (``job:<id>``, ``batch:<id>``),
+    scored by when each is due."""
+    return f"{KEY_PREFIX}:webhooks:tenant:{tenant}:due:{receiver}"
+
 
 FINISH_BATCH_TASK: Final = "ttsq.finish_batch"
-"""Writes a batch's manifest once its last item finished and sends its webhook; argument: the batch
-id. Run by the service worker (no model), idempotent under the batch's ``finish`` claim."""
-
-DELIVER_BATCH_WEBHOOK_TASK: Final = "ttsq.deliver_batch_webhook"
-"""Delivers a finished batch's webhook event (one attempt; it reschedules itself); arguments: batch
-id and the number of attempts made."""
+"""Writes a batch's manifest once its last item finished (which schedules its webhook); argument:
+the batch id. Run by the service worker (no model), idempotent under the batch's ``finish`` claim."""
 
 BATCH_MANIFEST_TEMPLATE: Final = "{tenant}/batches/{batch_id}/{attempt}/manifest.json"
 """S3 key of a finished batch's manifest (each item's ref, job id, status, object key and error), as

@@ -39,6 +39,7 @@ from ttsq.constants import (
 from ttsq.errors import JobNotFound
 from ttsq.events import status_message
 from ttsq.tenants import ANONYMOUS_TENANT
+from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
 
 class JobStatus(StrEnum):
@@ -221,7 +222,7 @@ WEBHOOK_EVENTS: Final = {
 
 def finish_changes(record: JobRecord, status: JobStatus) -> dict[str, Any]:
     """What every terminal transition writes besides its own changes: the finish time, and a pending
-    webhook delivery if the job has a receiver."""
+    webhook delivery if the job has a receiver (queued by the same write, :func:`_settle`)."""
     changes: dict[str, Any] = {"finished_at": utcnow()}
     if record.webhook_url:
         changes["webhook"] = WebhookDelivery(event=WEBHOOK_EVENTS[status])
@@ -244,7 +245,11 @@ def _count_finish(pipe: redis.client.Pipeline, record: JobRecord) -> None:
 
 def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
     """A job that just finished leaves the active sets, its day is charged the audio it delivered
-    instead of its reservation, and its object is scheduled for deletion when the job expires."""
+    instead of its reservation, its object is scheduled for deletion when the job expires, and its
+    webhook event, if it has one, is queued for delivery (``ttsq.webhook_schedule``)."""
+    if record.webhook is not None and record.webhook_url:
+        due = (record.finished_at or utcnow()).timestamp()
+        schedule_in(pipe, EventRef(EventKind.JOB, record.id), lane_of(record.tenant, record.webhook_url), due)
     pipe.zrem(ACTIVE_JOBS_KEY, record.id)
     pipe.zrem(tenant_active_key(record.tenant), record.id)
     delivered_ms = round((record.progress.audio_s or 0) * 1000) if record.status is JobStatus.SUCCEEDED else 0

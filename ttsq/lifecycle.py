@@ -4,7 +4,8 @@ Cancel is a conditional status change like any other (:meth:`JobStore.transition
 entry task then finds it not startable, a running job's remaining segment tasks find it not running
 and skip, and the parts already stored are deleted here (a segment that finishes afterwards deletes
 its own part when it sees the status, ``workers.pipeline.run_segment``). The ``job.canceled`` webhook
-is sent like the others. A finished job keeps its record; its stored objects are deleted.
+is queued like the others, by the terminal write itself (``ttsq.webhook_schedule``). A finished job
+keeps its record; its stored objects are deleted.
 """
 
 from __future__ import annotations
@@ -37,20 +38,20 @@ class InvalidCursor(ServiceError, code="invalid_cursor"):
 
 @dataclass(frozen=True)
 class Lifecycle:
-    """The stores a cancel touches, and how to send a webhook delivery and a batch's finishing task."""
+    """The stores a cancel touches, and how to send a batch's finishing task."""
 
     jobs: JobStore
     segments: SegmentStore
     parts: PartStore
     objects: ObjectStore
     send_webhook: Callable[[str], None]
+    """Unused: the terminal write queues the webhook event itself. Kept until ``workers.pipeline``
+    stops passing ``TaskPublisher.webhook`` here (positionally, before ``send_finish_batch``)."""
     send_finish_batch: Callable[[str], None]
 
     def announce(self, record: JobRecord) -> None:
-        """What a job's terminal write sets going: its webhook delivery, and its batch's finishing
-        task if it was the batch's last unfinished item."""
-        if record.webhook is not None:
-            self.send_webhook(record.id)
+        """What a job's terminal write sets going besides its webhook event (which that write queued
+        itself): its batch's finishing task if it was the batch's last unfinished item."""
         if record.completes_batch and record.batch_id is not None:
             self.send_finish_batch(record.batch_id)
 

@@ -135,8 +135,9 @@ class Settings(BaseSettings):
     """Lifetime of a step's claim (and of a held message's renewal), renewed while the step runs: a
     step of a worker that died is free again this long after its last renewal."""
     webhook_visibility_timeout_s: int = Field(7200, ge=60)
-    """Visibility timeout of the webhook and maintenance worker's own messages (kept under separate
-    keys): long, because it holds delivery retries as scheduled messages."""
+    """Visibility timeout of the service worker's own messages (maintenance and batches' finishing
+    tasks, kept under separate keys): longer than its longest task (a cleanup of many objects), so
+    a running one is never redelivered beside itself."""
     sweep_interval_s: float = Field(60.0, gt=0)
     """How often the sweeper looks for jobs whose work vanished (``ttsq beat``)."""
     sweep_grace_s: float = Field(120.0, ge=0)
@@ -174,13 +175,22 @@ class Settings(BaseSettings):
     """Allow webhook URLs on loopback, private, link-local and other non-public addresses (development)."""
     webhook_connect_timeout_s: float = Field(5.0, gt=0, le=60)
     webhook_timeout_s: float = Field(15.0, gt=0, le=300)
-    """Whole delivery attempt, from connecting to the last byte of the answer."""
+    """Whole delivery attempt, from looking the receiver's name up to the last byte read of the answer
+    (its first few KiB at most)."""
     webhook_retry_schedule_s: list[float] = Field(
         default_factory=lambda: [float(d) for d in DEFAULT_WEBHOOK_RETRY_SCHEDULE_S], min_length=0, max_length=50
     )
     """Waits before each retry of a failed delivery (jittered); attempts = len + 1."""
-    webhook_concurrency: int = Field(16, ge=1, le=512)
-    """Threads of a webhook delivery worker: receivers are slow I/O, not CPU."""
+    webhook_concurrency: int = Field(256, ge=1, le=4096)
+    """Delivery attempts in flight at once in one service worker's dispatcher (open connections on
+    one event loop, not threads: ``ttsq.webhook_dispatch``). Each holds a socket, so keep it well
+    under the process's file limit (1,024 by default)."""
+    webhook_concurrency_per_tenant: int = Field(32, ge=1, le=4096)
+    """Of those, at most this many of one tenant: a tenant whose receivers never answer takes this
+    many, and every other tenant's events go on at once."""
+    webhook_concurrency_per_receiver: int = Field(8, ge=1, le=4096)
+    """Of one tenant's, at most this many to one receiver (``host:port``): its other receivers go on
+    while one is slow, and no receiver gets more than this many connections from one tenant's burst."""
 
     auth_required: bool | None = None
     """Every ``/v1`` request needs an API key (``Authorization: Bearer ttsq_…``); default: true in

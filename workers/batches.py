@@ -1,6 +1,7 @@
 """A batch's finishing task, run by the service worker (``workers.webhooks``' app: no model): see
 :func:`ttsq.batches.finish_batch`. It is sent by whichever process wrote the terminal status of the
-batch's last item; a duplicate finds the claim held, or the manifest written, and does nothing."""
+batch's last item; a duplicate finds the claim held, or the manifest written, and does nothing. The
+write that finishes the batch queues its webhook event (``ttsq.webhook_schedule``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import redis
 from redis.exceptions import LockError
 
 from ttsq.batches import BatchNotFound, finish_batch
-from ttsq.constants import FINISH_BATCH_TASK, WEBHOOK_QUEUE
+from ttsq.constants import FINISH_BATCH_TASK
 from workers.steps import new_attempt_id
-from workers.webhooks import _settings, app, deliver_batch_webhook, webhook_context
+from workers.webhooks import _settings, app, webhook_context
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ FINISH_LEASE_S = 600
     max_retries=_settings.task_max_retries,
 )
 def finish(batch_id: str) -> None:
-    """Write the batch's manifest, mark it finished and send its webhook delivery."""
+    """Write the batch's manifest and mark it finished (its webhook event, if any, queued with it)."""
     ctx = webhook_context()
     lock = ctx.batches.step_lock(batch_id, "finish", FINISH_LEASE_S)
     if not lock.acquire():
@@ -47,5 +48,3 @@ def finish(batch_id: str) -> None:
     if finished is None:
         return
     log.info("batch %s %s: manifest %s", batch_id, finished.status.value, finished.manifest_key)
-    if finished.webhook is not None:
-        deliver_batch_webhook.apply_async((batch_id, 0), queue=WEBHOOK_QUEUE)

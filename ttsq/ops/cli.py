@@ -20,7 +20,7 @@ from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from tts_core.marks import marks_from_json
 from ttsq.ops.books import BookError
 from ttsq.ops.client import ClientError, TTSQClient
-from ttsq.ops.commands import beat_argv, webhook_worker_argv
+from ttsq.ops.commands import SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
 from ttsq.ops.dev import DevError, DevPorts, run_dev
 from ttsq.ops.keys import keys
 from ttsq.ops.narrate import (
@@ -130,12 +130,15 @@ def worker(gpus: str | None, cpu: bool, concurrency: int | None, name: str, logl
 
 
 @main.command("webhook-worker")
-@click.option("--concurrency", type=int, default=None, help="Delivery threads (default: TTSQ_WEBHOOK_CONCURRENCY, 16).")
+@click.option(
+    "--concurrency", type=int, default=SERVICE_WORKER_THREADS, show_default=True, help="Threads for maintenance tasks."
+)
 @click.option("--name", default="webhooks@%h", show_default=True, help="Celery node name.")
 @click.option("--loglevel", default="INFO", show_default=True)
-def webhook_worker(concurrency: int | None, name: str, loglevel: str) -> None:
-    """Run the webhook delivery worker (queue 'webhooks'; loads no model)."""
-    argv = webhook_worker_argv(concurrency or get_settings().webhook_concurrency, name, loglevel)
+def webhook_worker(concurrency: int, name: str, loglevel: str) -> None:
+    """Run the service worker: webhook deliveries (TTSQ_WEBHOOK_CONCURRENCY at once, on one event
+    loop) and the maintenance tasks (queue 'maintenance'); loads no model."""
+    argv = webhook_worker_argv(concurrency, name, loglevel)
     os.execv(argv[0], argv)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ttsq.constants import MAINTENANCE_QUEUE, WEBHOOK_QUEUE, consumed_queues
+from ttsq.constants import MAINTENANCE_QUEUE, consumed_queues
 
 
 def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
@@ -19,13 +19,18 @@ def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "I
     ]  # fmt: skip
 
 
+SERVICE_WORKER_THREADS = 4
+"""Celery threads of the service worker: the sweeper, the cleanup and batches' finishing tasks (webhook
+deliveries run on the dispatcher's event loop, not on these)."""
+
+
 def webhook_worker_argv(concurrency: int, node_name: str, loglevel: str = "INFO") -> list[str]:
-    """The service worker: webhook deliveries and the periodic maintenance tasks; its own app (no
-    model), many threads, since receivers are slow I/O."""
+    """The service worker: the periodic maintenance tasks on ``concurrency`` threads, and the webhook
+    dispatcher beside them (``workers.webhooks``); its own app, no model."""
     return [
         sys.executable, "-m", "celery", "-A", "workers.webhooks", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
-        "--queues", f"{WEBHOOK_QUEUE},{MAINTENANCE_QUEUE}", "--hostname", node_name, "--loglevel", loglevel,
+        "--queues", MAINTENANCE_QUEUE, "--hostname", node_name, "--loglevel", loglevel,
         "--without-gossip", "--without-mingle",
     ]  # fmt: skip
 

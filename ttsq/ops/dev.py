@@ -26,7 +26,7 @@ from pydantic import SecretStr
 
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.errors import ServiceError
-from ttsq.ops.commands import api_argv, beat_argv, flower_argv, webhook_worker_argv
+from ttsq.ops.commands import SERVICE_WORKER_THREADS, api_argv, beat_argv, flower_argv, webhook_worker_argv
 from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
 from ttsq.ops.processes import ManagedProcess, port_in_use
 from ttsq.ops.supervisor import Supervisor
@@ -160,7 +160,7 @@ class DevStack:
         self.settings = self.settings.model_copy(update={"worker": worker_settings})
         worker = default_worker(self.settings, "worker1@%h", "INFO")
         self._spawn("worker", worker.argv, None, worker.env)
-        self._spawn("webhooks", webhook_worker_argv(self.settings.webhook_concurrency, "webhooks@%h"), "webhooks.log")
+        self._spawn("webhooks", webhook_worker_argv(SERVICE_WORKER_THREADS, "webhooks@%h"), "webhooks.log")
         self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log")
         self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
