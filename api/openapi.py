@@ -24,6 +24,7 @@ from typing import Any, Final
 from fastapi import FastAPI
 
 from api.routes.jobs import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
+from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S
 from ttsq.settings import Settings
 
 Document = dict[str, Any]
@@ -48,7 +49,7 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
 
 def complete(document: Document, settings: Settings) -> Document:
     schemas = document["components"]["schemas"]
-    set_text_limits(schemas, settings.max_text_chars)
+    set_text_limits(schemas, settings)
     document["info"]["description"] = (
         f"Request bodies are JSON of at most {settings.request_bytes_limit:,} bytes (413 request_too_large "
         "beyond, before any parsing): enough for a job's longest text however it is escaped; the items of a "
@@ -65,9 +66,10 @@ def complete(document: Document, settings: Settings) -> Document:
     return document
 
 
-def set_text_limits(schemas: Document, max_chars: int) -> None:
+def set_text_limits(schemas: Document, settings: Settings) -> None:
     """``maxLength`` is the longest ``text`` any request may carry (an SSML document's); the
-    description says how much of it plain text and spoken text may be."""
+    description says how much of it plain text and spoken text may be, and how much silence."""
+    max_chars = settings.max_text_chars
     ssml_chars = SSML_MARKUP_FACTOR * max_chars
     ssml_tags = max(max_chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS)
     text = schemas["JobCreate"]["properties"]["text"]
@@ -75,7 +77,11 @@ def set_text_limits(schemas: Document, max_chars: int) -> None:
     text["description"] = (
         f"Text to speak: plain text of 1 to {max_chars:,} characters (longer: 413 text_too_long), or with "
         f"`text_type: ssml` an SSML document of up to {ssml_chars:,} characters and {ssml_tags:,} tags (more: 422 "
-        f"invalid_ssml) whose spoken text has at most {max_chars:,}."
+        f"invalid_ssml) whose spoken text has at most {max_chars:,}. Breaks in a row add up to at most "
+        f"{MAX_PAUSE_AT_ONE_PLACE_S:g} s at one place (422 pause_too_long); all pauses together (sentence and "
+        f"paragraph pauses, breaks) to at most {settings.silence_allowance_s:g} s plus {settings.silence_ratio:g} "
+        f"times the speech (422 too_much_silence); a text whose digits alone plan into more than "
+        f"{settings.max_job_segments:,} segments is refused (422 plan_too_long)."
     )
     speech_input = schemas["SpeechCreate"]["properties"]["input"]
     speech_input["maxLength"] = max_chars

@@ -23,7 +23,7 @@ from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
 from tts_core.audio import PCM16
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
 from tts_core.config import SynthesisConfig
-from tts_core.segments import group_segments
+from tts_core.segments import group_segments, plain
 from tts_core.voice import Voice
 from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
@@ -51,8 +51,9 @@ def voice() -> Voice:
 def expected_parts(voice: Voice, text: str, settings: Settings) -> list[PCM16]:
     """Each segment as the worker should make it, synthesised here one utterance at a time."""
     config = SynthesisConfig(noise_scale=0.0, noise_w=0.0, sentence_pause_s=settings.sentence_pause_s)
-    segments = group_segments(voice.utterances(text, settings.segment_max_ids), settings.segment_max_ids)
-    return [voice.speak_ids([u.phoneme_ids for u in segment], config) for segment in segments]
+    planned = plain(voice.utterances(text, settings.segment_max_ids))  # pauses weigh in a segment too
+    segments = group_segments(planned, settings.segment_max_ids, settings.sentence_pause_s)
+    return [voice.speak_ids([u.ids for u in segment], config) for segment in segments]
 
 
 def download_pcm(client: httpx.Client, job_id: str) -> PCM16:

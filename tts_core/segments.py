@@ -2,18 +2,25 @@
 
 A segment is the unit of work one worker task synthesises. Every utterance in it fits the budget
 (a longer sentence is cut at clause punctuation, then at word boundaries), so no single model call
-grows with the user's punctuation habits, and segments are similar in cost for the batcher.
+grows with the user's punctuation habits, and segments are similar in cost for the batcher. A
+segment's pauses count toward its budget (:data:`IDS_PER_PAUSE_SECOND`), so the silence a segment
+holds in memory is bounded as its speech is.
+
+Planning is lazy (:func:`iter_plain`, :func:`iter_ssml`, :func:`iter_segments`): a caller that stops
+at a segment limit has phonemised only what came before it, and a sentence longer than
+:data:`LONG_SENTENCE_CHARS` is cut by characters before it is phonemised at all.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText
+from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, PauseTooLong, between
 from tts_core.phonemes import phoneme_ids, phonemize
 from tts_core.plan import PlannedUtterance
 from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
@@ -22,6 +29,16 @@ from tts_core.text_spans import OffsetMap
 
 _SHRINK: Final = 0.9
 """Safety margin when turning an id budget into a character limit for re-cutting."""
+
+LONG_SENTENCE_CHARS: Final = 1000
+"""A sentence longer than this is cut (at clauses, then words, then hard) before it is phonemised:
+every utterance fits far fewer characters (400 ids are about 200 of prose, 30 digits), and a
+1,000,000-digit "sentence" phonemised whole held hundreds of MB before it was cut."""
+
+IDS_PER_PAUSE_SECOND: Final = 40
+"""What a second of silence weighs in a segment's id budget: about what a second of Piper speech
+does (0.027 s an id). A segment of 400 ids then holds at most about 10 s of speech and pauses
+together, plus one utterance's own pauses."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +94,9 @@ class PiperFrontEnd:
         return phoneme_ids(list(ipa), self._config.phoneme_id_map)
 
 
-def plain(utterances: Sequence[Utterance]) -> list[PlannedUtterance]:
+def plain(utterances: Iterable[Utterance]) -> Iterator[PlannedUtterance]:
     """Utterances of plain text: normal rate, sentence pauses, their place in the text kept."""
-    return [PlannedUtterance(u.phoneme_ids, span=u.span, sentence_start=u.sentence_start) for u in utterances]
+    return (PlannedUtterance(u.phoneme_ids, span=u.span, sentence_start=u.sentence_start) for u in utterances)
 
 
 PARAGRAPH_BREAK: Final = re.compile(r"\n[^\S\n]*\n")
@@ -91,16 +108,27 @@ def plan_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: 
     utterance of every paragraph but the last, so a narrated book breathes where its paragraphs end.
 
     Raises :class:`EmptyText` if nothing speakable is left."""
+    return list(iter_plain(text, front_end, max_ids, paragraph_pause_s))
+
+
+def iter_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float) -> Iterator[PlannedUtterance]:
+    """:func:`plan_plain`, one utterance at a time (each paragraph's last is held back until the
+    next paragraph shows it is not the text's last)."""
     paragraphs = [(base, p) for base, p in _paragraphs(text) if has_speech(normalize_text(p))]
     if not paragraphs:
         raise EmptyText("text has nothing to speak")
-    planned: list[PlannedUtterance] = []
-    for number, (base, paragraph) in enumerate(paragraphs, start=1):
-        utterances = plain(plan_utterances(paragraph, front_end, max_ids, base))
-        if number < len(paragraphs):
-            utterances[-1] = replace(utterances[-1], pause_after_s=paragraph_pause_s)
-        planned.extend(utterances)
-    return planned
+    held: PlannedUtterance | None = None
+    for base, paragraph in paragraphs:
+        if held is not None:
+            yield replace(held, pause_after_s=paragraph_pause_s)
+            held = None
+        for utterance in plain(iter_utterances(paragraph, front_end, max_ids, base)):
+            if held is not None:
+                yield held
+            held = utterance
+    if held is None:
+        raise EmptyText("text has nothing to speak")
+    yield held
 
 
 def _paragraphs(text: str) -> list[tuple[int, str]]:
@@ -122,27 +150,39 @@ def plan_utterances(
 
     Raises :class:`EmptyText` if nothing speakable is left.
     """
-    normalized = normalize_text(text)
-    if not has_speech(normalized):
-        raise EmptyText("text has nothing to speak")
-    offsets = OffsetMap(text, normalized, base) if base is not None else None
-    utterances: list[Utterance] = []
-    cursor = 0
-    for sentence in front_end.sentences(normalized):
-        at = normalized.find(sentence, cursor)
-        cursor = at + len(sentence) if at >= 0 else cursor
-        first = True
-        for piece, piece_at, ids in _located(_fit(sentence, front_end, max_ids), sentence, at):
-            span = _span(offsets, piece_at, len(piece))
-            utterances.append(Utterance(piece, ids, span, first and span is not None))
-            first = False
+    utterances = list(iter_utterances(text, front_end, max_ids, base))
     if not utterances:
         raise EmptyText("text has nothing to speak")
     return utterances
 
 
+def iter_utterances(
+    text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS, base: int | None = None
+) -> Iterator[Utterance]:
+    """:func:`plan_utterances`, one utterance at a time (none at all for text with nothing to say)."""
+    normalized = normalize_text(text)
+    if not has_speech(normalized):
+        return
+    offsets = OffsetMap(text, normalized, base) if base is not None else None
+    cursor = 0
+    for sentence in front_end.sentences(normalized):
+        at = normalized.find(sentence, cursor)
+        cursor = at + len(sentence) if at >= 0 else cursor
+        first = True
+        for piece, piece_at, ids in _located(_fit_long(sentence, front_end, max_ids), sentence, at):
+            span = _span(offsets, piece_at, len(piece))
+            yield Utterance(piece, ids, span, first and span is not None)
+            first = False
+
+
+def _fit_long(sentence: str, front_end: FrontEnd, max_ids: int) -> Iterator[tuple[str, list[list[int]]]]:
+    """:func:`_fit` of each piece of a sentence cut to :data:`LONG_SENTENCE_CHARS` first."""
+    for piece in cut_long(sentence, LONG_SENTENCE_CHARS):
+        yield from _fit(piece, front_end, max_ids)
+
+
 def _located(
-    pieces: list[tuple[str, list[list[int]]]], sentence: str, sentence_at: int
+    pieces: Iterable[tuple[str, list[list[int]]]], sentence: str, sentence_at: int
 ) -> Iterator[tuple[str, int, list[int]]]:
     """Each utterance's piece with the piece's offset in the normalised text (-1: unknown)."""
     cursor = 0
@@ -185,66 +225,87 @@ class _HasIds(Protocol):
 U = TypeVar("U", bound=_HasIds)
 
 
-def group_segments(utterances: Sequence[U], max_ids: int = DEFAULT_SEGMENT_IDS) -> list[list[U]]:
-    """Pack consecutive utterances into segments whose id counts sum to at most ``max_ids``."""
-    segments: list[list[U]] = []
+def group_segments(
+    utterances: Iterable[U], max_ids: int = DEFAULT_SEGMENT_IDS, sentence_pause_s: float = 0.0
+) -> list[list[U]]:
+    """Pack consecutive utterances into segments whose weights sum to at most ``max_ids``."""
+    return list(iter_segments(utterances, max_ids, sentence_pause_s))
+
+
+def iter_segments(
+    utterances: Iterable[U], max_ids: int = DEFAULT_SEGMENT_IDS, sentence_pause_s: float = 0.0
+) -> Iterator[list[U]]:
+    """:func:`group_segments`, one segment at a time. An utterance weighs its ids plus its pauses
+    (``IDS_PER_PAUSE_SECOND`` a second; a pause of None is ``sentence_pause_s``)."""
+    segment: list[U] = []
     size = 0
     for utterance in utterances:
-        length = len(utterance.ids)
-        if segments and size + length <= max_ids:
-            segments[-1].append(utterance)
-            size += length
-        else:
-            segments.append([utterance])
-            size = length
-    return segments
+        weight = len(utterance.ids) + round(_pause_s(utterance, sentence_pause_s) * IDS_PER_PAUSE_SECOND)
+        if segment and size + weight > max_ids:
+            yield segment
+            segment, size = [], 0
+        segment.append(utterance)
+        size += weight
+    if segment:
+        yield segment
+
+
+def _pause_s(utterance: object, sentence_pause_s: float) -> float:
+    """The silence around an utterance of a plan (none for a bare utterance, which has no pauses)."""
+    if not isinstance(utterance, PlannedUtterance):
+        return 0.0
+    after = sentence_pause_s if utterance.pause_after_s is None else utterance.pause_after_s
+    return after + utterance.pause_before_s
 
 
 def plan_ssml(
     document: SsmlDocument, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float
 ) -> list[PlannedUtterance]:
-    """Timed utterances of an SSML document: breaks become exact pauses (several in a row add up; a
-    break replaces the sentence or paragraph pause at its place), ``<p>`` ends get the paragraph
-    pause, ``<s>`` ends the sentence pause, runs of another rate or an IPA word join without a pause.
+    """Timed utterances of an SSML document: breaks become exact pauses (several in a row add up, to
+    at most ``MAX_PAUSE_AT_ONE_PLACE_S``; a break replaces the sentence or paragraph pause at its
+    place), ``<p>`` ends get the paragraph pause, ``<s>`` ends the sentence pause, runs of another
+    rate or an IPA word join without a pause.
 
-    Raises :class:`EmptyText` if nothing in it is speakable.
+    Raises :class:`EmptyText` if nothing in it is speakable, :class:`PauseTooLong` for too long a pause.
     """
-    planned: list[PlannedUtterance] = []
+    return list(iter_ssml(document, front_end, max_ids, paragraph_pause_s))
+
+
+def iter_ssml(
+    document: SsmlDocument, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float
+) -> Iterator[PlannedUtterance]:
+    """:func:`plan_ssml`, one utterance at a time (each is held back until the pause after it is known)."""
+    held: PlannedUtterance | None = None
     owed_break: float | None = None
     boundary: str | None = None
     lead = 0.0
+    spoken = 0
     for piece in document.pieces:
         if isinstance(piece, Break):
-            if planned:
+            if held is not None:
                 owed_break = (owed_break or 0.0) + piece.seconds
             else:
                 lead += piece.seconds
+            if max(owed_break or 0.0, lead) > MAX_PAUSE_AT_ONE_PLACE_S:
+                raise PauseTooLong(max(owed_break or 0.0, lead), spoken + 1)
         elif isinstance(piece, Boundary):
             boundary = "paragraph" if "paragraph" in (boundary, piece.kind) else piece.kind
         else:
             ids = _speech_ids(piece, front_end, max_ids)
             if not ids:
                 continue
-            if planned:
-                pause = _pause(owed_break, boundary, paragraph_pause_s)
-                planned[-1] = replace(planned[-1], pause_after_s=pause)
-            planned.extend(PlannedUtterance(i, rate=piece.rate) for i in ids)
+            spoken += 1
+            if held is not None:
+                yield replace(held, pause_after_s=between(owed_break, boundary, paragraph_pause_s))
+            utterances = [PlannedUtterance(i, rate=piece.rate) for i in ids]
+            if spoken == 1 and lead:
+                utterances[0] = replace(utterances[0], pause_before_s=lead)
+            yield from utterances[:-1]
+            held = utterances[-1]
             owed_break, boundary = None, None
-    if not planned:
+    if held is None:
         raise EmptyText("the SSML has nothing to speak")
-    if owed_break is not None:
-        planned[-1] = replace(planned[-1], pause_after_s=owed_break)
-    if lead:
-        planned[0] = replace(planned[0], pause_before_s=lead)
-    return planned
-
-
-def _pause(owed_break: float | None, boundary: str | None, paragraph_pause_s: float) -> float | None:
-    if owed_break is not None:
-        return owed_break
-    if boundary == "paragraph":
-        return paragraph_pause_s
-    return None if boundary == "sentence" else 0.0
+    yield held if owed_break is None else replace(held, pause_after_s=owed_break)
 
 
 def _speech_ids(piece: Speech, front_end: FrontEnd, max_ids: int) -> list[list[int]]:

@@ -5,10 +5,10 @@ Exception tree::
     ServiceError
     ├── JobNotFound             no record under that id (never created, or expired)
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
-    ├── PlanTooLong             a text plans into more segments than a job may have
     ├── WorkerCrashed           a step stopped its worker too many times without finishing
     ├── StorageRefused          the object store said no for good (AccessDenied, NoSuchBucket...)
     ├── RequestRefused          a request the service will not carry out as asked (e.g. a webhook URL)
+    │   └── PlanTooLong         a text plans into more segments than a job may have
     └── TransientError          an outage: retrying later can succeed
         ├── StorageUnavailable  the object store cannot be reached or answers 5xx
         ├── StoreUnavailable    Redis (job records) cannot be reached
@@ -21,7 +21,7 @@ status codes live in ``api/`` only.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from tts_core.errors import TTSError
 
@@ -52,14 +52,23 @@ class SegmentLost(ServiceError, code="segment_lost"):
     """A segment counted as done, or planned, has no stored data (expired or deleted)."""
 
 
-class PlanTooLong(ServiceError, code="plan_too_long"):
+class RequestRefused(ServiceError, code="request_refused"):
+    """The request asks for something the service will not do (the API answers 422); subclasses
+    name what, such as ``ttsq.webhook_guard.WebhookUrlRefused``."""
+
+
+class PlanTooLong(RequestRefused, code="plan_too_long"):
     """The text plans into more segments than ``max_job_segments``: what a job keeps in Redis (its
     plan, its task messages, its done set) grows with its segments, so their number is bounded."""
 
-    def __init__(self, segments: int, limit: int) -> None:
+    def __init__(self, segments: int, limit: int, how: Literal["planned", "stopped", "estimated"] = "planned") -> None:
+        planned = {
+            "planned": f"plans into {segments} segments",
+            "stopped": f"plans into more than {limit} segments (planning stopped there)",
+            "estimated": f"would plan into at least {segments} segments (its digits alone)",
+        }[how]
         super().__init__(
-            f"the text plans into {segments} segments; a job may have at most {limit} (TTSQ_MAX_JOB_SEGMENTS): "
-            "split it into several jobs"
+            f"the text {planned}; a job may have at most {limit} (TTSQ_MAX_JOB_SEGMENTS): split it into several jobs"
         )
         self.segments = segments
         self.limit = limit
@@ -83,11 +92,6 @@ class WorkerCrashed(ServiceError, code="worker_crashed"):
 class StorageRefused(ServiceError, code="storage_refused"):
     """The object store refused the request in a way that retrying cannot fix: wrong credentials,
     no such bucket, no permission. The operator has to change the configuration."""
-
-
-class RequestRefused(ServiceError, code="request_refused"):
-    """The request asks for something the service will not do (the API answers 422); subclasses
-    name what, such as ``ttsq.webhook_guard.WebhookUrlRefused``."""
 
 
 class TransientError(ServiceError, code="unavailable"):

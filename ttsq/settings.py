@@ -114,6 +114,12 @@ class Settings(BaseSettings):
     sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     paragraph_pause_s: float = Field(DEFAULT_PARAGRAPH_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     """Silence after a paragraph: a blank line of plain text, the end of an SSML ``<p>`` (jobs may set their own)."""
+    silence_allowance_s: float = Field(60.0, ge=0)
+    silence_ratio: float = Field(1.0, ge=0)
+    """A job's pauses together (sentence and paragraph pauses, SSML breaks) may be at most
+    ``silence_allowance_s`` plus ``silence_ratio`` times its speech (``tts_core.pauses``): a book
+    breathes between its sentences (about 0.1 s of pause per second of speech by default), while a
+    request of a few characters and a thousand breaks is refused at submit (``too_much_silence``)."""
     segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)
     """Phoneme-id budget of a segment, the unit of work of one task."""
     max_job_segments: int = Field(10_000, ge=1)

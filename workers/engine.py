@@ -29,16 +29,11 @@ from tts_core.kokoro import front_end as kokoro_front_end
 from tts_core.phonemes import phonemize
 from tts_core.plan import PlannedUtterance
 from tts_core.runtime import resolve_device
-from tts_core.segments import (
-    FrontEnd,
-    PiperFrontEnd,
-    group_segments,
-    plan_plain,
-    plan_ssml,
-)
+from tts_core.segments import FrontEnd, PiperFrontEnd, iter_plain, iter_segments, iter_ssml
 from tts_core.speech_markup import parse_ssml
 from tts_core.timing import MODIFIER_SYMBOLS, SILENT_SYMBOLS, TimedAudio, Weigh, WordIds, letter_weight
 from tts_core.voice import Voice
+from ttsq.errors import PlanTooLong
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
 from workers import metrics
@@ -142,21 +137,30 @@ class Engine:
         max_ids: int,
         text_type: TextType = TextType.TEXT,
         paragraph_pause_s: float | None = None,
+        sentence_pause_s: float | None = None,
+        max_segments: int | None = None,
     ) -> SegmentPlan:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
         pauses (``paragraph_pause_s`` after a paragraph: a blank line of plain text, an SSML ``<p>``;
-        the settings' by default), packed into segments of at most ``max_ids``; needs the voice's
-        front end, not its model."""
+        the settings' by default), packed into segments of at most ``max_ids`` (pauses weigh too,
+        ``sentence_pause_s`` where the sentence pause falls); needs the voice's front end, not its
+        model. Past ``max_segments`` it stops at once and raises :class:`PlanTooLong`, having planned
+        no further than the limit."""
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
+        sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)
         front_end = front_end_of(info)
         budget = min(max_ids, front_end.max_ids or max_ids)  # the engine's own context limit
         if text_type is TextType.SSML:
-            document = parse_ssml(text, default_lang=info.language)
-            utterances = plan_ssml(document, front_end, budget, paragraph)
+            utterances = iter_ssml(parse_ssml(text, default_lang=info.language), front_end, budget, paragraph)
         else:
-            utterances = plan_plain(text, front_end, budget, paragraph)
-        return group_segments(utterances, max_ids)
+            utterances = iter_plain(text, front_end, budget, paragraph)
+        segments: SegmentPlan = []
+        for segment in iter_segments(utterances, max_ids, sentence):
+            segments.append(segment)
+            if max_segments is not None and len(segments) > max_segments:
+                raise PlanTooLong(len(segments), max_segments, "stopped")
+        return segments
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio] | list[TimedAudio]:
         voice_id, config = key

@@ -27,12 +27,13 @@ from tts_core.audio import PCM16, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.formats import AudioFormat, encode, encode_stream
+from tts_core.pauses import Silence
 from tts_core.plan import PlannedUtterance
 from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
-from ttsq.errors import PlanTooLong, SegmentLost, error_code
+from ttsq.errors import SegmentLost, error_code
 from ttsq.estimate import planned_audio_s
 from ttsq.jobs import (
     JobError,
@@ -156,12 +157,17 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         log.info("job %s is no longer runnable; skipping", job_id)
         _announce_unsent(ctx.jobs.get(job_id), ctx)
         return
-    max_ids = ctx.settings.segment_max_ids
+    settings = ctx.settings
     text = ctx.jobs.text(job_id)
-    paragraph_pause = record.options.paragraph_pause_s
-    segments = ctx.engine.plan_segments(record.voice, text, max_ids, record.text_type, paragraph_pause)
-    if len(segments) > ctx.settings.max_job_segments:
-        raise PlanTooLong(len(segments), ctx.settings.max_job_segments)
+    segments = ctx.engine.plan_segments(
+        record.voice,
+        text,
+        settings.segment_max_ids,
+        record.text_type,
+        record.options.paragraph_pause_s,
+        synthesis_config(record, settings).sentence_pause_s,
+        max_segments=settings.max_job_segments,  # stops planning there
+    )
     run.ensure_current()
     record = _reserve_planned_audio(record, segments, ctx)
     progress = record.progress.model_copy(update={"segments_total": len(segments)})
@@ -206,9 +212,13 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
     utterances = [u for segment in segments for u in segment]
     sentence_pause = synthesis_config(record, ctx.settings).sentence_pause_s
     pauses = sum(sentence_pause if u.pause_after_s is None else u.pause_after_s for u in utterances)
-    id_counts = (round(len(u.ids) / u.rate) for u in utterances)
+    pauses += utterances[0].pause_before_s - (sentence_pause if utterances[-1].pause_after_s is None else 0.0)
     engine = ctx.engine.catalog.get(record.voice).engine.value
-    planned_ms = round(planned_audio_s(engine, id_counts, pauses, record.options.speed) * 1000)
+    speech_s = planned_audio_s(engine, (round(len(u.ids) / u.rate) for u in utterances), 0.0, record.options.speed)
+    # The API checked the text's pauses; the plan may hold more (a long sentence cut into several
+    # utterances, each followed by the sentence pause), so the plan is checked as well.
+    Silence(pauses, 0.0, 0).check(speech_s, ctx.settings.silence_allowance_s, ctx.settings.silence_ratio)
+    planned_ms = round((speech_s + pauses) * 1000)
     limits = _tenant_limits(record.tenant, ctx)
     delta = planned_ms - record.reserved_audio_ms
     if not ctx.quotas.replan(record.tenant, usage_day(record.created_at), delta, limits):

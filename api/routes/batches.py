@@ -13,14 +13,14 @@ from api.auth import TenantDep
 from api.deps import StateDep
 from api.errors import ApiError
 from api.idempotency import mark_replayed, submit_once
-from api.routes.jobs import MAX_PAGE, check_marks, require_json, spoken_text
+from api.routes.jobs import MAX_PAGE, check_marks, parsed_text, require_json
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
 from tts_core.errors import TTSError
 from ttsq.batches import BatchNotFound, BatchRecord, cancel_batch, new_batch_id
 from ttsq.errors import ServiceError
-from ttsq.estimate import estimate_audio_s
+from ttsq.estimate import estimate_job
 from ttsq.jobs import JobRecord, Priority, new_job_id, utcnow
 from ttsq.lifecycle import InvalidCursor, cancel_job, encode_cursor, parse_cursor
 from ttsq.public import BatchPublic, public_batch, public_item
@@ -62,10 +62,12 @@ def _item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, batch_
     request = body.job_request(index)
     voice = request.voice or settings.default_voice
     try:
-        spoken = spoken_text(request, state.catalog.get(voice).language, settings.max_text_chars)
+        info = state.catalog.get(voice)
+        spoken, document = parsed_text(request, info.language, settings.max_text_chars)
         state.catalog.check_speakable(voice, spoken)
-        check_marks(request, state.catalog.get(voice))
-        speaker_id = state.catalog.get(voice).speaker_index(request.speaker)
+        check_marks(request, info)
+        options = request.options(info.speaker_index(request.speaker))
+        estimate = estimate_job(spoken, document, options, info.engine.value, settings)
     except (TTSError, ServiceError) as e:
         field = _FIELD_OF_CODE.get(e.code, "text")
         raise ApiError(422, e.code, f"items[{index}].{field}: {e}") from e
@@ -74,13 +76,13 @@ def _item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, batch_
         voice=voice,
         format=request.format.value,
         characters=len(spoken),
-        options=request.options(speaker_id),
+        options=options,
         metadata=request.metadata,
         created_at=utcnow(),
         priority=Priority.BULK,
         text_type=request.text_type,
         tenant=tenant.id,
-        reserved_audio_ms=round(estimate_audio_s(spoken, request.speed) * 1000),
+        reserved_audio_ms=estimate.audio_ms,
         batch_id=batch_id,
         ref=body.items[index].ref or str(index),
     )

@@ -23,11 +23,11 @@ from api.state import AppState
 from api.webhook_urls import check_webhook_url
 from tts_core.catalog import EngineName, VoiceInfo
 from tts_core.errors import MarksUnsupported, TextTooLong
-from tts_core.speech_markup import InvalidSsml, parse_ssml
+from tts_core.speech_markup import InvalidSsml, SsmlDocument, parse_ssml
 from tts_core.text import check_text
 from ttsq.constants import MAX_WAIT_S
 from ttsq.errors import JobNotFound
-from ttsq.estimate import estimate_audio_s
+from ttsq.estimate import estimate_job
 from ttsq.events import EventKind
 from ttsq.jobs import JobRecord, JobStatus, Priority, TextType, new_job_id, utcnow
 from ttsq.lifecycle import cancel_job, list_jobs, parse_cursor
@@ -130,10 +130,12 @@ def create_job(
     """Validate, admit, store the job and queue it; answers at once with the queued job."""
     settings = state.settings
     voice = body.voice or settings.default_voice
-    spoken = spoken_text(body, state.catalog.get(voice).language, settings.max_text_chars)
+    info = state.catalog.get(voice)
+    spoken, document = parsed_text(body, info.language, settings.max_text_chars)
     state.catalog.check_speakable(voice, spoken)
-    check_marks(body, state.catalog.get(voice))
-    speaker_id = state.catalog.get(voice).speaker_index(body.speaker)
+    check_marks(body, info)
+    options = body.options(info.speaker_index(body.speaker))
+    estimate = estimate_job(spoken, document, options, info.engine.value, settings)
     if body.webhook_url is not None:
         check_webhook_url(body.webhook_url, settings)
     record = JobRecord(
@@ -141,14 +143,14 @@ def create_job(
         voice=voice,
         format=body.format.value,
         characters=len(spoken),
-        options=body.options(speaker_id),
+        options=options,
         metadata=body.metadata,
         created_at=utcnow(),
         priority=body.priority or default_priority(len(body.text), settings),
         webhook_url=body.webhook_url,
         text_type=body.text_type,
         tenant=tenant.id,
-        reserved_audio_ms=round(estimate_audio_s(spoken, body.speed) * 1000),
+        reserved_audio_ms=estimate.audio_ms,
     )
     earlier = submit_once(
         state.idempotency,
@@ -166,19 +168,19 @@ def create_job(
     return _public(state, record)
 
 
-def spoken_text(body: JobCreate, language: str, max_chars: int) -> str:
-    """What the voice will read: the text itself, or an SSML document's spoken text (parsed here, so
-    invalid SSML is refused with its line and column before any job exists). Limits count spoken
-    characters; the markup around them may add up to ``SSML_MARKUP_FACTOR`` times as much."""
+def parsed_text(body: JobCreate, language: str, max_chars: int) -> tuple[str, SsmlDocument | None]:
+    """What the voice will read: the text itself, or an SSML document's spoken text with the document
+    (parsed here, so invalid SSML is refused with its line and column before any job exists). Limits
+    count spoken characters; the markup around them may add up to ``SSML_MARKUP_FACTOR`` times as much."""
     if body.text_type is TextType.TEXT:
         check_text(body.text, max_chars)
-        return body.text
+        return body.text, None
     if len(body.text) > SSML_MARKUP_FACTOR * max_chars:
         raise TextTooLong(len(body.text), SSML_MARKUP_FACTOR * max_chars)
     check_tag_count(body.text, max(max_chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS))
-    spoken = parse_ssml(body.text, default_lang=language).spoken_text
-    check_text(spoken, max_chars)
-    return spoken
+    document = parse_ssml(body.text, default_lang=language)
+    check_text(document.spoken_text, max_chars)
+    return document.spoken_text, document
 
 
 def check_marks(body: JobCreate, voice: VoiceInfo) -> None:

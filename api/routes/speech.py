@@ -32,7 +32,7 @@ from api.waiting import Subscription
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.formats import AudioFormat, StreamEncoder, encode
 from tts_core.text import check_text
-from ttsq.estimate import estimate_audio_s
+from ttsq.estimate import estimate_job
 from ttsq.jobs import JobOptions, JobRecord, JobStatus, Priority, new_job_id, utcnow
 from ttsq.parts import PartRef, counted_parts
 
@@ -130,19 +130,21 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
     voice = _resolve_voice(state, body.voice)
     info = state.catalog.get(voice)
     state.catalog.check_speakable(voice, body.input)
+    options = JobOptions(speed=body.speed)
+    estimate = estimate_job(body.input, None, options, info.engine.value, state.settings)
     record = JobRecord(
         id=new_job_id(),
         voice=voice,
         format=(audio_format or AudioFormat.WAV).value,
         characters=len(body.input),
-        options=JobOptions(speed=body.speed),
+        options=options,
         metadata={"source": "openai"},
         created_at=utcnow(),
         priority=Priority.INTERACTIVE,
         stream=True,
         keep=body.keep,
         tenant=tenant.id,
-        reserved_audio_ms=round(estimate_audio_s(body.input, body.speed) * 1000),
+        reserved_audio_ms=estimate.audio_ms,
     )
     await run_in_threadpool(admit_and_submit, state, tenant, record, body.input)
     reader = PartReader(state, record.id)
