@@ -24,10 +24,6 @@ from ttsq.storage import ObjectStore
 from ttsq.tenants import TenantStore
 
 
-def _no_task(_: str) -> None:
-    """A webhook event needs no task: the terminal write queued it (``ttsq.webhook_schedule``)."""
-
-
 @dataclass
 class AppState:
     """Everything a request handler may need besides the request."""
@@ -49,7 +45,7 @@ class AppState:
 
     @property
     def lifecycle(self) -> Lifecycle:
-        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, _no_task, self.send_finish_batch)
+        return Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send_finish_batch)
 
     def send_finish_batch(self, batch_id: str) -> None:
         """A batch's finishing task (its last item canceled through the API)."""

@@ -81,7 +81,7 @@ def lifecycle_for(settings: Settings, client: redis.Redis) -> Lifecycle:
     objects = ObjectStore(settings.s3)
     send = TaskPublisher(make_producer(settings), settings.queue)
     parts = make_part_store(settings, client, objects)
-    return Lifecycle(jobs, segments, parts, objects, send.webhook, send.finish_batch)
+    return Lifecycle(jobs, segments, parts, objects, send.finish_batch)
 
 
 def sweeper_for(settings: Settings, client: redis.Redis) -> Sweeper:

@@ -138,11 +138,6 @@ class TaskPublisher:
         with _publishing():
             self._app.send_task(ASSEMBLE_TASK, args=[job_id], queue=entry_queue(self._queue, priority))
 
-    def webhook(self, job_id: str) -> None:
-        """Nothing: a job's webhook event is queued by the write of its terminal status
-        (``ttsq.webhook_schedule``). Kept only while ``workers.pipeline`` still passes it to
-        :class:`~ttsq.lifecycle.Lifecycle` and calls it for a job whose event had no attempt yet."""
-
     def finish_batch(self, batch_id: str) -> None:
         """The task that writes a batch's manifest once its last item finished (service worker)."""
         with _publishing():

@@ -44,9 +44,6 @@ class Lifecycle:
     segments: SegmentStore
     parts: PartStore
     objects: ObjectStore
-    send_webhook: Callable[[str], None]
-    """Unused: the terminal write queues the webhook event itself. Kept until ``workers.pipeline``
-    stops passing ``TaskPublisher.webhook`` here (positionally, before ``send_finish_batch``)."""
     send_finish_batch: Callable[[str], None]
 
     def announce(self, record: JobRecord) -> None:

@@ -47,7 +47,7 @@ def sweeper() -> Sweeper:
     segments = SegmentStore(client, _settings.job_ttl_s)
     parts = make_part_store(_settings, client, _objects())
     send = TaskPublisher(make_producer(_settings), _settings.queue)
-    lifecycle = Lifecycle(jobs, segments, parts, _objects(), send.webhook, send.finish_batch)
+    lifecycle = Lifecycle(jobs, segments, parts, _objects(), send.finish_batch)
     batches = BatchStore(client, _settings.job_ttl_s)
     return Sweeper(_settings, client, jobs, segments, lifecycle, send, batches)
 

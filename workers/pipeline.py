@@ -41,7 +41,6 @@ from ttsq.jobs import (
     JobResult,
     JobStatus,
     JobStore,
-    WebhookState,
     finish_changes,
     utcnow,
 )
@@ -79,9 +78,7 @@ class JobContext:
 
     @property
     def lifecycle(self) -> lifecycle.Lifecycle:
-        return lifecycle.Lifecycle(
-            self.jobs, self.segments, self.parts, self.objects, self.send.webhook, self.send.finish_batch
-        )
+        return lifecycle.Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send.finish_batch)
 
 
 @dataclass(frozen=True)
@@ -154,8 +151,9 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     """
     record = ctx.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
     if record is None:
+        # Its webhook event was queued by its terminal write; a batch's finishing task by the terminal
+        # write of the batch's last item (a lost one is sent again by the sweeper, ttsq.batch_sweep).
         log.info("job %s is no longer runnable; skipping", job_id)
-        _announce_unsent(ctx.jobs.get(job_id), ctx)
         return
     settings = ctx.settings
     text = ctx.jobs.text(job_id)
@@ -339,18 +337,6 @@ def _announce(record: JobRecord, ctx: JobContext) -> None:
     ctx.lifecycle.announce(record)
 
 
-def _announce_unsent(record: JobRecord, ctx: JobContext) -> None:
-    """A step retried after its job finished (the broker refused the webhook task the first time)
-    sends the delivery again if no attempt was made; the task drops duplicates.
-
-    A batch's finishing task is not sent from here: every canceled item's entry task comes this way,
-    and a 10,000-item batch would get as many. The terminal write of the batch's last item sends it
-    once (``ttsq.lifecycle.Lifecycle.announce``); if that send was lost, the sweeper sends it again
-    (``ttsq.batch_sweep``)."""
-    if record.webhook is not None and record.webhook.state is WebhookState.PENDING and record.webhook.attempts == 0:
-        ctx.send.webhook(record.id)
-
-
 def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun) -> None:
     """Synthesise segment ``index`` unless already counted; whichever task sees every segment done
     sends the assembly (a redelivered last segment sends it again, harmlessly)."""
@@ -388,7 +374,6 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; nothing to assemble", job_id, record.status.value)
-        _announce_unsent(record, ctx)
         return
     sums = ctx.segments.progress(job_id)
     if sums.done < total:

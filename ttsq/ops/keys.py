@@ -160,4 +160,4 @@ def _lifecycle(settings: Settings, client: redis.Redis) -> Lifecycle:
     jobs = JobStore(client, settings.job_ttl_s)
     segments = SegmentStore(client, settings.job_ttl_s)
     parts = make_part_store(settings, client, objects)
-    return Lifecycle(jobs, segments, parts, objects, send.webhook, send.finish_batch)
+    return Lifecycle(jobs, segments, parts, objects, send.finish_batch)
