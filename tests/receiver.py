@@ -16,6 +16,9 @@ from typing import Any
 HANG_S = 5.0
 """How long a ``hang`` answer keeps the sender waiting: longer than any test's delivery timeout."""
 
+SLOW_S = 0.5
+"""How long a ``slow`` answer (a 200) takes: well within any test's delivery timeout."""
+
 Answer = int | str | tuple[int, dict[str, str]]
 
 
@@ -29,7 +32,8 @@ class Received:
 
 class Receiver:
     """A real HTTP server on loopback answering each path with a script of answers (the last one
-    repeats): a status, a (status, headers) pair, or ``hang``: no answer within any sender's timeout."""
+    repeats): a status, a (status, headers) pair, ``slow`` (200 after ``SLOW_S``) or ``hang``: no
+    answer within any sender's timeout."""
 
     def __init__(self) -> None:
         self.received: list[Received] = []
@@ -47,6 +51,9 @@ class Receiver:
                 if answer == "hang":
                     time.sleep(HANG_S)
                     return
+                if answer == "slow":
+                    time.sleep(SLOW_S)
+                    answer = 200
                 status, headers = answer if isinstance(answer, tuple) else (int(answer), {})
                 self.send_response(status)
                 for name, value in headers.items():
@@ -100,19 +107,22 @@ class RawReceiver:
             except OSError:  # closed
                 return
             with self._lock:
+                if self._closing.is_set():  # accepted just as the server closed
+                    connection.close()
+                    return
                 self.accepted += 1
                 self._connections.append(connection)
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: socket.socket) -> None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError), connection:
             self._behave(connection, self._closing)
 
     def close(self) -> None:
         """Stop listening and drop every connection (a sender's attempts then fail at once)."""
-        self._closing.set()
-        self._listener.close()
         with self._lock:
+            self._closing.set()
+            self._listener.close()
             for connection in self._connections:
                 with contextlib.suppress(OSError):
                     connection.close()
