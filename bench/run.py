@@ -51,7 +51,7 @@ from tts_core.config import SynthesisConfig
 from tts_core.runtime import resolve_device
 from tts_core.segments import group_segments
 from ttsq.jobs import JobRecord
-from ttsq.parts import PartStore, RedisPartStore, S3PartStore
+from ttsq.parts import PartRef, PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings
 from workers.engine import load_voice
 
@@ -201,18 +201,18 @@ def part_stores(stack: BenchStack, count: int = 100) -> dict[str, Any]:
     stores: dict[str, PartStore] = {"redis": RedisPartStore(client, 600, s3, 1 << 30), "s3": s3}
     timings = {}
     for name, store in stores.items():
-        job = f"bench-parts-{name}"
-        put = _timed(lambda: _put_all(store, job, pcm, count))  # noqa: B023 - called at once
-        get = _timed(lambda: [store.get(job, i) for i in range(count)])  # noqa: B023
-        store.delete(job, range(count))
+        parts = [PartRef(f"bench-parts-{name}", index, "bench") for index in range(count)]
+        put = _timed(lambda: _put_all(store, parts, pcm))  # noqa: B023 - called at once
+        get = _timed(lambda: [store.get(part) for part in parts])  # noqa: B023
+        store.delete(parts)
         timings[name] = {"put_ms": 1000 * put / count, "get_ms": 1000 * get / count, "part_bytes": len(pcm)}
     client.close()
     return timings
 
 
-def _put_all(store: PartStore, job: str, pcm: bytes, count: int) -> None:
-    for index in range(count):
-        store.put(job, index, pcm)
+def _put_all(store: PartStore, parts: list[PartRef], pcm: bytes) -> None:
+    for part in parts:
+        store.put(part, pcm)
 
 
 def _timed(action: Callable[[], object]) -> float:

@@ -4,6 +4,7 @@ has a public twin that passes, so the guard is shown to decode the address, not 
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
 import uuid
@@ -113,7 +114,8 @@ def test_a_zone_id_changes_no_rule(url: str, category: str) -> None:
 
 def test_a_delivery_to_a_transition_form_is_refused_before_connecting() -> None:
     """The worker's attempt runs the same guard; nothing listens there, and nothing is tried."""
-    result = deliver("http://[2002:7f00:1::]:9/hook", {}, b"{}", allow_private=False, connect_timeout_s=1, timeout_s=1)
+    attempt = deliver("http://[2002:7f00:1::]:9/hook", {}, b"{}", allow_private=False, connect_timeout_s=1, timeout_s=1)
+    result = asyncio.run(attempt)
     assert (result.delivered, result.retryable, result.status) == (False, False, None)
     assert "loopback address (6to4 form of 127.0.0.1)" in (result.error or "")
 
