@@ -288,6 +288,8 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         sweep_grace_s=45.0,
         max_requeues=5,
         max_step_starts=4,
+        silence_allowance_s=90.0,
+        silence_ratio=0.5,
         cleanup_interval_s=120.0,
         auth_required=True,
         default_limits=Limits(max_active_jobs=7, chars_per_day=9000, audio_seconds_per_day=600, requests_per_second=3),

@@ -558,13 +558,13 @@ def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQ
     state saved and the batch running."""
     book = read_book(book_path)
     for line in book.left_out:
-        console.print(f"left out: {line}", markup=False, highlight=False)
+        console.print(f"left out: {line}", markup=False, highlight=False, soft_wrap=True)
     folder.mkdir(parents=True, exist_ok=True)
     narration = Narration(book, folder, options, client)
     for line in narration.notes:
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)  # paths whole, never folded
     if narration.reused:
-        console.print(f"{narration.reused} chapter(s) already in {folder}, kept")
+        console.print(f"{narration.reused} chapter(s) already in {folder}, kept", soft_wrap=True)
     if narration.missing:
         narration.start()
         console.print(f"batch {narration.state.batch_id}: {len(narration.missing)} chapter(s) to narrate")
