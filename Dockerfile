@@ -17,7 +17,7 @@ COPY api ./api
 COPY workers ./workers
 COPY tts_core ./tts_core
 COPY ttsq ./ttsq
-RUN pip install ".[ja${EXTRAS:+,$EXTRAS}]" && python -m ttsq.ops.kokoro_install && pip check
+RUN pip install ".[ja${EXTRAS:+,$EXTRAS}]" && python -m cli.kokoro_install && pip check
 
 USER ttsq
 EXPOSE 8000 5555

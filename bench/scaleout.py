@@ -22,9 +22,9 @@ from typing import Any, Final
 
 from bench import corpus
 from bench.stack import BenchStack, Submitted
+from cli.processes import ManagedProcess, wait_until
+from cli.workerpool import start_local_worker
 from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
-from ttsq.ops.processes import ManagedProcess, wait_until
-from ttsq.ops.workerpool import start_local_worker
 from ttsq.settings import Settings
 
 VISIBILITY_S: Final = 60

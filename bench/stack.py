@@ -13,13 +13,13 @@ import httpx
 import psutil
 import redis
 
+from cli.commands import api_argv
+from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
+from cli.processes import ManagedProcess, free_port, wait_until
+from cli.workerpool import default_worker
 from ttsq.batches import BatchStore
 from ttsq.broker import make_producer
 from ttsq.jobs import JobRecord, JobStatus, JobStore
-from ttsq.ops.commands import api_argv
-from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.workerpool import default_worker
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, WorkerSettings, settings_env
 from ttsq.storage import ObjectStore

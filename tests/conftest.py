@@ -27,15 +27,15 @@ from mypy_boto3_s3 import S3Client
 from pydantic import SecretStr
 
 from api.main import create_app
+from cli.commands import webhook_worker_argv
+from cli.embedded import RedisService, SeaweedService, stack_settings
+from cli.processes import ManagedProcess, free_port, wait_until
+from cli.workerpool import start_local_worker, wait_for_node
 from tests.voices import write_multi_speaker_voice
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, interactive_queue
 from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
-from ttsq.ops.commands import webhook_worker_argv
-from ttsq.ops.embedded import RedisService, SeaweedService, stack_settings
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.workerpool import start_local_worker, wait_for_node
 from ttsq.settings import Settings, settings_env
 
 TEST_BUCKET = "ttsq-test"

@@ -25,13 +25,13 @@ import redis
 
 from bench.corpus import narration, paragraphs, short_messages
 from bench.machine import describe
+from cli.commands import api_argv, beat_argv, webhook_worker_argv
+from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
+from cli.processes import ManagedProcess, free_port, wait_until
+from cli.workerpool import start_local_worker, wait_for_node
 from ttsq.constants import KEY_PREFIX
 from ttsq.jobs import JobRecord, JobStatus, JobStore
 from ttsq.maintenance import TMP_PREFIX
-from ttsq.ops.commands import api_argv, beat_argv, webhook_worker_argv
-from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.workerpool import start_local_worker, wait_for_node
 from ttsq.settings import Settings, settings_env
 from ttsq.storage import ObjectStore
 from ttsq.tenants import ANONYMOUS_TENANT

@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from api.main import create_app
+from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
+from cli.processes import ManagedProcess, wait_until
 from tests.conftest import serve, start_worker, wait_for_job
-from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
-from ttsq.ops.processes import ManagedProcess, wait_until
 
 HELLO = "Redis went away and came back."
 SPEECH = {"model": "tts-1", "input": HELLO, "voice": "alloy", "response_format": "wav"}

@@ -15,11 +15,11 @@ import redis
 from mypy_boto3_s3 import S3Client
 
 from api.admission import PUBLISH_PIPELINE
+from cli.processes import ManagedProcess
 from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi
 from tests.receiver import Receiver
 from ttsq.batches import BatchStore
 from ttsq.constants import ACTIVE_BATCHES_KEY, batch_items_key
-from ttsq.ops.processes import ManagedProcess
 from ttsq.tenants import Limits, TenantStore
 
 SENTENCES = ["One little line.", "Two little lines.", "Three lines now.", "Four of them.", "And five."]

@@ -17,9 +17,9 @@ import httpx
 import pytest
 import redis
 
+from cli.commands import api_argv
+from cli.processes import ManagedProcess, free_port, wait_until
 from ttsq.constants import consumed_queues
-from ttsq.ops.commands import api_argv
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings, settings_env
 
 HUGE_BYTES = 150 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""Books read into chapters (``ttsq.ops.books``): the same book as text, Markdown, EPUB and a folder
+"""Books read into chapters (``narration.books``): the same book as text, Markdown, EPUB and a folder
 gives the same chapters, paragraph breaks survive, and every broken input says what is wrong."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ttsq.ops.books import MAX_NAME_CHARS, Book, BookError, read_book, safe_name
+from narration.books import MAX_NAME_CHARS, Book, BookError, read_book, safe_name
 
 CORPUS = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "pride_and_prejudice.txt"
 DATA = Path(__file__).resolve().parent / "data" / "books"

@@ -16,9 +16,9 @@ import psutil
 import pytest
 import soundfile
 
+from cli.embedded import RedisService
+from cli.processes import free_port, port_in_use
 from tests.conftest import wait_for_job
-from ttsq.ops.embedded import RedisService
-from ttsq.ops.processes import free_port, port_in_use
 from ttsq.settings import Settings, settings_env
 
 TTSQ = str(Path(sys.executable).parent / "ttsq")

@@ -1,4 +1,4 @@
-"""The client of ``ttsq say`` and ``ttsq narrate`` (``ttsq.ops.client``) through an API restart: a
+"""The client of ``ttsq say`` and ``ttsq narrate`` (``narration.client``) through an API restart: a
 real API stopped and started again on the same port while the client waits for a job, and an API
 that never answered, which fails at once."""
 
@@ -12,9 +12,9 @@ import pytest
 import uvicorn
 
 from api.main import create_app
+from cli.processes import ManagedProcess, free_port, port_in_use, wait_until
+from narration.client import RESTART_GRACE_S, ClientError, TTSQClient
 from tests.conftest import ThreadedServer
-from ttsq.ops.client import RESTART_GRACE_S, ClientError, TTSQClient
-from ttsq.ops.processes import ManagedProcess, free_port, port_in_use, wait_until
 from ttsq.settings import Settings
 
 DOWN_S = 3.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ttsq.ops.kokoro_install import strip_onnxruntime
+from cli.kokoro_install import strip_onnxruntime
 
 
 def installed(distribution: str) -> bool:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from ttsq.ops.cli import main as cli
+from cli.main import main as cli
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,11 +28,11 @@ import httpx
 import psutil
 import pytest
 
+from cli.processes import free_port, port_in_use, wait_until
+from narration.client import ClientError, TTSQClient
 from tests.faults_support import record_figures
 from tests.test_cli import DevProcess, all_gone, clean_env, dev_args
 from ttsq.broker import make_producer
-from ttsq.ops.client import ClientError, TTSQClient
-from ttsq.ops.processes import free_port, port_in_use, wait_until
 from ttsq.settings import Settings
 
 pytestmark = pytest.mark.faults

@@ -6,7 +6,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ttsq.ops.embedded import SeaweedService
+from cli.embedded import SeaweedService
 
 
 def recent_temp_entries(since: float, prefixes: tuple[str, ...]) -> list[str]:

@@ -25,6 +25,7 @@ import httpx
 import pytest
 import soundfile
 
+from cli.processes import wait_until
 from tests.faults_support import (
     Burst,
     FaultStack,
@@ -40,7 +41,6 @@ from tests.faults_support import (
 )
 from ttsq.constants import SEGMENT_TASK, job_step_starts_key
 from ttsq.jobs import JobStatus
-from ttsq.ops.processes import wait_until
 from ttsq.progress import SegmentStore
 
 pytestmark = pytest.mark.faults

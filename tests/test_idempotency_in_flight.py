@@ -21,12 +21,12 @@ import redis
 from api.idempotency import IdempotencyStore, fingerprint
 from api.main import create_app
 from api.schemas import JobCreate
+from cli.commands import api_argv
+from cli.embedded import LOOPBACK
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, serve
 from ttsq.constants import consumed_queues, interactive_queue
 from ttsq.jobs import JobStore
-from ttsq.ops.commands import api_argv
-from ttsq.ops.embedded import LOOPBACK
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import ANONYMOUS_TENANT, Limits, TenantStore
 

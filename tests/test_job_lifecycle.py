@@ -14,10 +14,10 @@ from mypy_boto3_s3 import S3Client
 
 from api.idempotency import ABANDONED_AFTER_S, IdempotencyStore, fingerprint
 from api.schemas import JobCreate
+from cli.processes import ManagedProcess
 from tests.conftest import TEST_BUCKET, IdleQueueApi, wait_for_job, wait_for_tasks
 from tests.receiver import Receiver
 from ttsq.constants import job_objects_prefix
-from ttsq.ops.processes import ManagedProcess
 from ttsq.settings import Settings
 
 SHORT = {"text": "Cancel me if you can.", "format": "wav"}

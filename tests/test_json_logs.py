@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from api.main import create_app
+from cli.commands import api_argv
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve, start_worker, wait_for_job
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
-from ttsq.ops.commands import api_argv
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings, settings_env
 
 SECRET_WORDS = "Marmalade periwinkle"

@@ -24,8 +24,8 @@ import yaml
 
 from api.main import create_app
 from api.metrics import METRICS_PATH
+from cli.main import main as cli
 from ttsq.constants import DEFAULT_QUEUE, segment_queue
-from ttsq.ops.cli import main as cli
 from ttsq.settings import Settings, settings_env
 from workers.metrics import WorkerProbes, make_app
 

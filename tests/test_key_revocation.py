@@ -18,15 +18,15 @@ import redis
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
+from cli.processes import ManagedProcess, wait_until
 from tests.conftest import TEST_BUCKET, serve, wait_for_job, wait_for_tasks
 from ttsq.constants import consumed_queues, interactive_queue, job_objects_prefix
 from ttsq.jobs import JobStatus, JobStore
-from ttsq.ops.processes import ManagedProcess, wait_until
 from ttsq.settings import Settings, settings_env
 
 SHORT = {"text": "Said for a key about to go.", "format": "wav"}
 LONG = " ".join(["The keeper climbed the stairs and lit the lamp, then wrote the weather in his book."] * 40)
-TTSQ = [sys.executable, "-m", "ttsq.ops.cli"]
+TTSQ = [sys.executable, "-m", "cli.main"]
 """``ttsq`` as this checkout's code (the installed script may point at another)."""
 
 

@@ -15,13 +15,13 @@ import soundfile
 import srt  # type: ignore[import-untyped]
 import webvtt
 
+from cli.processes import ManagedProcess
 from tests.conftest import wait_for_job
 from tts_core.audio import rms_dbfs
 from tts_core.mark_builder import MarkBuilder
 from tts_core.marks import Mark, check_marks, marks_from_json
 from tts_core.plan import PlannedUtterance
 from tts_core.timing import UtteranceTiming, allocate
-from ttsq.ops.processes import ManagedProcess
 
 DETERMINISTIC = {"noise_scale": 0.0, "noise_w": 0.0, "format": "wav"}
 STORY = (

@@ -11,10 +11,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.main import create_app
+from cli.processes import ManagedProcess, free_port, wait_until
+from cli.workerpool import default_worker
 from tests.conftest import IdleQueueApi, create_record, enqueue, serve, wait_for_job
 from ttsq.jobs import JobStore
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.workerpool import default_worker
 from ttsq.settings import Settings
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

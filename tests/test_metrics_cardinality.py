@@ -24,9 +24,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.metrics import fold_finished, fold_method, fold_status
-from ttsq.ops.commands import api_argv
-from ttsq.ops.embedded import LOOPBACK
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from cli.commands import api_argv
+from cli.embedded import LOOPBACK
+from cli.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings, settings_env
 from workers import metrics as worker_metrics
 

@@ -22,15 +22,15 @@ import soundfile
 import webvtt
 
 from api.main import create_app
+from cli.processes import ManagedProcess, free_port, wait_until
+from narration.books import read_book
+from narration.m4b import ChapterAudio, write_m4b
+from narration.state import STATE_FILE
 from tests.conftest import serve, start_worker
 from tests.test_cli import clean_env
 from tests.test_marks import seconds
 from tests.test_segment_jobs import BROKEN_VOICE_ID, broken_voice
 from ttsq.constants import batch_key
-from ttsq.ops.books import read_book
-from ttsq.ops.m4b import ChapterAudio, write_m4b
-from ttsq.ops.narrate import STATE_FILE
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings
 
 BOOK = """# The Small Book
@@ -48,7 +48,7 @@ The garden was quiet. A bird sang once.
 And that was all.
 """
 ROOT = Path(__file__).parents[1]
-TTSQ = [sys.executable, "-m", "ttsq.ops.cli"]
+TTSQ = [sys.executable, "-m", "cli.main"]
 """This checkout's command (the installed ``ttsq`` script may belong to another checkout)."""
 TITLES = ["The Door", "The Garden", "The End"]
 FILES = ["01-the-door.mp3", "02-the-garden.mp3", "03-the-end.mp3"]

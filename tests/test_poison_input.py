@@ -15,13 +15,13 @@ import time
 import httpx
 import pytest
 
+from cli.processes import ManagedProcess
 from tests.conftest import wait_for_job
 from tts_core.kokoro import MAX_G2P_CHARS, front_end
 from tts_core.kokoro_package import data_dir
 from tts_core.phonemes import MAX_TOKEN_CHARS
 from tts_core.text import bounded_pieces, split_long_tokens
 from ttsq.jobs import JobStatus
-from ttsq.ops.processes import ManagedProcess
 
 
 def random_word(letters: int, seed: int, alphabet: str = string.ascii_lowercase) -> str:

@@ -7,9 +7,9 @@ import time
 import httpx
 import redis
 
+from cli.processes import ManagedProcess
 from tests.conftest import wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
-from ttsq.ops.processes import ManagedProcess
 
 
 def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(client: httpx.Client) -> None:

@@ -14,9 +14,9 @@ import httpx
 import psutil
 import pytest
 
-from ttsq.ops.commands import api_argv, flower_argv
-from ttsq.ops.embedded import LOOPBACK
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
+from cli.commands import api_argv, flower_argv
+from cli.embedded import LOOPBACK
+from cli.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings, settings_env
 
 INFERENCE_LIBRARIES = ("onnxruntime", "onnx_cpp2py_export", "piper_phonemize", "espeak")
@@ -71,7 +71,7 @@ def test_the_check_sees_the_runtime_in_a_worker(worker: ManagedProcess) -> None:
 
 SAY = """
 import json, sys
-from ttsq.ops.cli import main
+from cli.main import main
 try:
     main(["say", "A small check.", "-o", sys.argv[1], "--api-url", sys.argv[2]])
 except SystemExit as stop:

@@ -16,10 +16,10 @@ import pytest
 import redis
 import yaml
 
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, enqueue, wait_for_job
 from tests.test_cli import DevProcess, clean_env, dev_args
 from ttsq.jobs import JobStore
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from api.main import create_app
+from cli.embedded import RedisService, SeaweedService, stack_settings
+from cli.processes import free_port
 from tests.conftest import serve, start_worker
-from ttsq.ops.embedded import RedisService, SeaweedService, stack_settings
-from ttsq.ops.processes import free_port
 from ttsq.settings import S3Settings, Settings
 
 

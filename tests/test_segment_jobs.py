@@ -19,6 +19,7 @@ import soundfile
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
+from cli.processes import ManagedProcess, wait_until
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
 from tts_core.audio import PCM16
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
@@ -27,7 +28,6 @@ from tts_core.segments import group_segments, plain
 from tts_core.voice import Voice
 from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
-from ttsq.ops.processes import ManagedProcess, wait_until
 from ttsq.settings import Settings
 
 PARAGRAPH = (

@@ -15,9 +15,9 @@ from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
 from bench.corpus import narration
+from cli.processes import wait_until
 from tests.conftest import serve, start_worker, wait_for_job
 from ttsq.constants import SEGMENT_TASK
-from ttsq.ops.processes import wait_until
 from ttsq.settings import Settings
 
 RECOVERY_LIMIT_S = 120.0

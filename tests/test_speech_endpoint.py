@@ -13,10 +13,10 @@ import soundfile
 
 from api.main import create_app
 from api.routes import speech
+from cli.processes import ManagedProcess
 from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, serve, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
 from tts_core.catalog import DEFAULT_VOICE_ID
-from ttsq.ops.processes import ManagedProcess
 from ttsq.settings import Settings
 
 SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects."

@@ -12,11 +12,11 @@ import pytest
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, ReadTimeoutError
 from pydantic import SecretStr
 
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, enqueue, start_worker, wait_for_tasks
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.jobs import JobRecord, JobStore
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import Settings
 from ttsq.storage import storage_error
 

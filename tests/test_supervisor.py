@@ -1,4 +1,4 @@
-"""The supervisor of ``ttsq dev`` and ``ttsq worker --gpus`` (``ttsq.ops.supervisor``) on small real
+"""The supervisor of ``ttsq dev`` and ``ttsq worker --gpus`` (``cli.supervisor``) on small real
 child processes: one that dies comes back with a line saying how it ended, one that dies at once backs
 off instead of looping, a stop leaves nothing behind, a child waiting out its backoff included.
 ``ttsq worker``'s use of it: tests/test_workerpool.py; ``ttsq dev``'s: tests/test_dev_supervision.py."""
@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ttsq.ops.processes import ManagedProcess, wait_until
-from ttsq.ops.supervisor import Backoff, ChildFailing, Supervisor, exit_status
+from cli.processes import ManagedProcess, wait_until
+from cli.supervisor import Backoff, ChildFailing, Supervisor, exit_status
 
 # Each child appends "<pid> <monotonic time>" to the file named by its first argument when it starts.
 STARTED = "import os, sys, time\nwith open(sys.argv[1], 'a') as f: f.write(f'{os.getpid()} {time.monotonic()}\\n')\n"

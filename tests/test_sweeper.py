@@ -16,6 +16,9 @@ import pytest
 import redis
 from mypy_boto3_s3 import S3Client
 
+from cli.commands import beat_argv, webhook_worker_argv
+from cli.processes import ManagedProcess, wait_until
+from cli.workerpool import wait_for_node
 from tests.conftest import create_record, start_worker
 from tts_core.plan import PlannedUtterance
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore, cancel_batch, finish_batch, new_batch_id
@@ -34,9 +37,6 @@ from ttsq.constants import (
 from ttsq.jobs import JobRecord, JobStatus, JobStore, utcnow
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
-from ttsq.ops.commands import beat_argv, webhook_worker_argv
-from ttsq.ops.processes import ManagedProcess, wait_until
-from ttsq.ops.workerpool import wait_for_node
 from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, settings_env

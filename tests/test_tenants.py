@@ -16,9 +16,9 @@ import pytest
 import redis
 
 from api.main import create_app
+from cli.processes import ManagedProcess
 from tests.conftest import serve, wait_for_job
 from ttsq.constants import consumed_queues, usage_key
-from ttsq.ops.processes import ManagedProcess
 from ttsq.quotas import usage_day
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore

@@ -25,13 +25,13 @@ import pytest
 import redis
 
 from api.main import create_app
+from cli.commands import webhook_worker_argv
+from cli.processes import ManagedProcess, wait_until
+from cli.workerpool import wait_for_node
 from tests.conftest import serve
 from tests.receiver import RawReceiver, Receiver, answers_with, never_answers, trickles
 from ttsq.broker import make_producer
 from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SWEEP_TASK, WEBHOOK_TENANTS_KEY, consumed_queues
-from ttsq.ops.commands import webhook_worker_argv
-from ttsq.ops.processes import ManagedProcess, wait_until
-from ttsq.ops.workerpool import wait_for_node
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
 

@@ -18,11 +18,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from cli.processes import wait_until
 from tests.conftest import TEST_WEBHOOK_SECRET
 from tests.faults_support import fault_stack, record_figures, short_texts, wait_terminal
 from tests.receiver import RawReceiver, Receiver, never_answers
 from tests.test_webhook_fairness import finished_at, first_arrival
-from ttsq.ops.processes import wait_until
 from ttsq.tenants import Limits, TenantStore
 
 pytestmark = pytest.mark.faults

@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from api.main import create_app
+from cli.processes import ManagedProcess
 from tests.conftest import TEST_WEBHOOK_RETRIES, TEST_WEBHOOK_SECRET, create_record, enqueue, serve
 from tests.receiver import Receiver
 from ttsq.jobs import JobStore
-from ttsq.ops.processes import ManagedProcess
 from ttsq.settings import Settings
 
 SENTENCE = "Tell my receiver when this is done."

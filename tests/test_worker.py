@@ -11,11 +11,11 @@ import pytest
 import redis
 from mypy_boto3_s3 import S3Client
 
+from cli.processes import ManagedProcess
 from tests.conftest import TEST_BUCKET, IdleQueueApi, create_record, enqueue, wait_for_job, wait_for_tasks
 from tts_core.catalog import DEFAULT_VOICE_ID
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.jobs import JobStatus, JobStore, utcnow
-from ttsq.ops.processes import ManagedProcess
 from ttsq.settings import Settings
 
 

@@ -11,11 +11,11 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
+from cli.main import main
+from cli.processes import wait_until
+from cli.workerpool import GpuSelectionError, cpu_cores, cpu_worker, default_worker, gpu_workers, parse_gpus
 from tts_core.device import Device
 from tts_core.runtime import cuda_available
-from ttsq.ops.cli import main
-from ttsq.ops.processes import wait_until
-from ttsq.ops.workerpool import GpuSelectionError, cpu_cores, cpu_worker, default_worker, gpu_workers, parse_gpus
 from ttsq.settings import Settings, WorkerSettings
 from workers.tuning import batch_plan
 
@@ -86,7 +86,7 @@ def test_the_default_worker_is_sized_for_the_device_it_will_use() -> None:
 
 
 def test_cli_refuses_gpus_on_a_host_without_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ttsq.ops.cli.cuda_device_count", lambda: 0)
+    monkeypatch.setattr("cli.main.cuda_device_count", lambda: 0)
     result = CliRunner().invoke(main, ["worker", "--gpus", "all"])
     assert result.exit_code == 2
     assert "no GPU is visible" in result.output
@@ -102,7 +102,7 @@ def test_cli_refuses_gpus_and_cpu_together() -> None:
 # are up, then exits with 3.
 SUPERVISE = r"""
 import sys
-from ttsq.ops.workerpool import WorkerSpec, run_workers
+from cli.workerpool import WorkerSpec, run_workers
 folder = sys.argv[1]
 sleeper = "import os, sys, time; open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(60)"
 quitter = "import os, sys, time\nwhile len(os.listdir(sys.argv[1])) < 2: time.sleep(0.05)\nraise SystemExit(3)"

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import redis
 
+from cli.processes import ManagedProcess, free_port, wait_until
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
 from ttsq.settings import S3Settings, Settings
 
 LOOPBACK = "127.0.0.1"

@@ -1,6 +1,6 @@
 """Child processes that stop cleanly: own process group, killed with their parent, TERM then KILL.
 
-What starts one again when it dies is ``ttsq.ops.supervisor``.
+What starts one again when it dies is ``cli.supervisor``.
 """
 
 from __future__ import annotations

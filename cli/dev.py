@@ -2,7 +2,7 @@
 
 Starts Redis and SeaweedFS (unless the settings, from the environment or ``.env``, name a Redis URL or
 an S3 endpoint: then those are used), one worker, the service worker, beat, the API and Flower;
-prints the URLs; starts again any child that dies, from the first start on (``ttsq.ops.supervisor``:
+prints the URLs; starts again any child that dies, from the first start on (``cli.supervisor``:
 Redis and SeaweedFS on the same port and data folder, Redis from its append-only file); stops every
 child on Ctrl-C or SIGTERM, one waiting to be started again included. Every child gets every setting
 (``settings_env``).
@@ -24,13 +24,13 @@ import httpx
 import redis
 from pydantic import SecretStr
 
+from cli.commands import SERVICE_WORKER_THREADS, api_argv, beat_argv, flower_argv, webhook_worker_argv
+from cli.embedded import LOOPBACK, RedisService, SeaweedService
+from cli.processes import ManagedProcess, port_in_use
+from cli.supervisor import Supervisor
+from cli.workerpool import default_worker
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.errors import ServiceError
-from ttsq.ops.commands import SERVICE_WORKER_THREADS, api_argv, beat_argv, flower_argv, webhook_worker_argv
-from ttsq.ops.embedded import LOOPBACK, RedisService, SeaweedService
-from ttsq.ops.processes import ManagedProcess, port_in_use
-from ttsq.ops.supervisor import Supervisor
-from ttsq.ops.workerpool import default_worker
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, Settings, settings_env
 from ttsq.storage import ObjectStore
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ttsq.ops.processes import ManagedProcess
+from cli.processes import ManagedProcess
 
 FIRST_DELAY_S: Final = 0.5
 """Wait before a child that died is started again, the first time in a row."""

