@@ -17,6 +17,8 @@ COPY api ./api
 COPY workers ./workers
 COPY tts_core ./tts_core
 COPY ttsq ./ttsq
+COPY cli ./cli
+COPY narration ./narration
 RUN pip install ".[ja${EXTRAS:+,$EXTRAS}]" && python -m cli.kokoro_install && pip check
 
 USER ttsq

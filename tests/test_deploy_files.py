@@ -399,8 +399,12 @@ def test_redis_config_is_protected_without_a_password_in_git() -> None:
 
 
 def test_dockerfile_copies_every_package() -> None:
+    """Every package that ``pip install .`` installs (pyproject's ``packages.find``) is copied first."""
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("api", "workers", "tts_core", "ttsq"):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
+    assert {"api", "workers", "tts_core", "ttsq", "cli", "narration"} <= set(packages)
+    for package in packages:
         assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.MULTILINE), package
     assert "celeryconfig.py" in dockerfile
     assert re.search(r"^FROM python:3\.11", dockerfile, re.MULTILINE)
