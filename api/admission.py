@@ -27,7 +27,7 @@ from api.state import AppState
 from ttsq.batches import BatchRecord
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK
-from ttsq.errors import QueueUnavailable, StoreUnavailable, TransientError
+from ttsq.errors import QueueBehind, QueueUnavailable, StoreUnavailable
 from ttsq.jobs import JobRecord, Priority
 from ttsq.quotas import Charge, usage_day
 from ttsq.tenants import Tenant
@@ -37,14 +37,6 @@ log = logging.getLogger(__name__)
 PUBLISH_PIPELINE: Final = 1000
 """Redis commands sent in one round trip when a batch's entry tasks are queued (two per item: the
 message and its ``task-sent`` event), so 10,000 items take 20 round trips instead of 20,000."""
-
-
-class QueueBehind(TransientError, code="queue_behind"):
-    """The oldest waiting task of the job's class is older than the admission threshold."""
-
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 def queue_age_s(state: AppState, priority: Priority) -> float:

@@ -16,16 +16,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.deps import StateDep
-from ttsq.errors import ServiceError
+from ttsq.errors import Unauthorized
 from ttsq.tenants import ANONYMOUS_TENANT, Tenant
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `ttsq keys create`: `Bearer ttsq_…`.")
 
 ANONYMOUS: Final = Tenant(id=ANONYMOUS_TENANT, name=ANONYMOUS_TENANT, created_at=datetime(2026, 1, 1, tzinfo=UTC))
-
-
-class Unauthorized(ServiceError, code="unauthorized"):
-    """No API key, or one that is unknown or revoked, where keys are required."""
 
 
 async def current_tenant(

@@ -20,23 +20,25 @@ from kombu.exceptions import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
-from api.admission import QueueBehind
-from api.auth import Unauthorized
-from api.idempotency import IdempotencyConflict, IdempotencyInFlight, InvalidIdempotencyKey
 from tts_core.errors import InvalidInput, TextTooLong, TTSError
-from ttsq.batches import BatchNotFound
 from ttsq.errors import (
     INTERNAL_ERROR,
+    BatchNotFound,
+    IdempotencyConflict,
+    IdempotencyInFlight,
+    InvalidCursor,
+    InvalidIdempotencyKey,
     JobNotFound,
+    QueueBehind,
     QueueUnavailable,
+    QuotaExceeded,
     RequestRefused,
     ServiceError,
     StorageUnavailable,
     StoreUnavailable,
     TransientError,
+    Unauthorized,
 )
-from ttsq.lifecycle import InvalidCursor
-from ttsq.quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 

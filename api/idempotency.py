@@ -28,7 +28,7 @@ import redis
 from fastapi import Response
 
 from ttsq.constants import idempotency_key
-from ttsq.errors import ServiceError
+from ttsq.errors import IdempotencyConflict, IdempotencyInFlight, InvalidIdempotencyKey
 
 MAX_KEY_CHARS: Final = 255
 
@@ -68,26 +68,6 @@ return 1
 another request's, and must not be deleted by the request that lost it."""
 
 
-class IdempotencyConflict(ServiceError, code="idempotency_conflict"):
-    """The key was used with another request body."""
-
-
-class IdempotencyInFlight(ServiceError, code="idempotency_in_flight"):
-    """The first request with this key and body is still being handled; retry after a moment."""
-
-    retry_after_s = IN_FLIGHT_RETRY_AFTER_S
-
-    def __init__(self) -> None:
-        super().__init__(
-            f"the first request with this Idempotency-Key is still being handled after {IN_FLIGHT_WAIT_S:g} s; "
-            f"retry after {IN_FLIGHT_RETRY_AFTER_S} s to get its answer"
-        )
-
-
-class InvalidIdempotencyKey(ServiceError, code="invalid_idempotency_key"):
-    """The header is empty, too long or not printable ASCII."""
-
-
 def fingerprint(body: object) -> str:
     """A stable digest of a request body (its JSON with sorted keys)."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
@@ -117,7 +97,7 @@ def submit_once(
         if earlier.done:
             return earlier.job_id
         if time.monotonic() >= deadline:
-            raise IdempotencyInFlight()
+            raise IdempotencyInFlight(IN_FLIGHT_WAIT_S, IN_FLIGHT_RETRY_AFTER_S)
         time.sleep(IN_FLIGHT_POLL_S)
     try:
         submit()

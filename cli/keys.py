@@ -20,14 +20,14 @@ import click
 import redis
 
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.errors import JobNotFound
+from ttsq.errors import JobNotFound, TenantNotFound
 from ttsq.jobs import JobRecord, JobStatus, JobStore
 from ttsq.lifecycle import Lifecycle, cancel_job, purge_job
 from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, get_settings
 from ttsq.storage import ObjectStore
-from ttsq.tenants import Limits, Tenant, TenantNotFound, TenantStore
+from ttsq.tenants import Limits, Tenant, TenantStore
 
 PAGE: Final = 200
 """Jobs read per round trip while looking for a revoked key's finished jobs."""

@@ -19,7 +19,8 @@ import redis
 from tests.conftest import IdleQueueApi, create_record, enqueue, wait_for_job
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import VoiceConfig
-from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, PauseTooLong, ssml_silence, text_silence
+from tts_core.errors import PauseTooLong
+from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, ssml_silence, text_silence
 from tts_core.segments import IDS_PER_PAUSE_SECOND, PiperFrontEnd, iter_segments, plan_ssml
 from tts_core.speech_markup import parse_ssml
 from ttsq.constants import KEY_PREFIX

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tts_core.speech_markup import Boundary, Break, InvalidSsml, Speech, parse_ssml
+from tts_core.errors import InvalidSsml
+from tts_core.speech_markup import Boundary, Break, Speech, parse_ssml
 
 
 def pieces(body: str, lang: str = "en") -> list[object]:

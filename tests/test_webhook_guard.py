@@ -15,9 +15,10 @@ import pytest
 
 from api.main import create_app
 from tests.conftest import serve
+from ttsq.errors import WebhookUrlRefused
 from ttsq.settings import Settings
 from ttsq.webhook_delivery import deliver
-from ttsq.webhook_guard import WebhookUrlRefused, address_category, check_url, embedded_ipv4, resolve_allowed
+from ttsq.webhook_guard import address_category, check_url, embedded_ipv4, resolve_allowed
 
 PUBLIC_V4 = "93.184.215.14"
 

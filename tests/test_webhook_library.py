@@ -16,8 +16,9 @@ import pytest
 from cli.webhook_listen import WebhookListener
 from tests.receiver import Answer, Receiver
 from tests.test_webhooks import spec_signature
+from ttsq.errors import WebhookUrlRefused
 from ttsq.webhook_delivery import Attempt, deliver, next_delay, retry_after
-from ttsq.webhook_guard import WebhookUrlRefused, check_url, resolve_allowed
+from ttsq.webhook_guard import check_url, resolve_allowed
 from ttsq.webhook_signing import WebhookVerificationError, parse_secrets, sign, signed_headers, verify
 
 

@@ -9,7 +9,11 @@ Exception tree::
     │   ├── VoiceNotFound       no voice with that id
     │   ├── UnsupportedText     nothing in the text is in a script the voice reads
     │   ├── UnsupportedFormat   unknown output format
-    │   └── InvalidOption       a synthesis option outside its bounds
+    │   ├── InvalidOption       a synthesis option outside its bounds
+    │   ├── MarksUnsupported    timing marks asked for where they cannot be made
+    │   ├── InvalidSsml         SSML malformed or outside the supported subset (says where)
+    │   ├── PauseTooLong        breaks in a row add up to too much silence at one place
+    │   └── TooMuchSilence      a job's pauses together pass its allowance
     ├── VoiceLoadError          a voice's model or config cannot be read
     ├── DeviceUnavailable       CUDA was required but cannot be used
     └── SynthesisError          inference or encoding failed
@@ -80,6 +84,41 @@ class InvalidOption(InvalidInput, code="invalid_option"):
 class MarksUnsupported(InvalidInput, code="marks_unsupported"):
     """Timing marks were asked for where ttsq cannot make them: for SSML (its offsets would point into
     markup), or word marks of a voice whose model does not time its input (Kokoro)."""
+
+
+class InvalidSsml(InvalidInput, code="invalid_ssml"):
+    """The SSML is malformed or outside the supported subset; says where."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"invalid SSML at line {line}, column {column}: {message}")
+        self.line = line
+        self.column = column
+
+
+class PauseTooLong(InvalidInput, code="pause_too_long"):
+    """Breaks in a row add up to more silence at one place than the limit
+    (``tts_core.pauses.MAX_PAUSE_AT_ONE_PLACE_S``)."""
+
+    def __init__(self, seconds: float, place: int, limit_s: float) -> None:
+        super().__init__(
+            f"the breaks in a row before spoken piece {place} add up to {seconds:g} s of silence; "
+            f"at most {limit_s:g} s may stand at one place"
+        )
+        self.seconds = seconds
+
+
+class TooMuchSilence(InvalidInput, code="too_much_silence"):
+    """The job's pauses together pass its allowance (``TTSQ_SILENCE_ALLOWANCE_S`` plus
+    ``TTSQ_SILENCE_RATIO`` times its speech)."""
+
+    def __init__(self, silence_s: float, allowed_s: float) -> None:
+        super().__init__(
+            f"the text asks for {silence_s:.0f} s of pauses (sentence and paragraph pauses and breaks); "
+            f"a job may have at most {allowed_s:.0f} s (TTSQ_SILENCE_ALLOWANCE_S plus TTSQ_SILENCE_RATIO "
+            "times its speech)"
+        )
+        self.silence_s = silence_s
+        self.allowed_s = allowed_s
 
 
 class VoiceLoadError(TTSError, code="voice_load_error"):

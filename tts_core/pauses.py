@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tts_core.errors import InvalidInput
+from tts_core.errors import PauseTooLong, TooMuchSilence
 from tts_core.speech_markup import MAX_BREAK_S, Boundary, Break, Speech, SsmlDocument
 from tts_core.text import has_speech, normalize_text, split_sentences
 
@@ -26,31 +26,6 @@ MAX_PAUSE_AT_ONE_PLACE_S: Final = MAX_BREAK_S
 
 PARAGRAPH_SEPARATOR: Final = "\n"
 """How ``normalize_text`` keeps a paragraph break (a blank line)."""
-
-
-class PauseTooLong(InvalidInput, code="pause_too_long"):
-    """Breaks in a row add up to more silence at one place than :data:`MAX_PAUSE_AT_ONE_PLACE_S`."""
-
-    def __init__(self, seconds: float, place: int) -> None:
-        super().__init__(
-            f"the breaks in a row before spoken piece {place} add up to {seconds:g} s of silence; "
-            f"at most {MAX_PAUSE_AT_ONE_PLACE_S:g} s may stand at one place"
-        )
-        self.seconds = seconds
-
-
-class TooMuchSilence(InvalidInput, code="too_much_silence"):
-    """The job's pauses together pass its allowance (``TTSQ_SILENCE_ALLOWANCE_S`` plus
-    ``TTSQ_SILENCE_RATIO`` times its speech)."""
-
-    def __init__(self, silence_s: float, allowed_s: float) -> None:
-        super().__init__(
-            f"the text asks for {silence_s:.0f} s of pauses (sentence and paragraph pauses and breaks); "
-            f"a job may have at most {allowed_s:.0f} s (TTSQ_SILENCE_ALLOWANCE_S plus TTSQ_SILENCE_RATIO "
-            "times its speech)"
-        )
-        self.silence_s = silence_s
-        self.allowed_s = allowed_s
 
 
 @dataclass(frozen=True)
@@ -65,7 +40,7 @@ class Silence:
     def check(self, speech_s: float, allowance_s: float, ratio: float) -> None:
         """Refuse a place with too long a pause, or more silence in all than the job may have."""
         if self.longest_s > MAX_PAUSE_AT_ONE_PLACE_S:
-            raise PauseTooLong(self.longest_s, self.longest_at)
+            raise PauseTooLong(self.longest_s, self.longest_at, MAX_PAUSE_AT_ONE_PLACE_S)
         allowed = allowance_s + ratio * speech_s
         if self.total_s > allowed:
             raise TooMuchSilence(self.total_s, allowed)

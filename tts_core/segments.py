@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
-from tts_core.errors import EmptyText
-from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, PauseTooLong, between
+from tts_core.errors import EmptyText, PauseTooLong
+from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.phonemes import phoneme_ids, phonemize
 from tts_core.plan import PlannedUtterance
 from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
@@ -287,7 +287,7 @@ def iter_ssml(
             else:
                 lead += piece.seconds
             if max(owed_break or 0.0, lead) > MAX_PAUSE_AT_ONE_PLACE_S:
-                raise PauseTooLong(max(owed_break or 0.0, lead), spoken + 1)
+                raise PauseTooLong(max(owed_break or 0.0, lead), spoken + 1, MAX_PAUSE_AT_ONE_PLACE_S)
         elif isinstance(piece, Boundary):
             boundary = "paragraph" if "paragraph" in (boundary, piece.kind) else piece.kind
         else:

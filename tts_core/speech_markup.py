@@ -24,7 +24,7 @@ import defusedxml.sax
 from defusedxml import DefusedXmlException
 from num2words import num2words
 
-from tts_core.errors import InvalidInput
+from tts_core.errors import InvalidSsml
 
 MAX_BREAK_S: Final = 10.0
 RATE_RANGE: Final = (0.5, 2.0)
@@ -52,15 +52,6 @@ _TIME: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s)")
 _PERCENT: Final = re.compile(r"([+-]?)(\d+(?:\.\d+)?)%")
 _DOCTYPE: Final = re.compile(r"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 _SPACES: Final = re.compile(r"\s+")
-
-
-class InvalidSsml(InvalidInput, code="invalid_ssml"):
-    """The SSML is malformed or outside the supported subset; says where."""
-
-    def __init__(self, message: str, line: int, column: int) -> None:
-        super().__init__(f"invalid SSML at line {line}, column {column}: {message}")
-        self.line = line
-        self.column = column
 
 
 @dataclass(frozen=True)

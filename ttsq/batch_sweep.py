@@ -15,17 +15,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, cast
+from typing import cast
 
 import redis
 
 from ttsq.batches import READ_CHUNK, BatchStore
-from ttsq.broker import SERVICE_UNACKED_PREFIX, ids_in_messages
-from ttsq.constants import KEY_PREFIX, MAINTENANCE_QUEUE
+from ttsq.broker import ids_in_messages
+from ttsq.constants import BATCH_SUSPECTS_KEY, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX
 
 log = logging.getLogger(__name__)
 
-BATCH_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:batch-suspects"
 """Hash: batch id → when a sweep first found it done, unfinished, and named by no message."""
 
 

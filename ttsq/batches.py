@@ -35,7 +35,7 @@ from ttsq.constants import (
     batch_manifest_key,
     tenant_batches_key,
 )
-from ttsq.errors import ServiceError
+from ttsq.errors import BatchNotFound
 from ttsq.jobs import JobRecord, JobStatus, JobStore, WebhookDelivery, newest_page, utcnow
 from ttsq.storage import ObjectStore
 from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
@@ -43,14 +43,6 @@ from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
 def new_batch_id() -> str:
     return str(uuid.uuid4())
-
-
-class BatchNotFound(ServiceError, code="batch_not_found"):
-    """No batch under that id (never created, expired, or another tenant's)."""
-
-    def __init__(self, batch_id: str) -> None:
-        super().__init__(f"no batch with id {batch_id!r}")
-        self.batch_id = batch_id
 
 
 class BatchStatus(StrEnum):

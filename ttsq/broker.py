@@ -100,11 +100,6 @@ def transport_options(visibility_timeout_s: int, unacked_prefix: str = "unacked"
     }
 
 
-SERVICE_UNACKED_PREFIX: Final = "ttsq:service:unacked"
-"""Where the service worker's held messages (maintenance, batches' finishing tasks) wait: its
-visibility timeout is its own (``webhook_visibility_timeout_s``)."""
-
-
 def entry_queue(queue: str, priority: Priority) -> str:
     """Queue of a job's entry and assembly tasks."""
     return interactive_queue(queue) if priority is Priority.INTERACTIVE else queue

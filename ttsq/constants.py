@@ -256,3 +256,43 @@ def tenant_batches_key(tenant: str) -> str:
 
 def batch_manifest_key(tenant: str, batch_id: str, attempt: str) -> str:
     return BATCH_MANIFEST_TEMPLATE.format(tenant=tenant, batch_id=batch_id, attempt=attempt)
+
+
+SWEEP_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:suspects"
+"""Jobs that no message named at the sweeper's last look, with when it first saw them so."""
+
+BATCH_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:batch-suspects"
+"""Finished batches whose finishing task no message named at the sweeper's last look."""
+
+
+def maintenance_lock_key(task: str) -> str:
+    """Held while one service worker runs a periodic task (``sweep``, ``cleanup``)."""
+    return f"{KEY_PREFIX}:maintenance:{task}"
+
+
+FINISHED_STATS_KEY: Final = f"{KEY_PREFIX}:stats:finished"
+"""Finished jobs counted by status and error code, for the metrics (``ttsq.job_stats``)."""
+
+
+def stats_histogram_key(name: str, label: str) -> str:
+    """One label value's buckets, sum and count of a histogram kept in Redis (``ttsq.job_stats``)."""
+    return f"{KEY_PREFIX}:stats:{name}:{label}"
+
+
+TENANTS_KEY: Final = f"{KEY_PREFIX}:tenants"
+"""Every tenant id (``ttsq keys list``)."""
+
+
+def api_key_entry_key(key_hash: str) -> str:
+    """An API key's SHA-256 → its tenant id (the key itself is never stored)."""
+    return f"{KEY_PREFIX}:apikey:{key_hash}"
+
+
+def tenant_key(tenant_id: str) -> str:
+    """A tenant's record: name, limits, the key's first characters."""
+    return f"{KEY_PREFIX}:tenant:{tenant_id}"
+
+
+SERVICE_UNACKED_PREFIX: Final = f"{KEY_PREFIX}:service:unacked"
+"""Where the service worker's held messages (maintenance, batches' finishing tasks) wait: its
+visibility timeout is its own (``webhook_visibility_timeout_s``), so its kombu keys are too."""

@@ -1,18 +1,29 @@
 """Errors of the service layer (job records, storage, the queue), each with a stable code.
 
-Exception tree::
+Exception tree (the HTTP status the API gives each is decided in ``api/errors.py`` alone)::
 
     ServiceError
-    ├── JobNotFound             no record under that id (never created, or expired)
+    ├── JobNotFound             no record under that id (never created, expired, another tenant's)
+    ├── BatchNotFound           no batch under that id (never created, expired, another tenant's)
+    ├── TenantNotFound          no tenant (API key) with that id or name
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
     ├── WorkerCrashed           a step stopped its worker too many times without finishing
+    ├── Stalled                 a job's work vanished more often than the sweeper re-queues it
     ├── StorageRefused          the object store said no for good (AccessDenied, NoSuchBucket...)
-    ├── RequestRefused          a request the service will not carry out as asked (e.g. a webhook URL)
-    │   └── PlanTooLong         a text plans into more segments than a job may have
+    ├── Unauthorized            no API key, or an unknown or revoked one, where keys are required
+    ├── QuotaExceeded           a tenant's limit does not allow the request now
+    ├── IdempotencyConflict     an Idempotency-Key used again with another request body
+    ├── IdempotencyInFlight     the first request with that key and body is still being handled
+    ├── RequestRefused          a request the service will not carry out as asked
+    │   ├── PlanTooLong         a text plans into more segments than a job may have
+    │   ├── WebhookUrlRefused   a webhook URL ttsq will not send to
+    │   ├── InvalidCursor       a list cursor that no page gave out
+    │   └── InvalidIdempotencyKey  an empty, over-long or non-ASCII Idempotency-Key
     └── TransientError          an outage: retrying later can succeed
         ├── StorageUnavailable  the object store cannot be reached or answers 5xx
         ├── StoreUnavailable    Redis (job records) cannot be reached
-        └── QueueUnavailable    the broker refused a task message
+        ├── QueueUnavailable    the broker refused a task message
+        └── QueueBehind         the queue is too far behind to take more work now
 
 ``tts_core.errors.TTSError`` is the other root: what synthesis itself refuses or fails at. A failed
 job's ``error.code`` is the ``code`` of whichever exception failed it (see :func:`error_code`); HTTP
@@ -48,6 +59,52 @@ class JobNotFound(ServiceError, code="job_not_found"):
         self.job_id = job_id
 
 
+class BatchNotFound(ServiceError, code="batch_not_found"):
+    """No batch under that id (never created, expired, or another tenant's)."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"no batch with id {batch_id!r}")
+        self.batch_id = batch_id
+
+
+class TenantNotFound(ServiceError, code="tenant_not_found"):
+    """No tenant with that id or name."""
+
+
+class Stalled(ServiceError, code="stalled"):
+    """The job's work vanished more often than the sweeper re-queues it."""
+
+
+class Unauthorized(ServiceError, code="unauthorized"):
+    """No API key, or one that is unknown or revoked, where keys are required."""
+
+
+class QuotaExceeded(ServiceError, code="quota_exceeded"):
+    """A tenant's limit does not allow this request now; ``retry_after_s`` says when it may. The code
+    names the limit (``<limit>_exceeded``)."""
+
+    def __init__(self, limit: str, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.code = f"{limit}_exceeded"
+        self.retry_after_s = retry_after_s
+
+
+class IdempotencyConflict(ServiceError, code="idempotency_conflict"):
+    """The key was used with another request body."""
+
+
+class IdempotencyInFlight(ServiceError, code="idempotency_in_flight"):
+    """The first request with this key and body is still being handled; retry after a moment."""
+
+    def __init__(self, waited_s: float, retry_after_s: int) -> None:
+        super().__init__(
+            f"the first request with this Idempotency-Key is still being handled after {waited_s:g} s; "
+            f"retry after {retry_after_s} s to get its answer"
+        )
+        self.retry_after_s = retry_after_s
+
+
 class SegmentLost(ServiceError, code="segment_lost"):
     """A segment counted as done, or planned, has no stored data (expired or deleted)."""
 
@@ -72,6 +129,18 @@ class PlanTooLong(RequestRefused, code="plan_too_long"):
         )
         self.segments = segments
         self.limit = limit
+
+
+class WebhookUrlRefused(RequestRefused, code="webhook_url_refused"):
+    """A webhook URL ttsq will not send to; the message names the reason."""
+
+
+class InvalidCursor(RequestRefused, code="invalid_cursor"):
+    """A list cursor that no page of this API gave out."""
+
+
+class InvalidIdempotencyKey(RequestRefused, code="invalid_idempotency_key"):
+    """The header is empty, too long or not printable ASCII."""
 
 
 class WorkerCrashed(ServiceError, code="worker_crashed"):
@@ -108,6 +177,14 @@ class StoreUnavailable(TransientError, code="store_unavailable"):
 
 class QueueUnavailable(TransientError, code="queue_unavailable"):
     """The broker did not take a task message."""
+
+
+class QueueBehind(TransientError, code="queue_behind"):
+    """The oldest waiting task of the job's class is older than the admission threshold."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 def error_code(error: BaseException) -> str:

@@ -17,9 +17,8 @@ from typing import Final
 
 import redis
 
-from ttsq.constants import KEY_PREFIX
+from ttsq.constants import FINISHED_STATS_KEY, stats_histogram_key
 
-FINISHED_KEY: Final = f"{KEY_PREFIX}:stats:finished"
 """Hash: ``<status>|<code>`` -> jobs (code empty for succeeded and canceled jobs)."""
 
 LATENCY_BUCKETS_S: Final = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
@@ -34,7 +33,7 @@ class HistogramSpec:
     buckets: tuple[float, ...]
 
     def key(self, label: str) -> str:
-        return f"{KEY_PREFIX}:stats:{self.name}:{label}"
+        return stats_histogram_key(self.name, label)
 
     def bucket_field(self, value: float) -> str:
         """Non-cumulative bucket of ``value`` (its index; the last is +Inf)."""
@@ -56,7 +55,7 @@ def observe(pipe: redis.client.Pipeline, spec: HistogramSpec, label: str, value_
 
 
 def count_finished(pipe: redis.client.Pipeline, status: str, code: str | None) -> None:
-    pipe.hincrby(FINISHED_KEY, f"{status}|{code or ''}", 1)
+    pipe.hincrby(FINISHED_STATS_KEY, f"{status}|{code or ''}", 1)
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def cumulative(bounds: Sequence[float], fields: dict[str, float]) -> HistogramRe
 def read_finished(client: redis.Redis) -> dict[tuple[str, str], float]:
     """(status, code) -> jobs finished so far."""
     counts: dict[tuple[str, str], float] = {}
-    for field, value in client.hgetall(FINISHED_KEY).items():
+    for field, value in client.hgetall(FINISHED_STATS_KEY).items():
         text = field.decode() if isinstance(field, bytes) else str(field)
         status, _, code = text.partition("|")
         counts[(status, code)] = float(value)

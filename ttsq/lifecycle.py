@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ttsq.constants import job_objects_prefix
-from ttsq.errors import ServiceError
+from ttsq.errors import InvalidCursor
 from ttsq.jobs import TERMINAL_STATUSES, JobError, JobRecord, JobStatus, JobStore, finish_changes, utcnow
 from ttsq.parts import PartStore, counted_parts
 from ttsq.progress import SegmentStore
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 _CANCELABLE = tuple(status for status in JobStatus if not status.terminal)
 
 Cursor = tuple[float, str]
-
-
-class InvalidCursor(ServiceError, code="invalid_cursor"):
-    """A list cursor that no page of this API gave out."""
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ import redis
 from ttsq.batch_sweep import BatchSweeper, BatchSweepReport
 from ttsq.batches import BatchStore
 from ttsq.broker import TaskPublisher, ids_in_messages
-from ttsq.constants import KEY_PREFIX, OBJECT_EXPIRY_KEY, consumed_queues
-from ttsq.errors import ServiceError
+from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_SUSPECTS_KEY, consumed_queues
+from ttsq.errors import ServiceError, Stalled
 from ttsq.jobs import JobError, JobRecord, JobStatus, JobStore
 from ttsq.lifecycle import Lifecycle, fail_job
 from ttsq.progress import SegmentStore
@@ -41,17 +41,12 @@ from ttsq.storage import ObjectStore
 
 log = logging.getLogger(__name__)
 
-SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:suspects"
 """Hash: job id → when a sweep first found no message naming it."""
 
 UNACKED_KEY: Final = "unacked"
 """kombu's hash of messages held by synthesis workers (``ttsq.broker.transport_options``)."""
 
 TMP_PREFIX: Final = "tmp/"
-
-
-class Stalled(ServiceError, code="stalled"):
-    """The job's work vanished more often than the sweeper re-queues it."""
 
 
 @dataclass
@@ -87,11 +82,11 @@ class Sweeper:
     def _sweep_jobs(self, now: float, report: SweepReport) -> None:
         candidates = self._jobs.active_ids(created_before=now - self._settings.sweep_grace_s)
         if not candidates:
-            self._redis.delete(SUSPECTS_KEY)
+            self._redis.delete(SWEEP_SUSPECTS_KEY)
             return
         present = ids_in_messages(self._redis, consumed_queues(self._settings.queue), UNACKED_KEY)
         suspects = {
-            k.decode(): float(v) for k, v in cast(dict[bytes, bytes], self._redis.hgetall(SUSPECTS_KEY)).items()
+            k.decode(): float(v) for k, v in cast(dict[bytes, bytes], self._redis.hgetall(SWEEP_SUSPECTS_KEY)).items()
         }
         for job_id in candidates:
             report.looked_at += 1
@@ -99,14 +94,14 @@ class Sweeper:
                 continue
             first_seen = suspects.get(job_id)
             if first_seen is None or now - first_seen < self._settings.sweep_interval_s / 2:
-                self._redis.hsetnx(SUSPECTS_KEY, job_id, now)
+                self._redis.hsetnx(SWEEP_SUSPECTS_KEY, job_id, now)
                 report.suspected.append(job_id)
                 continue
-            self._redis.hdel(SUSPECTS_KEY, job_id)
+            self._redis.hdel(SWEEP_SUSPECTS_KEY, job_id)
             self._recover(job_id, report, now)
         gone = set(suspects) - set(candidates) | (set(suspects) & present)
         if gone:
-            self._redis.hdel(SUSPECTS_KEY, *gone)
+            self._redis.hdel(SWEEP_SUSPECTS_KEY, *gone)
 
     def _recover(self, job_id: str, report: SweepReport, now: float) -> None:
         try:
@@ -122,7 +117,7 @@ class Sweeper:
             # came back with it): a re-queued step would only skip. It expires within the step
             # lease; until then the job stays suspected, and no re-queue is spent.
             report.suspected.append(job_id)
-            self._redis.hsetnx(SUSPECTS_KEY, job_id, now)
+            self._redis.hsetnx(SWEEP_SUSPECTS_KEY, job_id, now)
             return
         if record.requeues >= self._settings.max_requeues:
             message = f"the job's work vanished {record.requeues + 1} times (worker or Redis failures)"

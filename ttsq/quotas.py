@@ -21,7 +21,7 @@ from typing import Final, cast
 import redis
 
 from ttsq.constants import rate_key, tenant_active_key, usage_key
-from ttsq.errors import ServiceError
+from ttsq.errors import QuotaExceeded
 from ttsq.tenants import Limits
 
 USAGE_TTL_S: Final = 3 * 24 * 3600
@@ -61,16 +61,6 @@ local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('EXPIRE', KEYS[1], 2) end
 return count
 """
-
-
-class QuotaExceeded(ServiceError, code="quota_exceeded"):
-    """A tenant's limit does not allow this request now; ``retry_after_s`` says when it may."""
-
-    def __init__(self, limit: str, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-        self.code = f"{limit}_exceeded"
-        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

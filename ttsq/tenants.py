@@ -22,20 +22,14 @@ from typing import Final, cast
 import redis
 from pydantic import BaseModel, Field
 
-from ttsq.constants import KEY_PREFIX, tenant_active_key
-from ttsq.errors import ServiceError
+from ttsq.constants import TENANTS_KEY, api_key_entry_key, tenant_active_key, tenant_key
+from ttsq.errors import TenantNotFound
 
 KEY_MARKER: Final = "ttsq_"
 """Every key starts with this, so secret scanners and people can recognise one."""
 
 ANONYMOUS_TENANT: Final = "anonymous"
 """The tenant of requests without a (known) key when keys are not required (development)."""
-
-_TENANTS_SET: Final = f"{KEY_PREFIX}:tenants"
-
-
-class TenantNotFound(ServiceError, code="tenant_not_found"):
-    """No tenant with that id or name."""
 
 
 class Limits(BaseModel):
@@ -72,14 +66,6 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def _key_entry(key_hash: str) -> str:
-    return f"{KEY_PREFIX}:apikey:{key_hash}"
-
-
-def _tenant_entry(tenant_id: str) -> str:
-    return f"{KEY_PREFIX}:tenant:{tenant_id}"
-
-
 def new_key() -> str:
     return KEY_MARKER + secrets.token_urlsafe(32)
 
@@ -103,10 +89,10 @@ class TenantStore:
             key_hint=key[: len(KEY_MARKER) + 4],
         )
         with self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(_tenant_entry(tenant.id), tenant.model_dump_json())
-            pipe.set(_key_entry(hash_key(key)), tenant.id)
-            pipe.hset(_tenant_entry(tenant.id) + ":key", "hash", hash_key(key))
-            pipe.sadd(_TENANTS_SET, tenant.id)
+            pipe.set(tenant_key(tenant.id), tenant.model_dump_json())
+            pipe.set(api_key_entry_key(hash_key(key)), tenant.id)
+            pipe.hset(tenant_key(tenant.id) + ":key", "hash", hash_key(key))
+            pipe.sadd(TENANTS_KEY, tenant.id)
             pipe.execute()
         return key, tenant
 
@@ -114,7 +100,7 @@ class TenantStore:
         """The live tenant this key selects, or None for an unknown or revoked key."""
         if not key.startswith(KEY_MARKER):
             return None
-        tenant_id = cast(bytes | None, self._redis.get(_key_entry(hash_key(key))))
+        tenant_id = cast(bytes | None, self._redis.get(api_key_entry_key(hash_key(key))))
         if tenant_id is None:
             return None
         tenant = self._read(tenant_id.decode())
@@ -124,11 +110,11 @@ class TenantStore:
         return self._read(tenant_id)
 
     def _read(self, tenant_id: str) -> Tenant | None:
-        raw = cast(bytes | None, self._redis.get(_tenant_entry(tenant_id)))
+        raw = cast(bytes | None, self._redis.get(tenant_key(tenant_id)))
         return None if raw is None else Tenant.model_validate_json(raw)
 
     def all(self) -> list[Tenant]:
-        ids = sorted(member.decode() for member in cast(set[bytes], self._redis.smembers(_TENANTS_SET)))
+        ids = sorted(member.decode() for member in cast(set[bytes], self._redis.smembers(TENANTS_KEY)))
         tenants = [self._read(tenant_id) for tenant_id in ids]
         return sorted((t for t in tenants if t is not None), key=lambda t: t.created_at)
 
@@ -148,19 +134,19 @@ class TenantStore:
         tenant = self._require(tenant_id)
         changed = {**tenant.limits.model_dump(), **limits.model_dump(exclude_unset=True)}
         updated = tenant.model_copy(update={"limits": Limits.model_validate(changed)})
-        self._redis.set(_tenant_entry(tenant_id), updated.model_dump_json())
+        self._redis.set(tenant_key(tenant_id), updated.model_dump_json())
         return updated
 
     def revoke(self, tenant_id: str) -> Tenant:
         """The key stops working at once; the tenant's record stays so its jobs keep an owner. (What
         becomes of its jobs is the caller's to decide: ``ttsq keys revoke`` cancels them.)"""
         tenant = self._require(tenant_id)
-        key_hash = cast(bytes | None, self._redis.hget(_tenant_entry(tenant_id) + ":key", "hash"))
+        key_hash = cast(bytes | None, self._redis.hget(tenant_key(tenant_id) + ":key", "hash"))
         revoked = tenant.model_copy(update={"revoked_at": tenant.revoked_at or datetime.now(UTC)})
         with self._redis.pipeline(transaction=True) as pipe:
             if key_hash is not None:
-                pipe.delete(_key_entry(key_hash.decode()))
-            pipe.set(_tenant_entry(tenant_id), revoked.model_dump_json())
+                pipe.delete(api_key_entry_key(key_hash.decode()))
+            pipe.set(tenant_key(tenant_id), revoked.model_dump_json())
             pipe.execute()
         return revoked
 

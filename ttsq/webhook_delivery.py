@@ -33,7 +33,8 @@ from typing import Final
 
 import httpx
 
-from ttsq.webhook_guard import IPAddress, Target, WebhookUrlRefused, check_url, resolve_allowed
+from ttsq.errors import WebhookUrlRefused
+from ttsq.webhook_guard import IPAddress, Target, check_url, resolve_allowed
 
 log = logging.getLogger(__name__)
 

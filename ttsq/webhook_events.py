@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ttsq.batches import BatchNotFound, BatchRecord, BatchStatus, BatchStore
-from ttsq.errors import JobNotFound
+from ttsq.batches import BatchRecord, BatchStatus, BatchStore
+from ttsq.errors import BatchNotFound, JobNotFound
 from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookDelivery, WebhookState, utcnow
 from ttsq.progress import SegmentStore
 from ttsq.public import public_batch, public_job

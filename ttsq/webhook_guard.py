@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from ttsq.errors import RequestRefused
+from ttsq.errors import WebhookUrlRefused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -31,10 +31,6 @@ METADATA_ADDRESSES: Final = frozenset(
 """Cloud instance metadata services (AWS, ECS, AWS IPv6, Alibaba): credentials live there."""
 
 ALLOWED_SCHEMES: Final = {"http": 80, "https": 443}
-
-
-class WebhookUrlRefused(RequestRefused, code="webhook_url_refused"):
-    """A webhook URL ttsq will not send to; the message names the reason."""
 
 
 @dataclass(frozen=True)

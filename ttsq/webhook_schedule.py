@@ -25,12 +25,9 @@ from typing import Final, cast
 
 import redis
 
-from ttsq.constants import (
-    WEBHOOK_TENANTS_KEY,
-    webhook_lane_key,
-    webhook_receivers_key,
-)
-from ttsq.webhook_guard import WebhookUrlRefused, check_url
+from ttsq.constants import WEBHOOK_TENANTS_KEY, webhook_lane_key, webhook_receivers_key
+from ttsq.errors import WebhookUrlRefused
+from ttsq.webhook_guard import check_url
 
 UNPARSABLE_RECEIVER: Final = "-"
 """The lane of a URL that is not one (its attempt fails, naming the problem)."""

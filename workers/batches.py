@@ -11,8 +11,9 @@ import logging
 import redis
 from redis.exceptions import LockError
 
-from ttsq.batches import BatchNotFound, finish_batch
+from ttsq.batches import finish_batch
 from ttsq.constants import FINISH_BATCH_TASK
+from ttsq.errors import BatchNotFound
 from workers.steps import new_attempt_id
 from workers.webhooks import _settings, app, webhook_context
 

@@ -12,7 +12,7 @@ from redis.exceptions import LockError
 
 from ttsq.batches import BatchStore
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.constants import CLEANUP_TASK, KEY_PREFIX, SWEEP_TASK
+from ttsq.constants import CLEANUP_TASK, SWEEP_TASK, maintenance_lock_key
 from ttsq.errors import ServiceError
 from ttsq.jobs import JobStore
 from ttsq.lifecycle import Lifecycle
@@ -54,9 +54,7 @@ def sweeper() -> Sweeper:
 
 def _alone(name: str, ttl_s: float) -> redis.lock.Lock:
     """One run at a time across service workers (several beats, or a slow run overtaken)."""
-    lock: redis.lock.Lock = _client().lock(
-        f"{KEY_PREFIX}:maintenance:{name}", timeout=max(10, int(ttl_s)), blocking=False
-    )
+    lock: redis.lock.Lock = _client().lock(maintenance_lock_key(name), timeout=max(10, int(ttl_s)), blocking=False)
     return lock
 
 

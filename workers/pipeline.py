@@ -33,20 +33,12 @@ from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
-from ttsq.errors import SegmentLost, error_code
+from ttsq.errors import QuotaExceeded, SegmentLost, error_code
 from ttsq.estimate import planned_audio_s
-from ttsq.jobs import (
-    JobError,
-    JobRecord,
-    JobResult,
-    JobStatus,
-    JobStore,
-    finish_changes,
-    utcnow,
-)
+from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, JobStore, finish_changes, utcnow
 from ttsq.parts import PartRef, PartStore, counted_parts, iter_parts
 from ttsq.progress import SegmentStore
-from ttsq.quotas import QuotaExceeded, Quotas, usage_day
+from ttsq.quotas import Quotas, usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import Limits, TenantStore

@@ -22,8 +22,8 @@ from celery.worker import WorkController
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
 from ttsq.batches import BatchStore
-from ttsq.broker import SERVICE_UNACKED_PREFIX, celery_config, transport_options
-from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SWEEP_TASK
+from ttsq.broker import celery_config, transport_options
+from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX, SWEEP_TASK
 from ttsq.jobs import JobStore
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, get_settings

@@ -18,11 +18,11 @@ from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
 from tts_core.errors import TTSError
-from ttsq.batches import BatchNotFound, BatchRecord, cancel_batch, new_batch_id
-from ttsq.errors import ServiceError
+from ttsq.batches import BatchRecord, cancel_batch, new_batch_id
+from ttsq.errors import BatchNotFound, InvalidCursor, ServiceError
 from ttsq.estimate import estimate_job
 from ttsq.jobs import JobRecord, Priority, new_job_id, utcnow
-from ttsq.lifecycle import InvalidCursor, cancel_job, encode_cursor, parse_cursor
+from ttsq.lifecycle import cancel_job, encode_cursor, parse_cursor
 from ttsq.public import BatchPublic, public_batch, public_item
 from ttsq.tenants import Tenant
 

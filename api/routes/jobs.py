@@ -22,8 +22,8 @@ from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
 from tts_core.catalog import EngineName, VoiceInfo
-from tts_core.errors import MarksUnsupported, TextTooLong
-from tts_core.speech_markup import InvalidSsml, SsmlDocument, parse_ssml
+from tts_core.errors import InvalidSsml, MarksUnsupported, TextTooLong
+from tts_core.speech_markup import SsmlDocument, parse_ssml
 from tts_core.text import check_text
 from ttsq.constants import MAX_WAIT_S
 from ttsq.errors import JobNotFound

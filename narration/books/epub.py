@@ -20,15 +20,7 @@ from xml.etree.ElementTree import Element, ParseError
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from narration.books.common import (
-    Book,
-    BookError,
-    Part,
-    assemble,
-    decode,
-    join_paragraph,
-    title_from_name,
-)
+from narration.books.common import Book, BookError, Part, assemble, decode, join_paragraph, title_from_name
 
 MAX_EPUB_MEMBER_BYTES: Final = 64 * 1024 * 1024
 """Largest uncompressed EPUB member read: far above any real chapter, below a zip bomb."""
