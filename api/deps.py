@@ -1,12 +1,32 @@
-"""Dependency aliases for route handlers."""
+"""Every FastAPI dependency of the routes, as ``Annotated`` aliases: the app's state, the caller's
+tenant, the JSON content type, ids in paths, paging, and the ``Idempotency-Key`` header.
+
+The tenant is the one selected by the request's API key (``Authorization: Bearer ttsq_…``). With keys
+required (``TTSQ_AUTH_REQUIRED``, production by default) a request without a live key is refused with
+401. Without, a request whose bearer token is not a known key is the anonymous tenant: clients such as
+the OpenAI SDK always send some token. Every request of a tenant is counted against its
+requests-per-second limit here.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import uuid
+from typing import Annotated, Final
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api.errors import ApiError
+from api.idempotency import IN_FLIGHT_WAIT_S
 from api.state import AppState
+from ttsq.batches import BatchRecord
+from ttsq.errors import BatchNotFound, JobNotFound, Unauthorized
+from ttsq.jobs import JobRecord
+from ttsq.tenants import ANONYMOUS, Tenant
+
+MAX_PAGE: Final = 200
+"""Most jobs, batches or batch items in one page."""
 
 
 def get_state(request: Request) -> AppState:
@@ -15,3 +35,94 @@ def get_state(request: Request) -> AppState:
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
+"""Long-lived clients the API shares between requests, built once at start-up."""
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `ttsq keys create`: `Bearer ttsq_…`.")
+
+
+async def current_tenant(
+    state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Tenant:
+    token = credentials.credentials if credentials is not None else None
+    tenant = await run_in_threadpool(state.tenants.by_key, token) if token else None
+    if tenant is None:
+        if state.settings.keys_required:
+            reason = "no API key given" if token is None else "the API key is unknown or revoked"
+            raise Unauthorized(f"{reason}; send 'Authorization: Bearer <key>' with a key from 'ttsq keys create'")
+        tenant = ANONYMOUS
+    limits = tenant.limits.over(state.settings.default_limits)
+    await run_in_threadpool(state.quotas.count_request, tenant.id, limits)
+    return tenant.model_copy(update={"limits": limits})
+
+
+TenantDep = Annotated[Tenant, Depends(current_tenant)]
+"""The caller's tenant, its limits already merged with the server's defaults."""
+
+
+def require_json(content_type: Annotated[str | None, Header()] = None) -> None:
+    """Refuse bodies that are not declared as JSON, before anything else looks at them."""
+    media_type = (content_type or "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
+
+
+def _job_id(job_id: Annotated[str, Path(description="Job id (UUID)")]) -> str:
+    try:
+        return str(uuid.UUID(job_id))
+    except ValueError:
+        raise JobNotFound(job_id) from None
+
+
+JobId = Annotated[str, Depends(_job_id)]
+"""A job id from the path, in canonical form; anything that is no UUID is an unknown job (404)."""
+
+
+def owned_job(state: AppState, tenant: Tenant, job_id: str) -> JobRecord:
+    """The tenant's job; another tenant's id is as unknown as an id that never existed."""
+    record = state.jobs.get(job_id)
+    if record.tenant != tenant.id:
+        raise JobNotFound(job_id)
+    return record
+
+
+async def _existing_job_id(job_id: JobId, state: StateDep, tenant: TenantDep) -> str:
+    """404 before a stream starts, not inside it."""
+    await run_in_threadpool(owned_job, state, tenant, job_id)
+    return job_id
+
+
+ExistingJobId = Annotated[str, Depends(_existing_job_id)]
+"""A job id of the caller's that exists now."""
+
+
+def _batch_id(batch_id: Annotated[str, Path(description="Batch id (UUID)")]) -> str:
+    try:
+        return str(uuid.UUID(batch_id))
+    except ValueError:
+        raise BatchNotFound(batch_id) from None
+
+
+BatchId = Annotated[str, Depends(_batch_id)]
+"""A batch id from the path, in canonical form."""
+
+
+def owned_batch(state: AppState, tenant: Tenant, batch_id: str) -> BatchRecord:
+    """The tenant's batch; another tenant's id is as unknown as an id that never existed."""
+    record = state.batches.get(batch_id)
+    if record.tenant != tenant.id:
+        raise BatchNotFound(batch_id)
+    return record
+
+
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Entries per page.")]
+PageCursor = Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        description="Makes retries safe: the same key and body within 24 h answer with what the first request "
+        "created (200); the same key with another body is refused (409 idempotency_conflict); a repeat while the "
+        f"first is still being handled waits for it up to {IN_FLIGHT_WAIT_S:g} s, then answers 409 "
+        "idempotency_in_flight with Retry-After.",
+    ),
+]

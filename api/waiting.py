@@ -24,6 +24,10 @@ from ttsq.events import EventKind, JobEvent, parse_event
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY_S: Final = 1.0
+
+RESYNC_S: Final = 30.0
+"""A waiter re-reads its job at least this often, even if no event came (a lost message costs a
+late answer, never a stuck one)."""
 _RESYNC: Final = JobEvent(kind=EventKind.RESYNC)
 
 

@@ -39,7 +39,7 @@ from typing import Any, TextIO
 import psutil
 import redis
 
-from api.routes.jobs import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
+from api.submission import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
 from bench.corpus import CORPUS
 from bench.machine import describe
 from bench.run import RESULTS, raw_limit

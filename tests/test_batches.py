@@ -14,7 +14,7 @@ import pytest
 import redis
 from mypy_boto3_s3 import S3Client
 
-from api.admission import PUBLISH_PIPELINE
+from api.submission import PUBLISH_PIPELINE
 from cli.processes import ManagedProcess
 from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi
 from tests.receiver import Receiver

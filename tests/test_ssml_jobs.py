@@ -11,7 +11,7 @@ import numpy.typing as npt
 import redis
 import soundfile as sf
 
-from api.routes.jobs import MIN_SSML_TAGS, SSML_CHARS_PER_TAG
+from api.submission import MIN_SSML_TAGS, SSML_CHARS_PER_TAG
 from tests.conftest import IdleQueueApi, wait_for_job
 from tests.test_jobs_api import job_keys
 from ttsq.settings import Settings

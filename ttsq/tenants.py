@@ -62,6 +62,10 @@ class Tenant(BaseModel):
     """The key's first characters, to tell keys apart in listings (never enough to use it)."""
 
 
+ANONYMOUS: Final = Tenant(id=ANONYMOUS_TENANT, name=ANONYMOUS_TENANT, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+"""Who calls without a known key where keys are not required; its limits are the server's defaults."""
+
+
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 

@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 import logging
-import uuid
-from typing import Annotated, Final
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Depends, Response
 
-from api.admission import admit_and_submit_batch
-from api.auth import TenantDep
-from api.deps import StateDep
-from api.errors import ApiError
-from api.idempotency import mark_replayed, submit_once
-from api.routes.jobs import MAX_PAGE, check_marks, parsed_text, require_json
+from api.deps import (
+    BatchId,
+    IdempotencyKey,
+    PageCursor,
+    PageLimit,
+    StateDep,
+    TenantDep,
+    owned_batch,
+    require_json,
+)
+from api.idempotency import mark_replayed
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
-from api.webhook_urls import check_webhook_url
-from tts_core.errors import TTSError
-from ttsq.batches import BatchRecord, cancel_batch, new_batch_id
-from ttsq.errors import BatchNotFound, InvalidCursor, ServiceError
-from ttsq.estimate import estimate_job
-from ttsq.jobs import JobRecord, Priority, new_job_id, utcnow
+from api.submission import Repeatable, draft_batch, submit_batch
+from ttsq.batches import BatchRecord, cancel_batch
+from ttsq.errors import InvalidCursor
 from ttsq.lifecycle import cancel_job, encode_cursor, parse_cursor
 from ttsq.public import BatchPublic, public_batch, public_item
-from ttsq.tenants import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -33,90 +32,6 @@ router = APIRouter(prefix="/v1/batches", tags=["batches"])
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorPublic} for code in (400, 401, 404, 409, 413, 415, 422, 429, 503)
 }
-
-_FIELD_OF_CODE: Final = {"voice_not_found": "voice", "invalid_option": "speaker", "marks_unsupported": "marks"}
-"""Which item field a refusal names; any other refusal of an item is about its text."""
-
-
-def _batch_id(batch_id: Annotated[str, Path(description="Batch id (UUID)")]) -> str:
-    try:
-        return str(uuid.UUID(batch_id))
-    except ValueError:
-        raise BatchNotFound(batch_id) from None
-
-
-BatchId = Annotated[str, Depends(_batch_id)]
-
-
-def owned_batch(state: AppState, tenant: Tenant, batch_id: str) -> BatchRecord:
-    """The tenant's batch; another tenant's id is as unknown as an id that never existed."""
-    record = state.batches.get(batch_id)
-    if record.tenant != tenant.id:
-        raise BatchNotFound(batch_id)
-    return record
-
-
-def _item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, batch_id: str) -> tuple[JobRecord, str]:
-    """Item ``index`` validated as a job of the batch, with its text; a refusal names the item."""
-    settings = state.settings
-    request = body.job_request(index)
-    voice = request.voice or settings.default_voice
-    try:
-        info = state.catalog.get(voice)
-        spoken, document = parsed_text(request, info.language, settings.max_text_chars)
-        state.catalog.check_speakable(voice, spoken)
-        check_marks(request, info)
-        options = request.options(info.speaker_index(request.speaker))
-        estimate = estimate_job(spoken, document, options, info.engine.value, settings)
-    except (TTSError, ServiceError) as e:
-        field = _FIELD_OF_CODE.get(e.code, "text")
-        raise ApiError(422, e.code, f"items[{index}].{field}: {e}") from e
-    record = JobRecord(
-        id=new_job_id(),
-        voice=voice,
-        format=request.format.value,
-        characters=len(spoken),
-        options=options,
-        metadata=request.metadata,
-        created_at=utcnow(),
-        priority=Priority.BULK,
-        text_type=request.text_type,
-        tenant=tenant.id,
-        reserved_audio_ms=estimate.audio_ms,
-        batch_id=batch_id,
-        ref=body.items[index].ref or str(index),
-    )
-    return record, request.text
-
-
-def _check_refs(items: list[JobRecord]) -> None:
-    first: dict[str | None, int] = {}
-    for index, record in enumerate(items):
-        if record.ref in first:
-            message = f"items[{index}].ref: {record.ref!r} is already the ref of items[{first[record.ref]}]"
-            raise ApiError(422, "invalid_request", message)
-        first[record.ref] = index
-
-
-def _build(state: AppState, tenant: Tenant, body: BatchCreate) -> tuple[BatchRecord, list[tuple[JobRecord, str]]]:
-    """Validate everything before anything is created."""
-    limit = state.settings.max_batch_items
-    if len(body.items) > limit:
-        raise ApiError(422, "invalid_request", f"items: {len(body.items)} items; a batch takes at most {limit}")
-    if body.webhook_url is not None:
-        check_webhook_url(body.webhook_url, state.settings)
-    batch_id = new_batch_id()
-    items = [_item(state, tenant, body, index, batch_id) for index in range(len(body.items))]
-    _check_refs([record for record, _ in items])
-    batch = BatchRecord(
-        id=batch_id,
-        tenant=tenant.id,
-        total=len(items),
-        characters=sum(record.characters for record, _ in items),
-        created_at=utcnow(),
-        webhook_url=body.webhook_url,
-    )
-    return batch, items
 
 
 def _public(state: AppState, record: BatchRecord) -> BatchPublic:
@@ -132,39 +47,24 @@ def _public(state: AppState, record: BatchRecord) -> BatchPublic:
     summary="Submit a batch of jobs",
 )
 def create_batch(
-    body: BatchCreate,
-    state: StateDep,
-    tenant: TenantDep,
-    response: Response,
-    idempotency_key: Annotated[
-        str | None,
-        Header(description="As for jobs: the same key and body within 24 h answer with the first batch (200)."),
-    ] = None,
+    body: BatchCreate, state: StateDep, tenant: TenantDep, response: Response, idempotency_key: IdempotencyKey = None
 ) -> BatchPublic:
     """Validate every item, admit the batch whole (or refuse it whole), store and queue its jobs."""
-    batch, items = _build(state, tenant, body)
-    earlier = submit_once(
-        state.idempotency,
-        tenant.id,
-        idempotency_key,
-        body.model_dump(mode="json"),
-        batch.id,
-        state.batches.exists,
-        lambda: admit_and_submit_batch(state, tenant, batch, items),
-    )
-    if earlier is not None:
+    draft = draft_batch(state, tenant, body)
+    submitted = submit_batch(state, tenant, draft, Repeatable(idempotency_key, body))
+    if submitted.replayed:
         mark_replayed(response)
-        return _public(state, owned_batch(state, tenant, earlier))
-    response.headers["Location"] = f"/v1/batches/{batch.id}"
-    return _public(state, batch)
+        return _public(state, owned_batch(state, tenant, submitted.id))
+    response.headers["Location"] = f"/v1/batches/{submitted.id}"
+    return _public(state, draft.batch)
 
 
 @router.get("", response_model=BatchesPublic, responses=_ERRORS, summary="List your batches, newest first")
 def get_batches(
     state: StateDep,
     tenant: TenantDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Batches per page.")] = 50,
-    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
 ) -> BatchesPublic:
     entries = state.batches.tenant_page(tenant.id, parse_cursor(cursor), limit)
     records = state.batches.many([batch_id for batch_id, _ in entries])
@@ -178,8 +78,8 @@ def get_batch(
     batch_id: BatchId,
     state: StateDep,
     tenant: TenantDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page.")] = 50,
-    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
 ) -> BatchPublic:
     """The batch's status, counts and progress, and a page of its items in item order."""
     record = owned_batch(state, tenant, batch_id)

@@ -21,19 +21,15 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
-from api.admission import admit_and_submit
-from api.auth import TenantDep
-from api.deps import StateDep
+from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
-from api.routes.jobs import RESYNC_S, require_json
-from api.schemas import ErrorPublic, RequestBody
+from api.schemas import ErrorPublic, JobCreate, RequestBody
 from api.state import AppState
-from api.waiting import Subscription
+from api.submission import draft_job, submit_job
+from api.waiting import RESYNC_S, Subscription
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.formats import AudioFormat, StreamEncoder, encode
-from tts_core.text import check_text
-from ttsq.estimate import estimate_job
-from ttsq.jobs import JobOptions, JobRecord, JobStatus, Priority, new_job_id, utcnow
+from ttsq.jobs import JobRecord, JobStatus, Priority
 from ttsq.parts import PartRef, counted_parts
 
 log = logging.getLogger(__name__)
@@ -126,27 +122,19 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
 async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) -> Response:
     """Queue an interactive job, wait for its first audio, then stream the rest as it is made."""
     audio_format = _response_format(body)
-    check_text(body.input, state.settings.max_text_chars)
     voice = _resolve_voice(state, body.voice)
-    info = state.catalog.get(voice)
-    state.catalog.check_speakable(voice, body.input)
-    options = JobOptions(speed=body.speed)
-    estimate = estimate_job(body.input, None, options, info.engine.value, state.settings)
-    record = JobRecord(
-        id=new_job_id(),
+    request = JobCreate(
+        text=body.input,
         voice=voice,
-        format=(audio_format or AudioFormat.WAV).value,
-        characters=len(body.input),
-        options=options,
+        format=audio_format or AudioFormat.WAV,
+        speed=body.speed,
         metadata={"source": "openai"},
-        created_at=utcnow(),
         priority=Priority.INTERACTIVE,
-        stream=True,
-        keep=body.keep,
-        tenant=tenant.id,
-        reserved_audio_ms=estimate.audio_ms,
     )
-    await run_in_threadpool(admit_and_submit, state, tenant, record, body.input)
+    draft = draft_job(state, tenant, request, stream=True, keep=body.keep)
+    record = draft.record
+    info = state.catalog.get(record.voice)
+    await run_in_threadpool(submit_job, state, tenant, draft)
     reader = PartReader(state, record.id)
     await reader.open()
     try:

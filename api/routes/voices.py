@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from api.auth import current_tenant
-from api.deps import StateDep
+from api.deps import StateDep, current_tenant
 from api.schemas import VoicePublic, VoicesPublic
 
 router = APIRouter(prefix="/v1/voices", tags=["voices"], dependencies=[Depends(current_tenant)])

@@ -1,0 +1,384 @@
+"""Submitting work, for every route that makes jobs (``/v1/jobs``, ``/v1/batches``,
+``/v1/audio/speech``): a request becomes a draft (its text checked against the limits and the voice,
+its marks and options resolved, its audio estimated), and a draft is submitted (the
+``Idempotency-Key``, admission against the queue's age and the tenant's limits, the store, the
+queue).
+
+Nothing is stored until every check has passed, and what a failing step stored is taken back: a
+refused request leaves no job behind. Admission looks at the age of the oldest task waiting for the
+job's class (interactive, or bulk entry and segment tasks): past ``TTSQ_ADMISSION_MAX_AGE_*_S`` the
+queue is already behind by that much, and a new job is refused with 503 and a ``Retry-After`` rather
+than growing it without bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import redis
+from kombu.exceptions import (  # type: ignore[attr-defined]  # BatchPublishError: kombu 5.7, newer than its stubs
+    BatchPublishError,
+    OperationalError,
+)
+from pydantic import BaseModel
+
+from api.errors import ApiError
+from api.idempotency import submit_once
+from api.metrics import oldest_age_s
+from api.schemas import BatchCreate, JobCreate
+from api.state import AppState
+from api.webhook_urls import check_webhook_url
+from tts_core.catalog import EngineName, VoiceInfo
+from tts_core.errors import InvalidSsml, MarksUnsupported, TextTooLong, TTSError
+from tts_core.speech_markup import SsmlDocument, parse_ssml
+from tts_core.text import check_text
+from ttsq.batches import BatchRecord, new_batch_id
+from ttsq.broker import entry_queue, segments_queue
+from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.errors import QueueBehind, QueueUnavailable, ServiceError, StoreUnavailable
+from ttsq.estimate import estimate_job
+from ttsq.jobs import JobRecord, Priority, TextType, new_job_id, utcnow
+from ttsq.quotas import Charge, usage_day
+from ttsq.settings import Settings
+from ttsq.tenants import Tenant
+
+log = logging.getLogger(__name__)
+
+SSML_MARKUP_FACTOR: Final = 10
+"""An SSML body may be this many times the character limit in all, markup included."""
+
+SSML_CHARS_PER_TAG: Final = 5
+"""An SSML document may have one tag (a ``<``) per this many characters of the limit, and 1,000 in
+any case: 200,000 at the default, plenty for a book marked up word by word. Each parsed element
+costs the API (and the planning worker) memory, about 120 bytes: ten million characters of
+``<s>a</s>`` took the API from 114 to 415 MiB before this bound."""
+
+MIN_SSML_TAGS: Final = 1000
+
+PUBLISH_PIPELINE: Final = 1000
+"""Redis commands sent in one round trip when a batch's entry tasks are queued (two per item: the
+message and its ``task-sent`` event), so 10,000 items take 20 round trips instead of 20,000."""
+
+ITEM_FIELD_OF_CODE: Final = {"voice_not_found": "voice", "invalid_option": "speaker", "marks_unsupported": "marks"}
+"""Which batch item field a refusal names; any other refusal of an item is about its text."""
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A job checked and estimated, not yet stored: its record and its text."""
+
+    record: JobRecord
+    text: str
+
+
+@dataclass(frozen=True)
+class BatchDraft:
+    """A batch checked item by item, not yet stored."""
+
+    batch: BatchRecord
+    items: list[Draft]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission answers with: the id made now, or the one an earlier request with the same
+    ``Idempotency-Key`` and body made (``replayed``)."""
+
+    id: str
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Repeatable:
+    """A request that may be a repeat: its ``Idempotency-Key`` header (if any) and its body."""
+
+    key: str | None
+    body: BaseModel
+
+
+# --- Drafts ------------------------------------------------------------------------------------
+
+
+def draft_job(
+    state: AppState,
+    tenant: Tenant,
+    request: JobCreate,
+    *,
+    stream: bool = False,
+    keep: bool = True,
+    batch_id: str | None = None,
+    ref: str | None = None,
+) -> Draft:
+    """The request as a job of the tenant: voice, text (plain or SSML), what the voice can speak,
+    marks, options, the audio estimate (speech and pauses) and the webhook URL, each refused with its
+    own code before anything exists."""
+    settings = state.settings
+    voice = request.voice or settings.default_voice
+    info = state.catalog.get(voice)
+    spoken, document = parsed_text(request, info.language, settings.max_text_chars)
+    state.catalog.check_speakable(voice, spoken)
+    check_marks(request, info)
+    options = request.options(info.speaker_index(request.speaker))
+    estimate = estimate_job(spoken, document, options, info.engine.value, settings)
+    if request.webhook_url is not None:
+        check_webhook_url(request.webhook_url, settings)
+    record = JobRecord(
+        id=new_job_id(),
+        voice=voice,
+        format=request.format.value,
+        characters=len(spoken),
+        options=options,
+        metadata=request.metadata,
+        created_at=utcnow(),
+        priority=request.priority or default_priority(len(request.text), settings),
+        webhook_url=request.webhook_url,
+        text_type=request.text_type,
+        stream=stream,
+        keep=keep,
+        tenant=tenant.id,
+        reserved_audio_ms=estimate.audio_ms,
+        batch_id=batch_id,
+        ref=ref,
+    )
+    return Draft(record, request.text)
+
+
+def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraft:
+    """Every item as a bulk job of one new batch; a refusal names the item (``items[3].voice: …``)."""
+    limit = state.settings.max_batch_items
+    if len(body.items) > limit:
+        raise ApiError(422, "invalid_request", f"items: {len(body.items)} items; a batch takes at most {limit}")
+    if body.webhook_url is not None:
+        check_webhook_url(body.webhook_url, state.settings)
+    batch_id = new_batch_id()
+    items = [_draft_item(state, tenant, body, index, batch_id) for index in range(len(body.items))]
+    _check_refs(items)
+    batch = BatchRecord(
+        id=batch_id,
+        tenant=tenant.id,
+        total=len(items),
+        characters=sum(item.record.characters for item in items),
+        created_at=utcnow(),
+        webhook_url=body.webhook_url,
+    )
+    return BatchDraft(batch, items)
+
+
+def _draft_item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, batch_id: str) -> Draft:
+    request = body.job_request(index)
+    ref = body.items[index].ref or str(index)
+    try:
+        return draft_job(state, tenant, request, batch_id=batch_id, ref=ref)
+    except (TTSError, ServiceError) as e:
+        field = ITEM_FIELD_OF_CODE.get(e.code, "text")
+        raise ApiError(422, e.code, f"items[{index}].{field}: {e}") from e
+
+
+def _check_refs(items: list[Draft]) -> None:
+    first: dict[str | None, int] = {}
+    for index, item in enumerate(items):
+        ref = item.record.ref
+        if ref in first:
+            message = f"items[{index}].ref: {ref!r} is already the ref of items[{first[ref]}]"
+            raise ApiError(422, "invalid_request", message)
+        first[ref] = index
+
+
+def parsed_text(request: JobCreate, language: str, max_chars: int) -> tuple[str, SsmlDocument | None]:
+    """What the voice will read: the text itself, or an SSML document's spoken text with the document
+    (parsed here, so invalid SSML is refused with its line and column before any job exists). Limits
+    count spoken characters; the markup around them may add up to ``SSML_MARKUP_FACTOR`` times as much."""
+    if request.text_type is TextType.TEXT:
+        check_text(request.text, max_chars)
+        return request.text, None
+    if len(request.text) > SSML_MARKUP_FACTOR * max_chars:
+        raise TextTooLong(len(request.text), SSML_MARKUP_FACTOR * max_chars)
+    check_tag_count(request.text, max(max_chars // SSML_CHARS_PER_TAG, MIN_SSML_TAGS))
+    document = parse_ssml(request.text, default_lang=language)
+    check_text(document.spoken_text, max_chars)
+    return document.spoken_text, document
+
+
+def check_marks(request: JobCreate, voice: VoiceInfo) -> None:
+    """Marks point at characters of plain text, and word marks need a model that times its input."""
+    if not request.marks:
+        return
+    if request.text_type is TextType.SSML:
+        raise MarksUnsupported("marks are made for plain text only, not for text_type ssml")
+    if "word" in request.marks and voice.engine is not EngineName.PIPER:
+        raise MarksUnsupported(
+            f"word marks need a Piper voice; {voice.id} ({voice.engine.value}) gives sentence marks only"
+        )
+
+
+def check_tag_count(source: str, limit: int) -> None:
+    """Refuse an SSML document of more than ``limit`` tags before parsing it, naming where the first
+    tag past the limit is."""
+    if source.count("<") <= limit:
+        return
+    at = -1
+    for _ in range(limit + 1):
+        at = source.index("<", at + 1)
+    line = source.count("\n", 0, at) + 1
+    raise InvalidSsml(
+        f"more than {limit} tags (one per {SSML_CHARS_PER_TAG} characters of the limit)",
+        line,
+        at - source.rfind("\n", 0, at),
+    )
+
+
+def default_priority(characters: int, settings: Settings) -> Priority:
+    return Priority.INTERACTIVE if characters <= settings.interactive_max_chars else Priority.BULK
+
+
+# --- Submitting --------------------------------------------------------------------------------
+
+
+def submit_job(state: AppState, tenant: Tenant, draft: Draft, request: Repeatable | None = None) -> Submitted:
+    """Admit, store and queue the job, unless ``request`` repeats an earlier one (then its job)."""
+    record = draft.record
+    return _once(state, tenant, request, record.id, state.jobs.exists, lambda: _admit_job(state, tenant, draft))
+
+
+def submit_batch(state: AppState, tenant: Tenant, draft: BatchDraft, request: Repeatable) -> Submitted:
+    """Admit the batch whole (its items' characters and estimated audio in one charge, each item
+    counting against the active-jobs limit) or refuse it whole; then store and queue every item."""
+    batch = draft.batch
+    return _once(state, tenant, request, batch.id, state.batches.exists, lambda: _admit_batch(state, tenant, draft))
+
+
+def _once(
+    state: AppState,
+    tenant: Tenant,
+    request: Repeatable | None,
+    new_id: str,
+    exists: Callable[[str], bool],
+    submit: Callable[[], None],
+) -> Submitted:
+    if request is None:
+        submit()
+        return Submitted(new_id, replayed=False)
+    body = request.body.model_dump(mode="json")
+    earlier = submit_once(state.idempotency, tenant.id, request.key, body, new_id, exists, submit)
+    return Submitted(earlier, replayed=True) if earlier is not None else Submitted(new_id, replayed=False)
+
+
+def _admit_job(state: AppState, tenant: Tenant, draft: Draft) -> None:
+    with _admitted(state, tenant, [draft.record], draft.record.priority):
+        _store_and_queue(state, draft)
+
+
+def _admit_batch(state: AppState, tenant: Tenant, draft: BatchDraft) -> None:
+    with _admitted(state, tenant, [item.record for item in draft.items], Priority.BULK):
+        _store_and_queue_batch(state, draft)
+
+
+def queue_age_s(state: AppState, priority: Priority) -> float:
+    """Age of the oldest task waiting for work of ``priority`` (producers LPUSH: the tail is oldest)."""
+    queues = {entry_queue(state.settings.queue, priority), segments_queue(state.settings.queue, priority)}
+    tails = [state.redis.lindex(queue, -1) for queue in sorted(queues)]
+    now = time.time()
+    return max(oldest_age_s(tail, now) for tail in tails)
+
+
+def check_queue(state: AppState, priority: Priority) -> None:
+    settings = state.settings
+    limit = (
+        settings.admission_max_age_interactive_s
+        if priority is Priority.INTERACTIVE
+        else settings.admission_max_age_bulk_s
+    )
+    age = queue_age_s(state, priority)
+    if age > limit:
+        message = f"the {priority.value} queue is {age:.0f} s behind (limit {limit:.0f} s); retry later"
+        raise QueueBehind(message, max(1, math.ceil(min(age - limit, 60))))
+
+
+@contextlib.contextmanager
+def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priority: Priority) -> Iterator[None]:
+    """Check the queue and admit ``records`` at once against the tenant's limits (charging their
+    sum), then run the block; if the block fails, the admission is given back."""
+    charge = Charge(sum(r.characters for r in records), sum(r.reserved_audio_ms for r in records))
+    ids = [record.id for record in records]
+    created_at = records[0].created_at
+    try:
+        check_queue(state, priority)
+        state.quotas.admit_many(tenant.id, ids, charge, tenant.limits, created_at)
+    except redis.RedisError as e:
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    try:
+        yield
+    except BaseException:
+        try:
+            state.quotas.release_many(tenant.id, ids, charge, usage_day(created_at))
+        except redis.RedisError:  # Redis is the outage: nothing was stored
+            log.warning("job %s…: could not release its admission", ids[0])
+        raise
+
+
+def _store_and_queue(state: AppState, draft: Draft) -> None:
+    record = draft.record
+    try:
+        state.jobs.create(record, draft.text)
+    except redis.RedisError as e:
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    queue = entry_queue(state.settings.queue, record.priority)
+    try:
+        state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
+    except (OperationalError, redis.RedisError) as e:
+        try:
+            state.jobs.delete(record)
+        except redis.RedisError:
+            # Stored, and now impossible to take back: the job is accepted (the sweeper queues a
+            # job that no message names), so the client gets 202, not a 503 whose retry would
+            # make a second job.
+            log.warning("job %s: stored but not queued (%s); the sweeper will queue it", record.id, e)
+        else:
+            raise QueueUnavailable(f"job queue unavailable: {e}") from e
+    state.metrics.submitted.labels(record.voice, record.priority.value).inc()
+    log.info(
+        "job %s queued: tenant=%s voice=%s format=%s chars=%d priority=%s",
+        record.id, record.tenant, record.voice, record.format, record.characters, record.priority.value,
+    )  # fmt: skip
+
+
+def _store_and_queue_batch(state: AppState, draft: BatchDraft) -> None:
+    """If the store or the queue fails part way, everything is removed again: items already queued
+    find no record and are dropped by the worker."""
+    batch, records = draft.batch, [item.record for item in draft.items]
+    try:
+        state.batches.create(batch, [record.id for record in records])
+        state.jobs.create_many([(item.record, item.text) for item in draft.items])
+    except redis.RedisError as e:
+        _forget_batch(state, draft)
+        raise StoreUnavailable(f"job store unavailable: {e}") from e
+    queue = entry_queue(state.settings.queue, Priority.BULK)
+    try:
+        # kombu's publish batch pipelines the sends through one producer; a failed flush raises
+        # BatchPublishError (some chunks may be queued: they find no record once it is forgotten).
+        with state.producer.producer_or_acquire() as producer, producer.batch(PUBLISH_PIPELINE):
+            for record in records:
+                state.producer.send_task(
+                    SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue, producer=producer
+                )
+    except (OperationalError, BatchPublishError, redis.RedisError) as e:
+        _forget_batch(state, draft)
+        raise QueueUnavailable(f"job queue unavailable: {e}") from e
+    for record in records:
+        state.metrics.submitted.labels(record.voice, record.priority.value).inc()
+    log.info("batch %s queued: tenant=%s items=%d chars=%d", batch.id, batch.tenant, batch.total, batch.characters)
+
+
+def _forget_batch(state: AppState, draft: BatchDraft) -> None:
+    try:
+        for item in draft.items:
+            state.jobs.delete(item.record)
+        state.batches.delete(draft.batch)
+    except redis.RedisError:
+        log.warning("batch %s: could not remove what was stored of it", draft.batch.id)
