@@ -44,14 +44,14 @@ async def current_tenant(
     state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
     token = credentials.credentials if credentials is not None else None
-    tenant = await run_in_threadpool(state.tenants.by_key, token) if token else None
+    tenant = await run_in_threadpool(state.stores.tenants.by_key, token) if token else None
     if tenant is None:
         if state.settings.keys_required:
             reason = "no API key given" if token is None else "the API key is unknown or revoked"
             raise Unauthorized(f"{reason}; send 'Authorization: Bearer <key>' with a key from 'ttsq keys create'")
         tenant = ANONYMOUS
     limits = tenant.limits.over(state.settings.default_limits)
-    await run_in_threadpool(state.quotas.count_request, tenant.id, limits)
+    await run_in_threadpool(state.stores.quotas.count_request, tenant.id, limits)
     return tenant.model_copy(update={"limits": limits})
 
 
@@ -79,7 +79,7 @@ JobId = Annotated[str, Depends(_job_id)]
 
 def owned_job(state: AppState, tenant: Tenant, job_id: str) -> JobRecord:
     """The tenant's job; another tenant's id is as unknown as an id that never existed."""
-    record = state.jobs.get(job_id)
+    record = state.stores.jobs.get(job_id)
     if record.tenant != tenant.id:
         raise JobNotFound(job_id)
     return record
@@ -108,7 +108,7 @@ BatchId = Annotated[str, Depends(_batch_id)]
 
 def owned_batch(state: AppState, tenant: Tenant, batch_id: str) -> BatchRecord:
     """The tenant's batch; another tenant's id is as unknown as an id that never existed."""
-    record = state.batches.get(batch_id)
+    record = state.stores.batches.get(batch_id)
     if record.tenant != tenant.id:
         raise BatchNotFound(batch_id)
     return record

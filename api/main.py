@@ -28,7 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logs.configure(resolved.log_format)  # after uvicorn set up its own logging
         state = AppState.build(resolved, api_metrics)
         if resolved.s3.create_bucket:
-            state.objects.ensure_bucket()
+            state.stores.objects.ensure_bucket()
         app.state.ttsq = state
         await state.hub.start()
         try:

@@ -243,14 +243,16 @@ def default_priority(characters: int, settings: Settings) -> Priority:
 def submit_job(state: AppState, tenant: Tenant, draft: Draft, request: Repeatable | None = None) -> Submitted:
     """Admit, store and queue the job, unless ``request`` repeats an earlier one (then its job)."""
     record = draft.record
-    return _once(state, tenant, request, record.id, state.jobs.exists, lambda: _admit_job(state, tenant, draft))
+    return _once(state, tenant, request, record.id, state.stores.jobs.exists, lambda: _admit_job(state, tenant, draft))
 
 
 def submit_batch(state: AppState, tenant: Tenant, draft: BatchDraft, request: Repeatable) -> Submitted:
     """Admit the batch whole (its items' characters and estimated audio in one charge, each item
     counting against the active-jobs limit) or refuse it whole; then store and queue every item."""
     batch = draft.batch
-    return _once(state, tenant, request, batch.id, state.batches.exists, lambda: _admit_batch(state, tenant, draft))
+    return _once(
+        state, tenant, request, batch.id, state.stores.batches.exists, lambda: _admit_batch(state, tenant, draft)
+    )
 
 
 def _once(
@@ -282,7 +284,7 @@ def _admit_batch(state: AppState, tenant: Tenant, draft: BatchDraft) -> None:
 def queue_age_s(state: AppState, priority: Priority) -> float:
     """Age of the oldest task waiting for work of ``priority`` (producers LPUSH: the tail is oldest)."""
     queues = {entry_queue(state.settings.queue, priority), segments_queue(state.settings.queue, priority)}
-    tails = [state.redis.lindex(queue, -1) for queue in sorted(queues)]
+    tails = [state.stores.redis.lindex(queue, -1) for queue in sorted(queues)]
     now = time.time()
     return max(oldest_age_s(tail, now) for tail in tails)
 
@@ -309,14 +311,14 @@ def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priorit
     created_at = records[0].created_at
     try:
         check_queue(state, priority)
-        state.quotas.admit_many(tenant.id, ids, charge, tenant.limits, created_at)
+        state.stores.quotas.admit_many(tenant.id, ids, charge, tenant.limits, created_at)
     except redis.RedisError as e:
         raise StoreUnavailable(f"job store unavailable: {e}") from e
     try:
         yield
     except BaseException:
         try:
-            state.quotas.release_many(tenant.id, ids, charge, usage_day(created_at))
+            state.stores.quotas.release_many(tenant.id, ids, charge, usage_day(created_at))
         except redis.RedisError:  # Redis is the outage: nothing was stored
             log.warning("job %s…: could not release its admission", ids[0])
         raise
@@ -325,7 +327,7 @@ def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priorit
 def _store_and_queue(state: AppState, draft: Draft) -> None:
     record = draft.record
     try:
-        state.jobs.create(record, draft.text)
+        state.stores.jobs.create(record, draft.text)
     except redis.RedisError as e:
         raise StoreUnavailable(f"job store unavailable: {e}") from e
     queue = entry_queue(state.settings.queue, record.priority)
@@ -333,7 +335,7 @@ def _store_and_queue(state: AppState, draft: Draft) -> None:
         state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
     except (OperationalError, redis.RedisError) as e:
         try:
-            state.jobs.delete(record)
+            state.stores.jobs.delete(record)
         except redis.RedisError:
             # Stored, and now impossible to take back: the job is accepted (the sweeper queues a
             # job that no message names), so the client gets 202, not a 503 whose retry would
@@ -353,8 +355,8 @@ def _store_and_queue_batch(state: AppState, draft: BatchDraft) -> None:
     find no record and are dropped by the worker."""
     batch, records = draft.batch, [item.record for item in draft.items]
     try:
-        state.batches.create(batch, [record.id for record in records])
-        state.jobs.create_many([(item.record, item.text) for item in draft.items])
+        state.stores.batches.create(batch, [record.id for record in records])
+        state.stores.jobs.create_many([(item.record, item.text) for item in draft.items])
     except redis.RedisError as e:
         _forget_batch(state, draft)
         raise StoreUnavailable(f"job store unavailable: {e}") from e
@@ -378,7 +380,7 @@ def _store_and_queue_batch(state: AppState, draft: BatchDraft) -> None:
 def _forget_batch(state: AppState, draft: BatchDraft) -> None:
     try:
         for item in draft.items:
-            state.jobs.delete(item.record)
-        state.batches.delete(draft.batch)
+            state.stores.jobs.delete(item.record)
+        state.stores.batches.delete(draft.batch)
     except redis.RedisError:
         log.warning("batch %s: could not remove what was stored of it", draft.batch.id)

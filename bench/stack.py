@@ -11,18 +11,15 @@ from typing import Any
 
 import httpx
 import psutil
-import redis
 
 from cli.commands import api_argv
 from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import default_worker
-from ttsq.batches import BatchStore
 from ttsq.broker import make_producer
-from ttsq.jobs import JobRecord, JobStatus, JobStore
-from ttsq.progress import SegmentStore
+from ttsq.jobs import JobRecord, JobStatus
 from ttsq.settings import Settings, WorkerSettings, settings_env
-from ttsq.storage import ObjectStore
+from ttsq.stores import Stores
 
 BUCKET = "ttsq-bench"
 WORKER_START_TIMEOUT_S = 180.0
@@ -48,10 +45,10 @@ class BenchStack:
         self.url = f"http://{LOOPBACK}:{port}"
         wait_until(lambda: httpx.get(f"{self.url}/healthz").status_code == 200, 60, "bench API", self.api)
         self.http = httpx.Client(base_url=self.url, timeout=60)
-        self._redis = redis.Redis.from_url(self.redis.url)
-        self.jobs = JobStore(self._redis, self.base.job_ttl_s)
-        self.batch_store = BatchStore(self._redis, self.base.job_ttl_s)
-        self.objects = ObjectStore(self.base.s3)
+        self.stores = Stores.connect(self.base, socket_timeout_s=None)
+        self.jobs = self.stores.jobs
+        self.batch_store = self.stores.batches
+        self.objects = self.stores.objects
         self._started = 0
 
     def settings(self, **worker: Any) -> Settings:
@@ -125,7 +122,7 @@ class BenchStack:
 
     def segments_done(self, job_id: str) -> int:
         """Counted segments of a running multi-segment job."""
-        return SegmentStore(self._redis, self.base.job_ttl_s).progress(job_id).done
+        return self.stores.segments.progress(job_id).done
 
     def batches(self, limit: int = 1000) -> list[dict[str, Any]]:
         """Each running worker's ``batches`` inspect reply."""
@@ -141,7 +138,7 @@ class BenchStack:
     def close(self) -> None:
         self.stop_workers()
         self.http.close()
-        self._redis.close()
+        self.stores.close()
         self.api.stop()
         self.s3.stop()
         self.redis.stop()

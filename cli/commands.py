@@ -26,9 +26,9 @@ deliveries run on the dispatcher's event loop, not on these)."""
 
 def webhook_worker_argv(concurrency: int, node_name: str, loglevel: str = "INFO") -> list[str]:
     """The service worker: the periodic maintenance tasks on ``concurrency`` threads, and the webhook
-    dispatcher beside them (``workers.webhooks``); its own app, no model."""
+    dispatcher beside them (``workers.service``); its own app, no model."""
     return [
-        sys.executable, "-m", "celery", "-A", "workers.webhooks", "worker",
+        sys.executable, "-m", "celery", "-A", "workers.service", "worker",
         "--pool", "threads", "--concurrency", str(concurrency),
         "--queues", MAINTENANCE_QUEUE, "--hostname", node_name, "--loglevel", loglevel,
         "--without-gossip", "--without-mingle",
@@ -39,7 +39,7 @@ def beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
     """Celery beat, sending the sweeper and the cleanup on their schedule (one per deployment;
     a second one only repeats runs, which take a lock)."""
     return [
-        sys.executable, "-m", "celery", "-A", "workers.webhooks", "beat",
+        sys.executable, "-m", "celery", "-A", "workers.service", "beat",
         "--schedule", str(schedule_file), "--loglevel", loglevel,
     ]  # fmt: skip
 

@@ -17,28 +17,29 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import click
-import redis
 
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.errors import JobNotFound, TenantNotFound
 from ttsq.jobs import JobRecord, JobStatus, JobStore
 from ttsq.lifecycle import Lifecycle, cancel_job, purge_job
-from ttsq.parts import make_part_store
-from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, get_settings
-from ttsq.storage import ObjectStore
+from ttsq.stores import Stores
 from ttsq.tenants import Limits, Tenant, TenantStore
 
 PAGE: Final = 200
 """Jobs read per round trip while looking for a revoked key's finished jobs."""
 
 
-def _client() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().redis_url, socket_connect_timeout=5)
+SOCKET_TIMEOUT_S: Final = 30.0
+"""An administrator's command waits this long for Redis before it fails."""
+
+
+def _stores() -> Stores:
+    return Stores.connect(get_settings(), SOCKET_TIMEOUT_S)
 
 
 def _store() -> TenantStore:
-    return TenantStore(_client())
+    return _stores().tenants
 
 
 def limit_options(command: Any) -> Any:
@@ -111,8 +112,7 @@ def update(id_or_name: str, **limits: Any) -> None:
 )
 def revoke(id_or_name: str, keep_jobs: bool, delete_audio: bool) -> None:
     """Stop a key at once and cancel its queued and running jobs (see the module docstring)."""
-    client = _client()
-    store = TenantStore(client)
+    store = _store()
     try:
         tenant = store.revoke(store.find(id_or_name).id)
     except TenantNotFound as e:
@@ -121,7 +121,7 @@ def revoke(id_or_name: str, keep_jobs: bool, delete_audio: bool) -> None:
     if keep_jobs and not delete_audio:
         click.echo(f"its {len(store.active_job_ids(tenant.id))} queued or running jobs go on")
         return
-    lifecycle = _lifecycle(get_settings(), client)
+    lifecycle = _lifecycle(get_settings())
     if not keep_jobs:
         canceled = _cancel_active(store, tenant, lifecycle)
         click.echo(f"canceled {canceled} queued or running jobs")
@@ -153,11 +153,7 @@ def _finished(jobs: JobStore, tenant: Tenant) -> Iterator[JobRecord]:
         after = (entries[-1][1], entries[-1][0])
 
 
-def _lifecycle(settings: Settings, client: redis.Redis) -> Lifecycle:
+def _lifecycle(settings: Settings) -> Lifecycle:
     """The stores and senders a cancel touches, as the API and the sweeper have them."""
-    objects = ObjectStore(settings.s3)
     send = TaskPublisher(make_producer(settings), settings.queue)
-    jobs = JobStore(client, settings.job_ttl_s)
-    segments = SegmentStore(client, settings.job_ttl_s)
-    parts = make_part_store(settings, client, objects)
-    return Lifecycle(jobs, segments, parts, objects, send.finish_batch)
+    return _stores().lifecycle(send.finish_batch)

@@ -25,12 +25,11 @@ from tts_core.device import Device
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import job_claim_key, job_objects_prefix, usage_key
 from ttsq.jobs import JobStatus, JobStore
-from ttsq.parts import PartRef, make_part_store
-from ttsq.progress import SegmentStore
-from ttsq.quotas import Quotas, usage_day
+from ttsq.parts import PartRef
+from ttsq.quotas import usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
-from ttsq.tenants import TenantStore
+from ttsq.stores import Stores
 from workers.engine import Engine
 from workers.pipeline import JobContext, _reserve_planned_audio, assemble_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
@@ -66,22 +65,11 @@ def engine(settings: Settings) -> Iterator[Engine]:
     loaded.close()
 
 
-def context(settings: Settings, client: redis.Redis, engine: Any) -> JobContext:
+def context(settings: Settings, engine: Any) -> JobContext:
     """What a worker process builds (``workers.tasks.job_context``), around ``engine``; tasks it sends
     go to a queue no worker reads."""
     quiet = settings.model_copy(update={"queue": "late-duplicates-unread"})
-    objects = ObjectStore(quiet.s3)
-    return JobContext(
-        quiet,
-        JobStore(client, quiet.job_ttl_s),
-        SegmentStore(client, quiet.job_ttl_s),
-        make_part_store(quiet, client, objects),
-        objects,
-        engine,
-        TaskPublisher(make_producer(quiet), quiet.queue),
-        Quotas(client),
-        TenantStore(client),
-    )
+    return JobContext(Stores.connect(quiet, 30), engine, TaskPublisher(make_producer(quiet), quiet.queue))
 
 
 def claimed_run(store: JobStore, job_id: str, step: str, settings: Settings) -> StepRun:
@@ -119,12 +107,12 @@ def test_a_late_entry_step_never_touches_the_winners_object(
     record = create_record(store, LONG_SENTENCE)
     held = HeldOnce(engine)
     late = claimed_run(store, record.id, "entry", settings)
-    thread, errors = run_held(start_job, record.id, context(settings, redis_client, held), late)
+    thread, errors = run_held(start_job, record.id, context(settings, held), late)
     assert held.entered.wait(60)
     redis_client.delete(job_claim_key(record.id, "entry"))  # the frozen worker's lease lapsed
 
     winner = claimed_run(store, record.id, "entry", settings)
-    ctx = context(settings, redis_client, engine)
+    ctx = context(settings, engine)
     start_job(record.id, ctx, winner)
     done = store.get(record.id)
     assert done.status is JobStatus.SUCCEEDED
@@ -141,8 +129,8 @@ def test_a_late_entry_step_never_touches_the_winners_object(
     after = store.get(record.id)
     assert after.result == done.result
     assert after.finished_at == done.finished_at
-    assert decoded_duration(ctx.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
-    assert ctx.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
+    assert decoded_duration(ctx.stores.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
+    assert ctx.stores.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
 
 
 def test_a_late_segment_never_replaces_the_counted_part(
@@ -153,7 +141,7 @@ def test_a_late_segment_never_replaces_the_counted_part(
     store = JobStore(redis_client, settings.job_ttl_s)
     text = " ".join([LONG_SENTENCE] * 6)
     record = create_record(store, text, options={"marks": ["sentence"]})
-    ctx = context(settings.model_copy(update={"segment_max_ids": 200}), redis_client, engine)
+    ctx = context(settings.model_copy(update={"segment_max_ids": 200}), engine)
     entry = claimed_run(store, record.id, "entry", settings)
     start_job(record.id, ctx, entry)
     entry.claim.release()
@@ -163,7 +151,7 @@ def test_a_late_segment_never_replaces_the_counted_part(
 
     held = HeldOnce(engine)
     late = claimed_run(store, record.id, "segment:0", settings)
-    thread, errors = run_held(run_segment, record.id, 0, context(ctx.settings, redis_client, held), late)
+    thread, errors = run_held(run_segment, record.id, 0, context(ctx.settings, held), late)
     assert held.entered.wait(60)
     redis_client.delete(job_claim_key(record.id, "segment:0"))
     winner = claimed_run(store, record.id, "segment:0", settings)
@@ -173,10 +161,10 @@ def test_a_late_segment_never_replaces_the_counted_part(
     thread.join(60)
     assert errors == []
 
-    assert ctx.segments.winners(record.id)[0] == winner.attempt
-    assert ctx.parts.get(PartRef(record.id, 0, winner.attempt))
+    assert ctx.stores.segments.winners(record.id)[0] == winner.attempt
+    assert ctx.stores.parts.get(PartRef(record.id, 0, winner.attempt))
     with pytest.raises(Exception, match="no stored audio"):
-        ctx.parts.get(PartRef(record.id, 0, late.attempt))
+        ctx.stores.parts.get(PartRef(record.id, 0, late.attempt))
     for index in range(1, total):
         run = claimed_run(store, record.id, f"segment:{index}", settings)
         run_segment(record.id, index, ctx, run)
@@ -187,7 +175,7 @@ def test_a_late_segment_never_replaces_the_counted_part(
     assert done.status is JobStatus.SUCCEEDED
     assert done.result is not None
     assert done.progress.audio_s == pytest.approx(done.result.duration_s, abs=0.002), "sums and audio agree"
-    assert decoded_duration(ctx.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
+    assert decoded_duration(ctx.stores.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
 
 
 def test_two_runs_replanning_one_job_charge_its_audio_once(
@@ -198,7 +186,7 @@ def test_two_runs_replanning_one_job_charge_its_audio_once(
     store = JobStore(redis_client, settings.job_ttl_s)
     tenant = f"replan-{uuid.uuid4().hex[:8]}"
     record = create_record(store, LONG_SENTENCE, status="running", tenant=tenant, reserved_audio_ms=1000)
-    ctx = context(settings, redis_client, engine)
+    ctx = context(settings, engine)
     day = usage_day(record.created_at)
     redis_client.hincrby(usage_key(tenant, day), "audio_ms", 1000)  # what admission charged
     plan = engine.plan_segments(record.voice, LONG_SENTENCE, settings.segment_max_ids)
@@ -206,4 +194,4 @@ def test_two_runs_replanning_one_job_charge_its_audio_once(
     second = _reserve_planned_audio(record, plan, ctx)  # read the same record, before the first wrote
     assert first.reserved_audio_ms == second.reserved_audio_ms != 1000
     assert store.get(record.id).reserved_audio_ms == first.reserved_audio_ms
-    assert ctx.quotas.usage(tenant, day)[1] == pytest.approx(first.reserved_audio_ms / 1000)
+    assert ctx.stores.quotas.usage(tenant, day)[1] == pytest.approx(first.reserved_audio_ms / 1000)

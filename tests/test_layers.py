@@ -88,3 +88,52 @@ def test_the_narration_client_loads_no_service_code_and_no_inference_runtime() -
 def test_the_clients_copy_of_the_api_contract_matches_the_service() -> None:
     assert {s.value: s.terminal for s in api_contract.JobStatus} == {s.value: s.terminal for s in jobs.JobStatus}
     assert api_contract.MAX_WAIT_S == constants.MAX_WAIT_S
+
+
+STORE_CONSTRUCTORS: Final = {
+    "JobStore", "SegmentStore", "BatchStore", "TenantStore", "Quotas", "ObjectStore", "make_part_store"
+}  # fmt: skip
+PROBES: Final = {"cli/dev.py"}
+"""``ttsq dev`` checks that an S3 service it is about to use answers, before any store exists."""
+
+
+def constructed(path: Path) -> set[str]:
+    return {
+        node.func.id
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in STORE_CONSTRUCTORS
+    }
+
+
+def test_stores_are_wired_in_one_place() -> None:
+    builders = {
+        str(path.relative_to(ROOT)): sorted(names)
+        for package in ("api", "workers", "ttsq", "cli", "narration", "bench")
+        for path in sources(package)
+        if (names := constructed(path)) and str(path.relative_to(ROOT)) not in PROBES
+    }
+    assert builders == {"ttsq/stores.py": sorted(STORE_CONSTRUCTORS)}
+
+
+def defines_worker_app(path: Path) -> bool:
+    """A module-level ``app = Celery(...)``: what ``celery -A`` runs (a producer client is no app)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if (
+                isinstance(func, ast.Name)
+                and func.id == "Celery"
+                and any(isinstance(t, ast.Name) and t.id == "app" for t in node.targets)
+            ):
+                return True
+    return False
+
+
+def test_one_celery_app_module_per_worker_kind() -> None:
+    apps = [
+        str(path.relative_to(ROOT))
+        for package in ("api", "workers", "ttsq", "cli", "narration", "bench")
+        for path in sources(package)
+        if defines_worker_app(path)
+    ]
+    assert sorted(apps) == ["workers/app.py", "workers/service.py"]

@@ -37,10 +37,10 @@ from ttsq.constants import (
 from ttsq.jobs import JobRecord, JobStatus, JobStore, utcnow
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
-from ttsq.parts import make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.settings import Settings, settings_env
 from ttsq.storage import ObjectStore
+from ttsq.stores import Stores
 
 DATABASE = 3
 
@@ -75,19 +75,16 @@ def own_worker(own_settings: Settings, own_redis: redis.Redis, tmp_path_factory:
     process.stop()
 
 
-def lifecycle_for(settings: Settings, client: redis.Redis) -> Lifecycle:
-    jobs = JobStore(client, settings.job_ttl_s)
-    segments = SegmentStore(client, settings.job_ttl_s)
-    objects = ObjectStore(settings.s3)
+def lifecycle_for(settings: Settings) -> Lifecycle:
+    """As the sweeper's, over the stores a service worker builds ."""
     send = TaskPublisher(make_producer(settings), settings.queue)
-    parts = make_part_store(settings, client, objects)
-    return Lifecycle(jobs, segments, parts, objects, send.finish_batch)
+    return Stores.connect(settings, 30).lifecycle(send.finish_batch)
 
 
-def sweeper_for(settings: Settings, client: redis.Redis) -> Sweeper:
-    lc = lifecycle_for(settings, client)
+def sweeper_for(settings: Settings) -> Sweeper:
     send = TaskPublisher(make_producer(settings), settings.queue)
-    return Sweeper(settings, client, lc.jobs, lc.segments, lc, send, BatchStore(client, settings.job_ttl_s))
+    stores = Stores.connect(settings, 30)
+    return Sweeper(stores, stores.lifecycle(send.finish_batch), send)
 
 
 def wait_for_status(jobs: JobStore, job_id: str, timeout_s: float = 60) -> JobStatus:
@@ -100,7 +97,7 @@ def test_a_job_whose_work_vanished_is_queued_again_on_the_second_look(
 ) -> None:
     jobs = JobStore(own_redis, own_settings.job_ttl_s)
     record = create_record(jobs)  # stored, never queued: as if its message was lost
-    sweeper = sweeper_for(own_settings, own_redis)
+    sweeper = sweeper_for(own_settings)
     now = time.time()
     first = sweeper.sweep(now)
     assert record.id in first.suspected
@@ -117,7 +114,7 @@ def test_a_job_with_a_message_waiting_is_left_alone(own_settings: Settings, own_
     jobs = JobStore(own_redis, idle.job_ttl_s)
     record = create_record(jobs)
     TaskPublisher(make_producer(idle), idle.queue).entry(record.id, record.priority)
-    sweeper = sweeper_for(idle, own_redis)
+    sweeper = sweeper_for(idle)
     now = time.time()
     assert record.id not in sweeper.sweep(now).suspected
     assert record.id not in sweeper.sweep(now + idle.sweep_interval_s).requeued
@@ -134,7 +131,7 @@ def test_only_the_missing_segments_of_a_running_job_are_queued_again(
     record = create_record(jobs, status="running", progress={"segments_total": 3}, priority="bulk")
     segments.save_plan(record.id, [[PlannedUtterance([1, 2, 3])] for _ in range(3)])
     segments.mark_done(record.id, 0, "a1", 10.0, 1.0)
-    sweeper = sweeper_for(idle, own_redis)
+    sweeper = sweeper_for(idle)
     now = time.time()
     sweeper.sweep(now)
     assert sweeper.sweep(now + idle.sweep_interval_s).requeued == [record.id]
@@ -155,7 +152,7 @@ def test_a_job_with_a_claimed_step_is_not_requeued_until_the_claim_is_gone(
     record = create_record(jobs)
     claim = jobs.step_lock(record.id, "entry", ttl_s=60)
     assert claim.acquire()
-    sweeper = sweeper_for(idle, own_redis)
+    sweeper = sweeper_for(idle)
     now = time.time()
     sweeper.sweep(now)
     second = sweeper.sweep(now + idle.sweep_interval_s)
@@ -172,7 +169,7 @@ def test_a_job_with_a_claimed_step_is_not_requeued_until_the_claim_is_gone(
 def test_a_job_that_keeps_losing_its_work_fails_as_stalled(own_settings: Settings, own_redis: redis.Redis) -> None:
     jobs = JobStore(own_redis, own_settings.job_ttl_s)
     record = create_record(jobs, requeues=own_settings.max_requeues)
-    sweeper = sweeper_for(own_settings, own_redis)
+    sweeper = sweeper_for(own_settings)
     now = time.time()
     sweeper.sweep(now)
     assert sweeper.sweep(now + own_settings.sweep_interval_s).failed == [record.id]
@@ -283,7 +280,7 @@ def test_a_batch_whose_finishing_task_was_lost_is_finished_on_the_second_look(
     own_redis.delete(MAINTENANCE_QUEUE)
     assert batches.get(batch.id).status is BatchStatus.RUNNING
     assert own_redis.zscore(ACTIVE_BATCHES_KEY, batch.id) is not None
-    sweeper = sweeper_for(own_settings, own_redis)
+    sweeper = sweeper_for(own_settings)
     now = time.time()
     first = sweeper.sweep(now).batches
     assert batch.id in first.suspected
@@ -315,7 +312,7 @@ def test_a_batch_with_its_finishing_task_waiting_is_left_alone(own_settings: Set
     assert canceled is not None
     assert canceled.completes_batch
     TaskPublisher(make_producer(own_settings), own_settings.queue).finish_batch(batch.id)
-    sweeper = sweeper_for(own_settings, own_redis)
+    sweeper = sweeper_for(own_settings)
     now = time.time()
     for later in (0, own_settings.sweep_interval_s, 2 * own_settings.sweep_interval_s):
         report = sweeper.sweep(now + later).batches
@@ -344,7 +341,7 @@ def test_the_batch_index_keeps_only_unfinished_batches(own_settings: Settings, o
     own_redis.zadd(ACTIVE_BATCHES_KEY, {kept.id: kept.created_at.timestamp()})  # left by an interrupted write
     running, running_items = create_batch(jobs, batches, 2)
     jobs.transition(running_items[0].id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
-    report = sweeper_for(own_settings, own_redis).sweep(time.time()).batches
+    report = sweeper_for(own_settings).sweep(time.time()).batches
     assert sorted(report.forgotten) == sorted([expired.id, kept.id])
     assert running.id not in report.suspected
     assert own_redis.zrange(ACTIVE_BATCHES_KEY, 0, -1) == [running.id.encode()]
@@ -363,7 +360,7 @@ def test_canceling_a_batch_sends_one_finishing_task(
     batches = BatchStore(own_redis, own_settings.job_ttl_s)
     batch, items = create_batch(jobs, batches, 25)
     send = TaskPublisher(make_producer(own_settings), own_settings.queue)
-    lifecycle = lifecycle_for(own_settings, own_redis)
+    lifecycle = lifecycle_for(own_settings)
     cancel_batch(batch.id, batches, jobs, lambda job_id: cancel_job(job_id, lifecycle, False))
     assert messages_naming(own_redis, batch.id) == 1
     for item in items:

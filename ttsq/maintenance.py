@@ -29,15 +29,13 @@ from typing import Final, cast
 import redis
 
 from ttsq.batch_sweep import BatchSweeper, BatchSweepReport
-from ttsq.batches import BatchStore
 from ttsq.broker import TaskPublisher, ids_in_messages
 from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_SUSPECTS_KEY, consumed_queues
 from ttsq.errors import ServiceError, Stalled
-from ttsq.jobs import JobError, JobRecord, JobStatus, JobStore
+from ttsq.jobs import JobError, JobRecord, JobStatus
 from ttsq.lifecycle import Lifecycle, fail_job
-from ttsq.progress import SegmentStore
-from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
+from ttsq.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +57,15 @@ class SweepReport:
 
 
 class Sweeper:
-    def __init__(
-        self, settings: Settings, client: redis.Redis, jobs: JobStore, segments: SegmentStore, lc: Lifecycle,
-        send: TaskPublisher, batches: BatchStore,
-    ) -> None:  # fmt: skip
-        self._settings = settings
-        self._redis = client
-        self._jobs = jobs
-        self._segments = segments
+    def __init__(self, stores: Stores, lc: Lifecycle, send: TaskPublisher) -> None:
+        settings = self._settings = stores.settings
+        self._redis = stores.redis
+        self._jobs = stores.jobs
+        self._segments = stores.segments
         self._lifecycle = lc
         self._send = send
         grace_s, interval_s = settings.sweep_grace_s, settings.sweep_interval_s
-        self._batches = BatchSweeper(client, batches, send.finish_batch, grace_s, interval_s)
+        self._batches = BatchSweeper(stores.redis, stores.batches, send.finish_batch, grace_s, interval_s)
 
     def sweep(self, now: float | None = None) -> SweepReport:
         now = time.time() if now is None else now

@@ -35,13 +35,12 @@ from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
 from ttsq.errors import QuotaExceeded, SegmentLost, error_code
 from ttsq.estimate import planned_audio_s
-from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, JobStore, finish_changes, utcnow
-from ttsq.parts import PartRef, PartStore, counted_parts, iter_parts
-from ttsq.progress import SegmentStore
-from ttsq.quotas import Quotas, usage_day
+from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, finish_changes, utcnow
+from ttsq.parts import PartRef, counted_parts, iter_parts
+from ttsq.quotas import usage_day
 from ttsq.settings import Settings
-from ttsq.storage import ObjectStore
-from ttsq.tenants import Limits, TenantStore
+from ttsq.stores import Stores
+from ttsq.tenants import Limits
 from workers.marks_output import marks_keys, segment_timing, store_marks
 from workers.steps import StepRun
 
@@ -56,21 +55,19 @@ _STARTABLE = tuple(status for status in JobStatus if not status.terminal)
 
 @dataclass(frozen=True)
 class JobContext:
-    """What a job needs from its worker process."""
+    """What a job needs from its worker process: its stores, its engine, its task sender."""
 
-    settings: Settings
-    jobs: JobStore
-    segments: SegmentStore
-    parts: PartStore
-    objects: ObjectStore
+    stores: Stores
     engine: Engine
     send: TaskPublisher
-    quotas: Quotas
-    tenants: TenantStore
+
+    @property
+    def settings(self) -> Settings:
+        return self.stores.settings
 
     @property
     def lifecycle(self) -> lifecycle.Lifecycle:
-        return lifecycle.Lifecycle(self.jobs, self.segments, self.parts, self.objects, self.send.finish_batch)
+        return self.stores.lifecycle(self.send.finish_batch)
 
 
 @dataclass(frozen=True)
@@ -141,14 +138,14 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
 
     A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
-    record = ctx.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
+    record = ctx.stores.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
     if record is None:
         # Its webhook event was queued by its terminal write; a batch's finishing task by the terminal
         # write of the batch's last item (a lost one is sent again by the sweeper, ttsq.batch_sweep).
         log.info("job %s is no longer runnable; skipping", job_id)
         return
     settings = ctx.settings
-    text = ctx.jobs.text(job_id)
+    text = ctx.stores.jobs.text(job_id)
     segments = ctx.engine.plan_segments(
         record.voice,
         text,
@@ -169,9 +166,9 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         _finish_single(job_id, record, segments[0], audio, ctx, run)
         return
     run.ensure_current()
-    if ctx.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
+    if ctx.stores.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
         return
-    ctx.segments.save_plan(job_id, segments)
+    ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
     ctx.send.segments(job_id, range(len(segments)), record.priority)
 
@@ -180,18 +177,18 @@ def _store_part(ctx: JobContext, run: StepRun, part: PartRef, audio: SegmentAudi
     """Store this run's part and count its segment done with it; a part that lost the count to
     another attempt is deleted again. Returns (this run counted it, segments done)."""
     run.ensure_current()
-    ctx.parts.put(part, audio.pcm.tobytes())
-    won, done = ctx.segments.mark_done(
+    ctx.stores.parts.put(part, audio.pcm.tobytes())
+    won, done = ctx.stores.segments.mark_done(
         part.job_id, part.index, part.attempt, audio.synthesis_ms, audio.audio_s, audio.timing
     )
     if not won:
         log.info("job %s: segment %d was counted by another attempt; dropping this one's part", part.job_id, part.index)
-        ctx.parts.delete([part])
+        ctx.stores.parts.delete([part])
     return won, done
 
 
 def _tenant_limits(tenant_id: str, ctx: JobContext) -> Limits:
-    tenant = ctx.tenants.get(tenant_id)
+    tenant = ctx.stores.tenants.get(tenant_id)
     own = tenant.limits if tenant is not None else Limits()
     return own.over(ctx.settings.default_limits)
 
@@ -211,7 +208,7 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
     planned_ms = round((speech_s + pauses) * 1000)
     limits = _tenant_limits(record.tenant, ctx)
     delta = planned_ms - record.reserved_audio_ms
-    if not ctx.quotas.replan(record.tenant, usage_day(record.created_at), delta, limits):
+    if not ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), delta, limits):
         message = (
             f"the job's planned {planned_ms / 1000:.0f} s of audio pass what is left of the key's "
             f"{limits.audio_seconds_per_day:g} s per day"
@@ -224,9 +221,9 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
         replaced[0] = current.reserved_audio_ms == record.reserved_audio_ms
         return {"reserved_audio_ms": planned_ms} if replaced[0] else {}
 
-    updated = ctx.jobs.update_by(record.id, (JobStatus.RUNNING,), reserve)
+    updated = ctx.stores.jobs.update_by(record.id, (JobStatus.RUNNING,), reserve)
     if updated is None or not replaced[0]:  # canceled meanwhile, or replanned by another run: give it back
-        ctx.quotas.replan(record.tenant, usage_day(record.created_at), -delta, limits)
+        ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), -delta, limits)
         return record if updated is None else updated
     return record.model_copy(update={"reserved_audio_ms": planned_ms})
 
@@ -254,7 +251,7 @@ def _finish_single(
     )
     with owned_objects(ctx, record, run) as owned:
         owned.claim(key)
-        ctx.objects.put(key, encoded.data, encoded.content_type)
+        ctx.stores.objects.put(key, encoded.data, encoded.content_type)
         if record.options.marks and audio.timing is not None:
             timed = zip(segments_plan, audio.timing.utterances, strict=True)
             result = _store_marks(ctx, record, timed, sample_rate, result, owned)
@@ -275,7 +272,7 @@ class OwnedObjects:
         """Call before storing ``keys``: the run checks it still holds its step, and the cleanup task
         will delete them when the job expires, whatever becomes of this run."""
         self.run.ensure_current()
-        self._ctx.jobs.schedule_objects(self._record, keys)
+        self._ctx.stores.jobs.schedule_objects(self._record, keys)
         self.keys.extend(keys)
 
     def commit(self) -> None:
@@ -288,8 +285,8 @@ class OwnedObjects:
             log.info(
                 "job %s: %s did not commit; deleting its own %d objects", self._record.id, self.run.step, len(self.keys)
             )
-            self._ctx.objects.delete_many(self.keys)
-            self._ctx.jobs.forget_object(*self.keys)
+            self._ctx.stores.objects.delete_many(self.keys)
+            self._ctx.stores.jobs.forget_object(*self.keys)
             self.keys.clear()
 
 
@@ -314,11 +311,11 @@ def _succeed(
     def changes(current: JobRecord) -> dict[str, Any]:
         return {**finish_changes(current, JobStatus.SUCCEEDED), "result": result, "progress": progress}
 
-    done = ctx.jobs.transition_by(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes)
+    done = ctx.stores.jobs.transition_by(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes)
     if done is not None:
         log.info("job %s succeeded: %.2fs of audio, rtf %s", job_id, audio_s, progress.rtf)
-        if record.stream and ctx.segments.was_streamed(job_id):  # the API is done with the parts
-            ctx.parts.delete(counted_parts(job_id, ctx.segments.winners(job_id)))
+        if record.stream and ctx.stores.segments.was_streamed(job_id):  # the API is done with the parts
+            ctx.stores.parts.delete(counted_parts(job_id, ctx.stores.segments.winners(job_id)))
         _announce(done, ctx)
     return done is not None
 
@@ -332,26 +329,26 @@ def _announce(record: JobRecord, ctx: JobContext) -> None:
 def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun) -> None:
     """Synthesise segment ``index`` unless already counted; whichever task sees every segment done
     sends the assembly (a redelivered last segment sends it again, harmlessly)."""
-    record = ctx.jobs.get(job_id)
+    record = ctx.stores.jobs.get(job_id)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; skipping segment %d", job_id, record.status.value, index)
         return
-    if ctx.segments.is_done(job_id, index):
-        done = ctx.segments.progress(job_id).done
+    if ctx.stores.segments.is_done(job_id, index):
+        done = ctx.stores.segments.progress(job_id).done
     else:
-        utterances = ctx.segments.segment(job_id, index)
+        utterances = ctx.stores.segments.segment(job_id, index)
         if utterances is None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
         audio = _speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
         part = PartRef(job_id, index, run.attempt)
         counted, done = _store_part(ctx, run, part, audio)
         if counted and done == 1:  # the job's first audio exists from now on
-            ctx.jobs.count_first_audio(record)
-        if counted and ctx.jobs.get(job_id).status is not JobStatus.RUNNING:
+            ctx.stores.jobs.count_first_audio(record)
+        if counted and ctx.stores.jobs.get(job_id).status is not JobStatus.RUNNING:
             # The job failed or was canceled while this segment ran, and its clean-up may have come
             # before this part was counted: remove it, so nothing outlives the job.
-            ctx.parts.delete([part])
+            ctx.stores.parts.delete([part])
             return
     if done >= total:
         run.ensure_current()
@@ -362,12 +359,12 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     """Encode the counted parts in order into this run's object, mark the job succeeded naming it,
     drop the parts. A second assembly of the same job writes its own object, loses the conditional
     status change and deletes that object: no visible effect."""
-    record = ctx.jobs.get(job_id)
+    record = ctx.stores.jobs.get(job_id)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; nothing to assemble", job_id, record.status.value)
         return
-    sums = ctx.segments.progress(job_id)
+    sums = ctx.stores.segments.progress(job_id)
     if sums.done < total:
         raise SegmentLost(f"job {job_id} has {sums.done} of {total} segments done; cannot assemble")
     if not record.keep:  # streamed from the parts by the API; nothing to store
@@ -379,15 +376,15 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     audio_format = AudioFormat.parse(record.format)
     sample_rate = ctx.engine.sample_rate(record.voice)
     key = result_key(record.tenant, job_id, run.attempt, audio_format.extension)
-    winners = ctx.segments.winners(job_id)
-    parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.parts, job_id, winners, total))
+    winners = ctx.stores.segments.winners(job_id)
+    parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.stores.parts, job_id, winners, total))
     with owned_objects(ctx, record, run) as owned:
         with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
             samples = encode_stream(parts, 0.0, sample_rate, audio_format, sink)  # parts carry their pauses
             size = sink.seek(0, 2)
             sink.seek(0)
             owned.claim(key)
-            ctx.objects.upload(key, sink, audio_format.content_type)
+            ctx.stores.objects.upload(key, sink, audio_format.content_type)
         result = JobResult(
             key=key,
             bytes=size,
@@ -414,14 +411,16 @@ def _store_marks(
     weigh = ctx.engine.word_weight(record.voice)
     keys = marks_keys(record, owned.run.attempt)
     owned.claim(*keys.values())
-    return store_marks(ctx.objects, record, ctx.jobs.text(record.id), timed, sample_rate, result, weigh, keys)
+    return store_marks(
+        ctx.stores.objects, record, ctx.stores.jobs.text(record.id), timed, sample_rate, result, weigh, keys
+    )
 
 
 def _job_timings(job_id: str, total: int, ctx: JobContext) -> Iterator[tuple[PlannedUtterance, UtteranceTiming]]:
     """Every planned utterance of the job with its timing in the job's audio, segment by segment."""
     offset = 0
     for index in range(total):
-        plan, timing = ctx.segments.segment(job_id, index), ctx.segments.timing(job_id, index)
+        plan, timing = ctx.stores.segments.segment(job_id, index), ctx.stores.segments.timing(job_id, index)
         if plan is None or timing is None:
             raise SegmentLost(f"job {job_id} has no plan or timing for segment {index}; cannot make its marks")
         for utterance, utterance_timing in zip(plan, timing.utterances, strict=True):
@@ -435,8 +434,8 @@ def cleanup(job_id: str, ctx: JobContext, keep_parts: bool = False) -> None:
     whichever of the API (once it sent them) and the worker (once the job succeeded) comes last;
     their TTL covers an API that dies mid-stream."""
     if not keep_parts:
-        ctx.parts.delete(counted_parts(job_id, ctx.segments.winners(job_id)))
-    ctx.segments.drop_plan(job_id)
+        ctx.stores.parts.delete(counted_parts(job_id, ctx.stores.segments.winners(job_id)))
+    ctx.stores.segments.drop_plan(job_id)
 
 
 def fail_job(job_id: str, ctx: JobContext, error: BaseException) -> None:

@@ -9,7 +9,6 @@ with this module, so Flower can import the tasks without loading it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,22 +22,17 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
 from celery.signals import celeryd_after_setup, worker_process_init, worker_ready, worker_shutdown
 from celery.worker.control import inspect_command
-from redis.exceptions import LockError
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
 from tts_core.errors import TTSError
 from ttsq.broker import TaskPublisher
 from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
-from ttsq.jobs import JobStore
-from ttsq.parts import make_part_store
-from ttsq.progress import SegmentStore
-from ttsq.quotas import Quotas
 from ttsq.settings import get_settings
-from ttsq.storage import ObjectStore
-from ttsq.tenants import TenantStore
+from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
 from workers.app import app
+from workers.exclusive import exclusive
 from workers.leases import LeaseKeeper
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
@@ -70,18 +64,11 @@ class JobTask(Task):  # type: ignore[type-arg]
 
 @lru_cache
 def job_context() -> JobContext:
-    """Clients and engine of this process, built once (the engine loads the inference runtime)."""
+    """Stores and engine of this process, built once (the engine loads the inference runtime)."""
     from workers.engine import get_engine
 
-    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=30, socket_connect_timeout=5)
-    objects = ObjectStore(_settings.s3)
-    parts = make_part_store(_settings, client, objects)
-    jobs = JobStore(client, _settings.job_ttl_s)
-    segments = SegmentStore(client, _settings.job_ttl_s)
-    sender = TaskPublisher(app, _settings.queue)
-    return JobContext(
-        _settings, jobs, segments, parts, objects, get_engine(), sender, Quotas(client), TenantStore(client)
-    )
+    stores = Stores.connect(_settings, WORKER_SOCKET_TIMEOUT_S)
+    return JobContext(stores, get_engine(), TaskPublisher(app, _settings.queue))
 
 
 @lru_cache
@@ -146,18 +133,13 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
     delivery); fail the job if the step already took down ``max_step_starts`` workers, or on a
     permanent error; let outages through to be retried."""
     ctx = job_context()
-    lock = ctx.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
+    lock = ctx.stores.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
     try:
-        if not lock.acquire():
-            log.info("job %s: %s is already running in another task; skipping this delivery", job_id, step)
-            return
-        run = StepRun(job_id, step, new_attempt_id(), lock)
-        try:
+        with exclusive(lock, f"job {job_id}: {step}") as mine:
+            if not mine:
+                return
             with lease_keeper().holding(lock):
-                _run_counted(ctx, run, work)
-        finally:
-            with contextlib.suppress(LockError):  # expired: the step outlived its time limit
-                lock.release()
+                _run_counted(ctx, StepRun(job_id, step, new_attempt_id(), lock), work)
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
     except StepSuperseded as e:
@@ -176,14 +158,14 @@ def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, Step
     """Run the step, counted among the step's starts until it ends in any way a process survives:
     starts that never end are deliveries whose worker died in them. Past ``max_step_starts`` of those,
     the job fails (``worker_crashed``) before the step's input reaches native code once more."""
-    started = ctx.jobs.step_started(run.job_id, run.step, run.attempt)
+    started = ctx.stores.jobs.step_started(run.job_id, run.step, run.attempt)
     try:
         crashed = started - 1
         if crashed >= ctx.settings.max_step_starts:
             raise WorkerCrashed(run.step, crashed)
         work(ctx, run)
     finally:
-        ctx.jobs.step_ended(run.job_id, run.step, run.attempt)
+        ctx.stores.jobs.step_ended(run.job_id, run.step, run.attempt)
 
 
 @app.task(name=SYNTHESIZE_TASK, base=JobTask)

@@ -35,7 +35,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 
 
 def _public(state: AppState, record: BatchRecord) -> BatchPublic:
-    return public_batch(record, state.batches.counts(record.id), state.objects)
+    return public_batch(record, state.stores.batches.counts(record.id), state.stores.objects)
 
 
 @router.post(
@@ -66,8 +66,8 @@ def get_batches(
     limit: PageLimit = 50,
     cursor: PageCursor = None,
 ) -> BatchesPublic:
-    entries = state.batches.tenant_page(tenant.id, parse_cursor(cursor), limit)
-    records = state.batches.many([batch_id for batch_id, _ in entries])
+    entries = state.stores.batches.tenant_page(tenant.id, parse_cursor(cursor), limit)
+    records = state.stores.batches.many([batch_id for batch_id, _ in entries])
     batches = [_public(state, record) for record in records if record is not None]
     next_cursor = encode_cursor((entries[-1][1], entries[-1][0])) if len(entries) == limit else None
     return BatchesPublic(batches=batches, next_cursor=next_cursor)
@@ -84,11 +84,14 @@ def get_batch(
     """The batch's status, counts and progress, and a page of its items in item order."""
     record = owned_batch(state, tenant, batch_id)
     start = _item_offset(parse_cursor(cursor), batch_id)
-    ids = state.batches.item_ids(batch_id, start, limit)
-    items = [public_item(job_id, job, state.objects) for job_id, job in zip(ids, state.jobs.many(ids), strict=True)]
+    ids = state.stores.batches.item_ids(batch_id, start, limit)
+    items = [
+        public_item(job_id, job, state.stores.objects)
+        for job_id, job in zip(ids, state.stores.jobs.many(ids), strict=True)
+    ]
     following = start + len(ids)
     next_cursor = encode_cursor((following, batch_id)) if following < record.total else None
-    return public_batch(record, state.batches.counts(batch_id), state.objects, items, next_cursor)
+    return public_batch(record, state.stores.batches.counts(batch_id), state.stores.objects, items, next_cursor)
 
 
 def _item_offset(after: tuple[float, str] | None, batch_id: str) -> int:
@@ -105,5 +108,7 @@ def delete_batch(batch_id: BatchId, state: StateDep, tenant: TenantDep) -> Batch
     their audio. A finished batch is answered as it is."""
     owned_batch(state, tenant, batch_id)
     lifecycle = state.lifecycle
-    record = cancel_batch(batch_id, state.batches, state.jobs, lambda job_id: cancel_job(job_id, lifecycle, False))
+    record = cancel_batch(
+        batch_id, state.stores.batches, state.stores.jobs, lambda job_id: cancel_job(job_id, lifecycle, False)
+    )
     return _public(state, record)

@@ -31,7 +31,7 @@ def healthz() -> dict[str, str]:
 
 def _check_redis(state: AppState) -> str:
     try:
-        state.redis.ping()
+        state.stores.redis.ping()
     except Exception as e:  # any failure to answer means not ready, whatever its type
         log.warning("readiness: Redis did not answer a ping: %r", e)
         return "unreachable"
@@ -40,7 +40,7 @@ def _check_redis(state: AppState) -> str:
 
 def _check_storage(state: AppState) -> str:
     try:
-        state.objects.check()
+        state.stores.objects.check()
     except StorageRefused as e:
         log.warning("readiness: %s", e)
         return "object store refused the bucket check"

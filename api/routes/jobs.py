@@ -46,7 +46,7 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 
 
 def _public(state: AppState, record: JobRecord) -> JobPublic:
-    return public_job(record, state.segments, state.objects)
+    return public_job(record, state.stores.segments, state.stores.objects)
 
 
 async def read_job(state: AppState, tenant: Tenant, job_id: str) -> JobPublic:
@@ -83,7 +83,7 @@ def get_jobs(
     limit: PageLimit = 50,
     cursor: PageCursor = None,
 ) -> JobsPublic:
-    records, next_cursor = list_jobs(state.jobs, tenant.id, status, limit, parse_cursor(cursor))
+    records, next_cursor = list_jobs(state.stores.jobs, tenant.id, status, limit, parse_cursor(cursor))
     return JobsPublic(jobs=[_public(state, r) for r in records], next_cursor=next_cursor)
 
 
@@ -168,4 +168,4 @@ def get_job_audio(job_id: JobId, state: StateDep, tenant: TenantDep) -> Redirect
     record = owned_job(state, tenant, job_id)
     if record.status is not JobStatus.SUCCEEDED or record.result is None:
         raise ApiError(409, "job_not_succeeded", f"job is {record.status.value}; audio exists once it has succeeded")
-    return RedirectResponse(state.objects.presigned_get_url(record.result.key), status_code=302)
+    return RedirectResponse(state.stores.objects.presigned_get_url(record.result.key), status_code=302)

@@ -191,9 +191,11 @@ class PartReader:
     def _release(self) -> None:
         """Delete the parts if the worker is done with them too; else leave that to the worker
         (the flag is set before the status is read, so one of the two always sees the other)."""
-        self._state.segments.mark_streamed(self.job_id)
-        if self._state.jobs.get(self.job_id).status.terminal and self.total:
-            self._state.parts.delete(counted_parts(self.job_id, self._state.segments.winners(self.job_id)))
+        self._state.stores.segments.mark_streamed(self.job_id)
+        if self._state.stores.jobs.get(self.job_id).status.terminal and self.total:
+            self._state.stores.parts.delete(
+                counted_parts(self.job_id, self._state.stores.segments.winners(self.job_id))
+            )
 
     async def next_part(self) -> np.ndarray:
         """The next part, waiting for it; raises if the job failed before it came."""
@@ -216,7 +218,7 @@ class PartReader:
                 return None
             if self._next in done:
                 part = PartRef(self.job_id, self._next, done[self._next])
-                data = await run_in_threadpool(self._state.parts.get, part)
+                data = await run_in_threadpool(self._state.stores.parts.get, part)
                 self._next += 1
                 return np.frombuffer(data, dtype=np.int16)
             if record.status is not JobStatus.RUNNING and record.status is not JobStatus.QUEUED:
@@ -228,8 +230,8 @@ class PartReader:
         """The record and the counted segments (with the attempt whose part counts). A one-segment
         job's total is written only at its success, after its part: a part counted while the total
         is unknown means a one-segment job."""
-        record = self._state.jobs.get(self.job_id)
-        done = self._state.segments.winners(self.job_id)
+        record = self._state.stores.jobs.get(self.job_id)
+        done = self._state.stores.segments.winners(self.job_id)
         self.voice = record.voice
         total = record.progress.segments_total
         self.total = total if total is not None else (1 if done else None)
