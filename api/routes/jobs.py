@@ -21,7 +21,8 @@ from api.idempotency import IN_FLIGHT_WAIT_S, mark_replayed, submit_once
 from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
-from tts_core.catalog import EngineName, VoiceInfo
+from tts_core.catalog import VoiceInfo
+from tts_core.engines import engine_of
 from tts_core.errors import MarksUnsupported, TextTooLong
 from tts_core.speech_markup import InvalidSsml, SsmlDocument, parse_ssml
 from tts_core.text import check_text
@@ -189,7 +190,7 @@ def check_marks(body: JobCreate, voice: VoiceInfo) -> None:
         return
     if body.text_type is TextType.SSML:
         raise MarksUnsupported("marks are made for plain text only, not for text_type ssml")
-    if "word" in body.marks and voice.engine is not EngineName.PIPER:
+    if "word" in body.marks and not engine_of(voice).times_words:
         raise MarksUnsupported(
             f"word marks need a Piper voice; {voice.id} ({voice.engine.value}) gives sentence marks only"
         )
