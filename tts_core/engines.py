@@ -21,7 +21,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol, TypeVar
 
 from tts_core.audio import PCM16, FloatAudio
 from tts_core.config import SynthesisConfig
@@ -100,6 +100,8 @@ class SpeechEngine(ABC):
         return 0
 
 
+E = TypeVar("E", bound=SpeechEngine)
+
 BUILT_IN_ENGINES: Final = ("tts_core.kokoro_engine", "tts_core.piper_engine")
 """Modules of the engines ttsq ships, each registering itself, imported on the registry's first use.
 Kokoro's comes first: where two engines list a voice of the same id, the later one's wins, so a
@@ -110,7 +112,7 @@ _built_in_loaded = False
 _lock = threading.Lock()
 
 
-def register(engine: SpeechEngine) -> SpeechEngine:
+def register(engine: E) -> E:
     """Make ``engine`` known by its name (an engine module calls this once, at import); returns it."""
     known = _engines.get(engine.name)
     if known is not None and known is not engine:
