@@ -34,7 +34,8 @@ from api.metrics import oldest_age_s
 from api.schemas import BatchCreate, JobCreate
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
-from tts_core.catalog import EngineName, VoiceInfo
+from tts_core.catalog import VoiceInfo
+from tts_core.engines import engine_of
 from tts_core.errors import InvalidSsml, MarksUnsupported, TextTooLong, TTSError
 from tts_core.speech_markup import SsmlDocument, parse_ssml
 from tts_core.text import check_text
@@ -211,7 +212,7 @@ def check_marks(request: JobCreate, voice: VoiceInfo) -> None:
         return
     if request.text_type is TextType.SSML:
         raise MarksUnsupported("marks are made for plain text only, not for text_type ssml")
-    if "word" in request.marks and voice.engine is not EngineName.PIPER:
+    if "word" in request.marks and not engine_of(voice).times_words:
         raise MarksUnsupported(
             f"word marks need a Piper voice; {voice.id} ({voice.engine.value}) gives sentence marks only"
         )

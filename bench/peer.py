@@ -30,6 +30,7 @@ from bench import corpus
 from bench.stack import BenchStack
 from cli.processes import ManagedProcess, free_port, wait_until
 from tts_core.catalog import VoiceCatalog
+from tts_core.piper_engine import piper_source
 from ttsq.jobs import JobStatus
 from ttsq.settings import Settings
 
@@ -67,7 +68,7 @@ class PeerServer:
 
     def __init__(self, root: Path, settings: Settings) -> None:
         voice = VoiceCatalog.discover(settings.voices_dir).get(settings.default_voice)
-        self.model = voice.piper_source.model_path
+        self.model = piper_source(voice).model_path
         self.port = free_port()
         # --data-dir: where it would look up voices by name; the model is given by path, so nothing downloads.
         argv = [str(peer_python()), "-m", "piper.http_server", "-m", str(self.model), "--host", "127.0.0.1",

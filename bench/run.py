@@ -48,12 +48,12 @@ from bench.stack import BenchStack, Submitted
 from bench.waiters import waiters
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
+from tts_core.engines import engine_of
 from tts_core.runtime import resolve_device
-from tts_core.segments import group_segments
+from tts_core.segments import group_segments, plan_utterances
 from ttsq.jobs import JobRecord
 from ttsq.parts import PartRef, PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings
-from workers.engine import load_voice
 
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
@@ -108,9 +108,14 @@ def raw_limit(texts: list[str], settings: Settings, voice_id: str | None = None)
     """Every utterance of every job, one model call each, sequentially; pauses as the jobs have."""
     info = VoiceCatalog.discover().get(voice_id or settings.default_voice)
     worker = settings.worker
-    voice = load_voice(info, resolve_device(worker.device), worker.intra_op_threads, worker.spin_wait)
+    engine = engine_of(info)
+    voice = engine.load(info, resolve_device(worker.device), worker.intra_op_threads, worker.spin_wait)
+    front_end = engine.front_end(info)
     budget = settings.segment_max_ids
-    planned = [[u.phoneme_ids for s in group_segments(voice.utterances(t, budget), budget) for u in s] for t in texts]
+    fits = min(budget, front_end.max_ids or budget)  # the engine's own context limit, as workers plan
+    planned = [
+        [u.phoneme_ids for s in group_segments(plan_utterances(t, front_end, fits), budget) for u in s] for t in texts
+    ]
     config = SynthesisConfig(sentence_pause_s=settings.sentence_pause_s)
     voice.synthesize_ids([planned[0][0]], config)  # warm-up, as workers do
     pause = round(settings.sentence_pause_s * voice.sample_rate)

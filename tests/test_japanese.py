@@ -12,7 +12,7 @@ import soundfile as sf
 
 from tests.conftest import wait_for_job
 from tts_core.audio import rms_dbfs
-from tts_core.catalog import DEFAULT_VOICE_ID, EngineName, VoiceCatalog
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.kokoro import KOKORO_MAX_IDS, KokoroVoice
 from tts_core.kokoro_package import data_dir, model_bytes
@@ -36,10 +36,10 @@ def kumo() -> KokoroVoice:
 
 def test_the_japanese_voices_are_in_the_catalog_without_loading_a_model() -> None:
     catalog = VoiceCatalog.discover()
-    japanese = [info for info in catalog.all() if info.engine is EngineName.KOKORO]
+    japanese = [info for info in catalog.all() if info.engine == "kokoro"]
     assert [info.id for info in japanese] == JAPANESE_VOICE_IDS
     assert {(info.language, info.sample_rate) for info in japanese} == {("ja_JP", 24000)}
-    assert catalog.get(DEFAULT_VOICE_ID).engine is EngineName.PIPER
+    assert catalog.get(DEFAULT_VOICE_ID).engine == "piper"
 
 
 def test_the_model_parts_are_checked() -> None:

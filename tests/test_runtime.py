@@ -11,13 +11,14 @@ import pytest
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.device import CPU_PROVIDER, CUDA_PROVIDER, Device
 from tts_core.errors import DeviceUnavailable
+from tts_core.piper_engine import piper_source
 from tts_core.runtime import cuda_available, resolve_device
 from tts_core.voice import Voice
 
 
 def voice_paths() -> tuple[str, str]:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    return str(info.piper_source.model_path), str(info.piper_source.config_path)
+    return str(piper_source(info).model_path), str(piper_source(info).config_path)
 
 
 def test_auto_picks_a_provider_without_printing_errors() -> None:

@@ -24,6 +24,7 @@ from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
 from tts_core.audio import PCM16
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
 from tts_core.config import SynthesisConfig
+from tts_core.piper_engine import piper_source
 from tts_core.segments import group_segments, plain
 from tts_core.voice import Voice
 from ttsq.broker import make_producer
@@ -45,7 +46,7 @@ DETERMINISTIC = {"noise_scale": 0.0, "noise_w": 0.0}
 @pytest.fixture(scope="module")
 def voice() -> Voice:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    return Voice.load(info.piper_source.model_path, info.piper_source.config_path, intra_op_threads=2)
+    return Voice.load(piper_source(info).model_path, piper_source(info).config_path, intra_op_threads=2)
 
 
 def expected_parts(voice: Voice, text: str, settings: Settings) -> list[PCM16]:

@@ -7,6 +7,7 @@ import pytest
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import VoiceConfig
 from tts_core.errors import EmptyText
+from tts_core.piper_engine import piper_source
 from tts_core.segments import PiperFrontEnd, Utterance, group_segments, plan_plain, plan_utterances
 
 LONG_SENTENCE = (
@@ -19,7 +20,7 @@ LONG_SENTENCE = (
 
 @pytest.fixture(scope="module")
 def voice_config() -> VoiceConfig:
-    return VoiceConfig.from_file(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).piper_source.config_path)
+    return VoiceConfig.from_file(piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID)).config_path)
 
 
 def test_short_text_is_one_utterance(voice_config: VoiceConfig) -> None:

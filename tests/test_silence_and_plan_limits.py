@@ -21,6 +21,7 @@ from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import VoiceConfig
 from tts_core.errors import PauseTooLong
 from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, ssml_silence, text_silence
+from tts_core.piper_engine import piper_source
 from tts_core.segments import IDS_PER_PAUSE_SECOND, PiperFrontEnd, iter_segments, plan_ssml
 from tts_core.speech_markup import parse_ssml
 from ttsq.constants import KEY_PREFIX
@@ -134,8 +135,7 @@ def test_breaks_in_a_row_add_up_at_one_place() -> None:
 @pytest.fixture(scope="module")
 def front_end() -> PiperFrontEnd:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    assert info.piper_source is not None
-    return PiperFrontEnd(VoiceConfig.from_file(info.piper_source.config_path))
+    return PiperFrontEnd(VoiceConfig.from_file(piper_source(info).config_path))
 
 
 def test_a_segment_holds_a_bounded_silence_whatever_the_breaks(front_end: PiperFrontEnd) -> None:

@@ -16,6 +16,7 @@ from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.errors import EmptyText, VoiceLoadError
 from tts_core.phonemes import phoneme_ids, phonemize
+from tts_core.piper_engine import piper_source
 from tts_core.voice import Voice
 
 DETERMINISTIC = SynthesisConfig(noise_scale=0.0, noise_w=0.0)
@@ -29,7 +30,7 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def voice() -> Voice:
     info = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
-    return Voice.load(info.piper_source.model_path, info.piper_source.config_path, intra_op_threads=2)
+    return Voice.load(piper_source(info).model_path, piper_source(info).config_path, intra_op_threads=2)
 
 
 def test_phoneme_ids_match_piper(voice: Voice) -> None:
@@ -84,7 +85,7 @@ def test_alignment_patch_requires_one_ceil_node() -> None:
 def test_unreadable_model_is_a_voice_load_error(tmp_path: Path) -> None:
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"not a protobuf at all \xff\xfe")
-    shutil.copy(VoiceCatalog.discover().get(DEFAULT_VOICE_ID).piper_source.config_path, tmp_path / "broken.onnx.json")
+    shutil.copy(piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID)).config_path, tmp_path / "broken.onnx.json")
     with pytest.raises(VoiceLoadError, match="cannot read voice model"):
         Voice.load(model)
 

