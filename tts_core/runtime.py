@@ -65,6 +65,15 @@ def create_session(
     return ort.InferenceSession(model, session_options(intra_op_threads, spin_wait), providers=[CPU_PROVIDER])
 
 
+CUDA_OPTIONS: dict[str, str] = {"cudnn_conv_algo_search": "HEURISTIC", "use_tf32": "0"}
+"""Options of the CUDA execution provider, measured on an H100 (docs/PERFORMANCE.md, "GPU"):
+``HEURISTIC`` because ORT's default (``EXHAUSTIVE``) searched convolution algorithms on call after
+call of Piper's variable-length inputs (1.4 s of audio a second against 10 at batch 1, as Piper's
+own CUDA code chooses too); TF32 off because with it an utterance synthesised in a batch differed
+from the same one alone by up to 0.32 in samples and a frame in length (1e-4 and none without, as
+on the CPU). Module-level so the GPU bench (``bench/gpu.py``) can compare others."""
+
+
 def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.InferenceSession | None:
     options = session_options(intra_op_threads, spin_wait)
     options.log_severity_level = _ORT_ERROR_ONLY
@@ -72,7 +81,8 @@ def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.Infer
         # Loads CUDA/cuDNN from the nvidia-* wheels of the `cuda` extra when they are installed.
         ort.preload_dlls()
     try:
-        session = ort.InferenceSession(model, options, providers=[CUDA_PROVIDER, CPU_PROVIDER])
+        providers = [(CUDA_PROVIDER, CUDA_OPTIONS), CPU_PROVIDER]
+        session = ort.InferenceSession(model, options, providers=providers)
     except Exception as e:  # ORT raises plain RuntimeError/Fail types for provider problems
         log.warning("CUDA session failed: %s", e)
         return None
