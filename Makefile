@@ -10,8 +10,9 @@ FIND_PYTHON := for p in $(PY_NAMES); do for v in "" $$(pyenv whence $$p 2>/dev/n
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The lock files (`make lock` writes them): exact versions with their hashes, one resolution valid on any
-# Linux with Python 3.11 to 3.13. dev.txt is what make installs, image*.txt what the Dockerfile does.
+# The lock files (`make lock` writes them): exact versions with their hashes, one resolution for every
+# platform and Python from 3.11 (markers where they differ). dev.txt is what make installs, image*.txt
+# what the Dockerfile does.
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
