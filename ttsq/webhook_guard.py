@@ -106,8 +106,13 @@ def _refusal(address: IPAddress) -> tuple[str, str] | None:
         category = _own_category(carried)
         if category is not None:
             return category, f" ({form} form of {carried})"
-    if isinstance(address, ipaddress.IPv6Address) and (address.ipv4_mapped is not None or address in _NAT64):
-        return None  # stands for its IPv4 address alone, which is public
+    if isinstance(address, ipaddress.IPv6Address) and (
+        address.ipv4_mapped is not None or address in _NAT64 or address.sixtofour is not None
+    ):
+        # Stands for its IPv4 address alone, which is public. 6to4 (2002:V4ADDR::/48) included: Python
+        # 3.13 (and 3.12.4+) counts all of 2002::/16 as private where 3.11.7 did not, so the carried
+        # address decides, the same on every Python.
+        return None
     category = _own_category(address)
     return None if category is None else (category, "")
 
