@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long clean
+.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
 	@echo "make bench-batch   a 10,000-item batch while interactive jobs arrive at 1/s"
 	@echo "make bench-long    one 1,000,000-character job: API, worker and Redis memory, wall time vs raw (~1 h)"
+	@echo "make bench-gpu     the raw model on CUDA: batches 1-64, the worker's batcher, batched vs alone (needs a GPU)"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
 # An existing $(VENV) is kept if its Python runs and is 3.11 to 3.13, even another minor version than
@@ -103,6 +104,9 @@ bench-batch: setup
 # CHARS=50000 for a short check of the bench itself.
 bench-long: setup
 	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.longjob --chars $(or $(CHARS),1000000)
+
+bench-gpu: setup
+	$(BIN)/python -m bench.gpu --out bench/results/gpu-latest.json
 
 clean:
 	rm -rf $(VENV) .ttsq .pytest_cache .mypy_cache .ruff_cache *.egg-info
