@@ -20,7 +20,7 @@ import redis
 from api.main import create_app
 from tests.conftest import serve
 from tts_core.audio import PCM16, FloatAudio, to_int16
-from tts_core.catalog import DEFAULT_VOICE_ID, EngineName, VoiceCatalog, VoiceInfo
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.device import Device
 from tts_core.engines import SpeechEngine, SpeechModel, engine_named, engine_of, register, registered, unregister
@@ -28,6 +28,7 @@ from tts_core.errors import VoiceLoadError
 from tts_core.segments import FrontEnd
 from tts_core.text import split_sentences
 from tts_core.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_words
+from tts_core.voice_info import EngineName, VoiceInfo
 from ttsq.constants import consumed_queues
 from ttsq.settings import Settings
 from workers.engine import Engine

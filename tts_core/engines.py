@@ -28,9 +28,9 @@ from tts_core.config import SynthesisConfig
 from tts_core.device import Device
 from tts_core.errors import VoiceLoadError
 from tts_core.timing import TimedAudio, Weigh, WordIds, letter_weight
+from tts_core.voice_info import VoiceInfo
 
 if TYPE_CHECKING:
-    from tts_core.catalog import VoiceInfo
     from tts_core.segments import FrontEnd
 
 

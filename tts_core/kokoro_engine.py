@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from tts_core.catalog import EngineName, VoiceInfo
 from tts_core.device import Device
 from tts_core.engines import SpeechEngine, SpeechModel, register
 from tts_core.errors import VoiceLoadError
 from tts_core.kokoro_package import KOKORO_LANGUAGE, KOKORO_SAMPLE_RATE, VOICE_ID_PREFIX, data_dir, voice_names
+from tts_core.voice_info import EngineName, VoiceInfo
 
 if TYPE_CHECKING:
     from tts_core.segments import FrontEnd

@@ -13,12 +13,13 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from tts_core.catalog import EngineName, VoiceInfo, bundled_voices, folder_voices
+from tts_core.catalog import bundled_voices, folder_voices
 from tts_core.config import VoiceConfig
 from tts_core.device import Device
 from tts_core.engines import SpeechEngine, SpeechModel, register
 from tts_core.errors import VoiceLoadError
 from tts_core.timing import MODIFIER_SYMBOLS, SILENT_SYMBOLS, Weigh
+from tts_core.voice_info import EngineName, VoiceInfo
 
 if TYPE_CHECKING:
     from tts_core.segments import FrontEnd
