@@ -282,36 +282,77 @@ def iter_ssml(
     spoken = 0
     for piece in document.pieces:
         if isinstance(piece, Break):
-            if held is not None:
-                owed_break = (owed_break or 0.0) + piece.seconds
-            else:
-                lead += piece.seconds
-            if max(owed_break or 0.0, lead) > MAX_PAUSE_AT_ONE_PLACE_S:
-                raise PauseTooLong(max(owed_break or 0.0, lead), spoken + 1, MAX_PAUSE_AT_ONE_PLACE_S)
+            owed_break, lead = _added_break(piece.seconds, held is not None, owed_break, lead, spoken)
         elif isinstance(piece, Boundary):
             boundary = "paragraph" if "paragraph" in (boundary, piece.kind) else piece.kind
         else:
-            ids = _speech_ids(piece, front_end, max_ids)
-            if not ids:
-                continue
-            spoken += 1
-            if held is not None:
-                yield replace(held, pause_after_s=between(owed_break, boundary, paragraph_pause_s))
-            utterances = [PlannedUtterance(i, rate=piece.rate) for i in ids]
-            if spoken == 1 and lead:
-                utterances[0] = replace(utterances[0], pause_before_s=lead)
-            yield from utterances[:-1]
-            held = utterances[-1]
-            owed_break, boundary = None, None
+            for n, utterance in enumerate(_speech_utterances(piece, front_end, max_ids)):
+                if n == 0:
+                    spoken += 1
+                    if held is not None:
+                        yield replace(held, pause_after_s=between(owed_break, boundary, paragraph_pause_s))
+                    if spoken == 1 and lead:
+                        utterance = replace(utterance, pause_before_s=lead)
+                    owed_break, boundary = None, None
+                else:
+                    assert held is not None
+                    yield held
+                held = utterance
     if held is None:
         raise EmptyText("the SSML has nothing to speak")
     yield held if owed_break is None else replace(held, pause_after_s=owed_break)
 
 
-def _speech_ids(piece: Speech, front_end: FrontEnd, max_ids: int) -> list[list[int]]:
+def _added_break(
+    seconds: float, after_speech: bool, owed_break: float | None, lead: float, spoken: int
+) -> tuple[float | None, float]:
+    """A break added to the silence owed after the last speech (or, before any, to the lead);
+    :class:`PauseTooLong` once breaks in a row pass ``MAX_PAUSE_AT_ONE_PLACE_S``."""
+    if after_speech:
+        owed_break = (owed_break or 0.0) + seconds
+    else:
+        lead += seconds
+    if max(owed_break or 0.0, lead) > MAX_PAUSE_AT_ONE_PLACE_S:
+        raise PauseTooLong(max(owed_break or 0.0, lead), spoken + 1, MAX_PAUSE_AT_ONE_PLACE_S)
+    return owed_break, lead
+
+
+def _speech_utterances(piece: Speech, front_end: FrontEnd, max_ids: int) -> Iterator[PlannedUtterance]:
+    """The utterances of one piece of speech, one at a time: its sentences (each within the budget),
+    or its IPA cut into pieces within the budget, which join without a pause."""
     if piece.ipa is not None:
-        return [front_end.ipa_ids(piece.ipa)]
+        for ids in ipa_pieces(piece.ipa, front_end, max_ids):
+            yield PlannedUtterance(ids, rate=piece.rate, pause_after_s=0.0)
+        return
     try:
-        return [u.phoneme_ids for u in plan_utterances(piece.text, front_end, max_ids)]
+        utterances = plan_utterances(piece.text, front_end, max_ids)
     except EmptyText:  # punctuation only, say
-        return []
+        return
+    for utterance in utterances:
+        yield PlannedUtterance(utterance.phoneme_ids, rate=piece.rate)
+
+
+def ipa_pieces(ipa: str, front_end: FrontEnd, max_ids: int) -> Iterator[list[int]]:
+    """Model ids of phonemes given as IPA, in pieces of at most ``max_ids`` ids (:func:`ipa_spans`),
+    so no pronunciation reaches the model longer than any planned sentence."""
+    for start, end in ipa_spans(ipa, front_end, max_ids):
+        ids = front_end.ipa_ids(ipa[start:end])
+        if len(ids) > 2:  # more than the ids around an utterance: a piece of spaces says nothing
+            yield ids
+
+
+def ipa_spans(ipa: str, front_end: FrontEnd, max_ids: int) -> Iterator[tuple[int, int]]:
+    """Where to cut IPA so that each piece makes at most ``max_ids`` ids: before a space where the
+    piece has one. A piece is read from a window of at most ``max_ids`` characters (each symbol is
+    one id or more), so the work is linear in the IPA's length."""
+    start = 0
+    while start < len(ipa):
+        end = min(len(ipa), start + max_ids)
+        ids = len(front_end.ipa_ids(ipa[start:end]))
+        while ids > max_ids and end - start > 1:
+            shorter = start + max(1, (end - start) * max_ids // ids)
+            space = ipa.rfind(" ", start + 1, shorter + 1)
+            end = space if space > start else min(shorter, end - 1)
+            ids = len(front_end.ipa_ids(ipa[start:end]))
+        yield start, end
+        start = end

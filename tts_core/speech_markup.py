@@ -27,6 +27,11 @@ from num2words import num2words
 from tts_core.errors import InvalidSsml
 
 MAX_BREAK_S: Final = 10.0
+
+MAX_PHONEME_CHARS: Final = 1000
+"""Longest ``ph`` of one ``<phoneme>``: a word's or a name's pronunciation is tens of symbols. The
+spoken text a job is limited by is the element's own text (one letter can carry a ``ph``), so the
+pronunciation needs a bound of its own; the planner also cuts a long one to the id budget."""
 RATE_RANGE: Final = (0.5, 2.0)
 BREAK_STRENGTHS: Final = {"none": 0.0, "x-weak": 0.1, "weak": 0.2, "medium": 0.4, "strong": 0.7, "x-strong": 1.0}
 RATE_WORDS: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5}
@@ -197,6 +202,9 @@ class _Handler(ContentHandler):
             ph = element.attributes.get("ph", "").strip()
             if element.attributes.get("alphabet") != "ipa" or not ph:
                 raise InvalidSsml('<phoneme> needs alphabet="ipa" and a non-empty ph', element.line, element.column)
+            if len(ph) > MAX_PHONEME_CHARS:
+                message = f"<phoneme> ph has {len(ph)} characters; at most {MAX_PHONEME_CHARS}"
+                raise InvalidSsml(message, element.line, element.column)
             self._speak(Speech(inner or ph, element.rate, ipa=ph))
         else:
             spoken = self._say_as(element, inner)
