@@ -8,14 +8,15 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import signal
 import threading
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import httpx
@@ -31,12 +32,14 @@ from cli.commands import webhook_worker_argv
 from cli.embedded import RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import start_local_worker, wait_for_node
-from tests.voices import write_multi_speaker_voice
+from tests.voices import write_broken_voice, write_multi_speaker_voice
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, interactive_queue
 from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
 from ttsq.settings import Settings, settings_env
+
+T = TypeVar("T")
 
 TEST_BUCKET = "ttsq-test"
 FOLDER_VOICE_ID = "en_US-folder-medium"
@@ -70,12 +73,13 @@ def s3_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServ
 @pytest.fixture(scope="session")
 def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A voices folder with the bundled model under a second id, as an operator would add a voice, and
-    a two-speaker voice made from it (tests/voices.py)."""
+    two voices made from it (tests/voices.py): one with two speakers, one that fails on "θ"."""
     folder = tmp_path_factory.mktemp("voices")
     model, config = bundled_voices()[DEFAULT_VOICE_ID]
     (folder / f"{FOLDER_VOICE_ID}.onnx").symlink_to(model)
     shutil.copy(config, folder / f"{FOLDER_VOICE_ID}.onnx.json")
     write_multi_speaker_voice(folder)
+    write_broken_voice(folder)
     return folder
 
 
@@ -105,6 +109,43 @@ def start_worker(
     """A real Celery worker process; returns once it answers a ping (model loaded). Its metrics and
     probes listen on a free port (``TTSQ_WORKER__METRICS_PORT`` in its ``env``)."""
     return start_local_worker(settings, name, log_path, extra_env=extra_env, timeout_s=120)
+
+
+def start_workers(folder: Path, settings_by_name: dict[str, Settings]) -> dict[str, ManagedProcess]:
+    """Several workers, each with its own settings and ``<folder>/<name>.log``, started at once: most
+    of a start is one core's work (imports, the model), so on two cores three take the time of about
+    one and a half. Returns once all answer a ping; if one never does, stops the others."""
+    with ThreadPoolExecutor(len(settings_by_name)) as pool:
+        futures = {
+            name: pool.submit(start_worker, custom, folder / f"{name}.log", name)
+            for name, custom in settings_by_name.items()
+        }
+    started = {name: future.result() for name, future in futures.items() if future.exception() is None}
+    failed = [future.exception() for future in futures.values() if future.exception() is not None]
+    if failed:
+        stop_all(started.values())
+        raise failed[0]  # type: ignore[misc]
+    return started
+
+
+def stop_all(processes: Iterable[ManagedProcess]) -> None:
+    """Stop several processes, their warm shutdowns at once: SIGTERM to each, then wait for each."""
+    processes = list(processes)
+    for process in processes:
+        process.kill(signal.SIGTERM)
+    for process in processes:
+        process.stop()
+
+
+@contextmanager
+def paused(process: ManagedProcess) -> Iterator[None]:
+    """The process (its whole group) stopped by SIGSTOP for the block and continued after it: it
+    answers nothing and takes no work meanwhile, and then goes on with whatever it held."""
+    process.kill(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        process.kill(signal.SIGCONT)
 
 
 @pytest.fixture(scope="session")
@@ -197,13 +238,33 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
 
 def wait_for_job(client: httpx.Client, job_id: str, timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
     """Poll the API until the job is finished; returns its last JSON."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if JobStatus(job["status"]).terminal:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} not finished after {timeout_s}s: {job}")
+    return wait_for(
+        lambda: client.get(f"/v1/jobs/{job_id}"),
+        lambda answer: JobStatus(answer.json()["status"]).terminal,
+        timeout_s,
+        f"job {job_id} finished",
+    ).json()
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, what: str) -> T:
+    """``read()`` again until ``done`` says yes to what it read, with the suite's one poll loop
+    (``cli.processes.wait_until``); returns that reading. Past ``timeout_s`` the assertion names the
+    last reading (a response: its status and body)."""
+    readings: list[T] = []
+
+    def check() -> bool:
+        readings.append(read())
+        del readings[:-1]
+        return done(readings[-1])
+
+    try:
+        wait_until(check, timeout_s, what)
+    except TimeoutError:
+        last = readings[-1] if readings else "nothing read"
+        if isinstance(last, httpx.Response):
+            last = f"{last.status_code} {last.text[:2000]}"
+        raise AssertionError(f"{what}: not after {timeout_s:g}s; last read: {last}") from None
+    return readings[-1]
 
 
 def enqueue(settings: Settings, job_id: str) -> str:
