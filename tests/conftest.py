@@ -12,7 +12,6 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from api.main import create_app
 from cli.commands import webhook_worker_argv
 from cli.embedded import RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
-from cli.workerpool import start_local_worker, wait_for_node
+from cli.workerpool import spawn_local_worker, start_local_worker, wait_for_node
 from tests.voices import write_broken_voice, write_multi_speaker_voice
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
@@ -114,17 +113,16 @@ def start_worker(
 def start_workers(folder: Path, settings_by_name: dict[str, Settings]) -> dict[str, ManagedProcess]:
     """Several workers, each with its own settings and ``<folder>/<name>.log``, started at once: most
     of a start is one core's work (imports, the model), so on two cores three take the time of about
-    one and a half. Returns once all answer a ping; if one never does, stops the others."""
-    with ThreadPoolExecutor(len(settings_by_name)) as pool:
-        futures = {
-            name: pool.submit(start_worker, custom, folder / f"{name}.log", name)
-            for name, custom in settings_by_name.items()
-        }
-    started = {name: future.result() for name, future in futures.items() if future.exception() is None}
-    failed = [future.exception() for future in futures.values() if future.exception() is not None]
-    if failed:
+    one and a half. Returns once all answer a ping; if one never does, stops them all."""
+    started: dict[str, ManagedProcess] = {}
+    try:
+        for name, custom in settings_by_name.items():
+            started[name] = spawn_local_worker(custom, name, folder / f"{name}.log")
+        for name, process in started.items():
+            wait_for_node(settings_by_name[name], name, process, 120)
+    except BaseException:
         stop_all(started.values())
-        raise failed[0]  # type: ignore[misc]
+        raise
     return started
 
 
