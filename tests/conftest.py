@@ -236,12 +236,14 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
 
 def wait_for_job(client: httpx.Client, job_id: str, timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
     """Poll the API until the job is finished; returns its last JSON."""
-    return wait_for(
+    finished = wait_for(
         lambda: client.get(f"/v1/jobs/{job_id}"),
         lambda answer: JobStatus(answer.json()["status"]).terminal,
         timeout_s,
         f"job {job_id} finished",
-    ).json()
+    )
+    job: dict[str, Any] = finished.json()
+    return job
 
 
 def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, what: str) -> T:

@@ -9,6 +9,7 @@ the 200-job form with the production 15 s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -91,12 +92,11 @@ def finished_at(job: dict[str, Any]) -> float:
 
 def first_arrival(receiver: Receiver, url: str, timeout_s: float) -> float | None:
     """When the receiver got its first request at ``url`` (Unix seconds), or None within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if arrived := receiver.at(url):
-            return arrived[0].at
-        time.sleep(0.05)
-    return None
+    try:
+        wait_until(lambda: bool(receiver.at(url)), timeout_s, f"a request at {url}")
+    except TimeoutError:
+        return None
+    return receiver.at(url)[0].at
 
 
 def send_maintenance(settings: Settings) -> dict[str, float]:
@@ -115,13 +115,16 @@ def ran_within(worker: ManagedProcess, sent: dict[str, float], timeout_s: float)
     log_path = worker.log_path
     assert log_path is not None
     seen: dict[str, float | None] = dict.fromkeys(sent)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and None in seen.values():
+
+    def all_seen() -> bool:
         text = log_path.read_text(errors="replace")
         for task_id, at in sent.items():
             if seen[task_id] is None and f"[{task_id}] succeeded" in text:
                 seen[task_id] = round(time.time() - at, 2)
-        time.sleep(0.05)
+        return None not in seen.values()
+
+    with contextlib.suppress(TimeoutError):
+        wait_until(all_seen, timeout_s, "the maintenance tasks")
     return seen
 
 
