@@ -167,7 +167,10 @@ def test_a_refused_request_does_not_claim_its_idempotency_key(idle_queue_api: Id
     key = {"Idempotency-Key": f"retry-{uuid.uuid4()}"}
     refused = client.post("/v1/jobs", json={**SHORT, "voice": "xx_XX-nobody-low"}, headers=key)
     assert refused.status_code == 422
-    assert client.post("/v1/jobs", json=SHORT, headers=key).status_code == 202  # the fixed request
+    fixed = client.post("/v1/jobs", json=SHORT, headers=key)
+    assert fixed.status_code == 202  # the fixed request took the key...
+    replayed = client.post("/v1/jobs", json=SHORT, headers=key)
+    assert (replayed.status_code, replayed.json()["id"]) == (200, fixed.json()["id"])  # ...and holds it
 
 
 def test_an_abandoned_idempotency_claim_is_taken_over(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:
