@@ -28,12 +28,15 @@ def test_ready_with_the_whole_stack(client: httpx.Client) -> None:
     assert body["checks"]["workers"] == "ok"
 
 
-def test_not_ready_while_no_worker_answers(settings: Settings, worker: ManagedProcess) -> None:
-    """The session's worker paused (SIGSTOP): to the API it is gone, as a dead or hung one is."""
+def test_not_ready_while_no_worker_answers(
+    settings: Settings, worker: ManagedProcess, webhook_worker: ManagedProcess
+) -> None:
+    """The session's workers paused (SIGSTOP): to the API they are gone, as dead or hung ones are.
+    Both, since the readiness ping takes any Celery node's answer, the service worker's too."""
     prompt = settings.model_copy(update={"ready_timeout_s": 1.0})
     with serve(create_app(prompt)) as url, httpx.Client(base_url=url, timeout=30) as api:
         assert api.get("/readyz").status_code == 200
-        with paused(worker):
+        with paused(worker), paused(webhook_worker):
             gone = api.get("/readyz")
         assert gone.status_code == 503
         assert gone.json()["checks"]["workers"] == "no worker answered a ping"
