@@ -147,22 +147,32 @@ def paused(process: ManagedProcess) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    process = start_worker(settings, tmp_path_factory.mktemp("worker") / "worker.log", "main-worker")
-    yield process
-    process.stop()
+def session_workers(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, ManagedProcess]]:
+    """The suite's synthesis worker and its service worker (webhooks, maintenance, batches), as
+    ``ttsq dev`` runs them, started together so that their start-ups overlap (``worker`` and
+    ``webhook_worker`` each wait for their own)."""
+    main = spawn_local_worker(settings, "main-worker", tmp_path_factory.mktemp("worker") / "worker.log")
+    service_log = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
+    env = {**os.environ, **settings_env(settings)}
+    service = ManagedProcess("webhook-worker", webhook_worker_argv(4, "webhook-worker@%h"), service_log, env).start()
+    yield {"main-worker": main, "webhook-worker": service}
+    stop_all([main, service])
 
 
 @pytest.fixture(scope="session")
-def webhook_worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    """The webhook delivery worker, as ``ttsq dev`` runs it; returns once it answers a ping."""
-    name = "webhook-worker"
-    argv = webhook_worker_argv(4, f"{name}@%h")
-    log_path = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
-    process = ManagedProcess(name, argv, log_path, {**os.environ, **settings_env(settings)}).start()
-    wait_for_node(settings, name, process, 60)
-    yield process
-    process.stop()
+def worker(settings: Settings, session_workers: dict[str, ManagedProcess]) -> ManagedProcess:
+    """The synthesis worker on the suite's settings; once it answers a ping (its model loaded)."""
+    wait_for_node(settings, "main-worker", session_workers["main-worker"], 120)
+    return session_workers["main-worker"]
+
+
+@pytest.fixture(scope="session")
+def webhook_worker(settings: Settings, session_workers: dict[str, ManagedProcess]) -> ManagedProcess:
+    """The service worker, with the webhook dispatcher; once it answers a ping."""
+    wait_for_node(settings, "webhook-worker", session_workers["webhook-worker"], 60)
+    return session_workers["webhook-worker"]
 
 
 class ThreadedServer(uvicorn.Server):
