@@ -20,7 +20,7 @@ from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
-from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, stop_all, wait_for, wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, start_workers, stop_all, wait_for, wait_for_job
 from tests.voices import BROKEN_VOICE_ID
 from tts_core.audio import PCM16
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
@@ -149,17 +149,14 @@ class SideStack:
 
 
 @contextmanager
-def side_stack(custom: Settings, folder: Path, name: str) -> Iterator[SideStack]:
-    first = start_worker(custom, folder / f"{name}.log", name)
-    try:
-        with serve(create_app(custom)) as url, httpx.Client(base_url=url, timeout=30) as http:
-            stack = SideStack(custom, http, folder, [first])
-            try:
-                yield stack
-            finally:
-                stop_all(stack.workers)
-    finally:
-        first.stop()
+def side_stack(custom: Settings, folder: Path, first: ManagedProcess) -> Iterator[SideStack]:
+    """An API for ``first``, a worker on ``custom``; stops it and any worker added, at the end."""
+    with serve(create_app(custom)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        stack = SideStack(custom, http, folder, [first])
+        try:
+            yield stack
+        finally:
+            stop_all(stack.workers)
 
 
 MAX_JOB_SEGMENTS = 3
@@ -170,10 +167,32 @@ segment limit's job fails before any inference call. (Two, not more: a worker wa
 size up to its largest, four of them a few seconds of inference.)"""
 
 
+def crash_safe(settings: Settings) -> Settings:
+    """The shortest visibility timeout and step lease the settings allow, so that a dead worker's
+    segments come back soon; parts in S3."""
+    return worker_settings(
+        settings, "tts-crash", visibility_timeout_s=10, step_lease_s=5, task_retry_backoff_max_s=5, part_store="s3"
+    )
+
+
 @pytest.fixture(scope="module")
-def tuned_stack(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SideStack]:
-    custom = worker_settings(settings, "tts-tuned", **TUNED)
-    with side_stack(custom, tmp_path_factory.mktemp("tuned"), "tuned") as stack:
+def side_workers(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]]:
+    """The module's two workers of their own settings, started at once: the tuned one, and the one
+    the crash test kills."""
+    folder = tmp_path_factory.mktemp("side")
+    custom = {"tuned": worker_settings(settings, "tts-tuned", **TUNED), "crash-victim": crash_safe(settings)}
+    processes = start_workers(folder, custom)
+    yield folder, {name: (custom[name], process) for name, process in processes.items()}
+    stop_all(processes.values())
+
+
+@pytest.fixture(scope="module")
+def tuned_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
+    folder, workers = side_workers
+    custom, first = workers["tuned"]
+    with side_stack(custom, folder, first) as stack:
         yield stack
 
 
@@ -215,13 +234,10 @@ def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
 
 
 @pytest.fixture
-def crash_stack(settings: Settings, tmp_path: Path) -> Iterator[SideStack]:
-    """The shortest visibility timeout and step lease the settings allow, so that a dead worker's
-    segments come back soon; parts in S3."""
-    custom = worker_settings(
-        settings, "tts-crash", visibility_timeout_s=10, step_lease_s=5, task_retry_backoff_max_s=5, part_store="s3"
-    )
-    with side_stack(custom, tmp_path, f"crash-{tmp_path.name[-8:]}") as stack:
+def crash_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
+    folder, workers = side_workers
+    custom, victim = workers["crash-victim"]
+    with side_stack(custom, folder, victim) as stack:
         yield stack
 
 
