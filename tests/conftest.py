@@ -219,7 +219,7 @@ class IdleQueueApi:
 
 
 @pytest.fixture(scope="session")
-def idle_api(settings: Settings) -> Iterator[tuple[str, str]]:
+def idle_queue_server(settings: Settings) -> Iterator[tuple[str, str]]:
     """The URL and base queue name of an API whose queues no worker reads, one for the session:
     starting one for each of a hundred tests took a third of a second each."""
     base = f"idle-{uuid.uuid4()}"
@@ -228,9 +228,9 @@ def idle_api(settings: Settings) -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture
-def idle_queue_api(idle_api: tuple[str, str], redis_client: redis.Redis) -> Iterator[IdleQueueApi]:
+def idle_queue_api(idle_queue_server: tuple[str, str], redis_client: redis.Redis) -> Iterator[IdleQueueApi]:
     """The idle API, its queues empty when the test starts and emptied when it ends."""
-    url, base = idle_api
+    url, base = idle_queue_server
     redis_client.delete(*consumed_queues(base))
     with httpx.Client(base_url=url) as api:
         yield IdleQueueApi(api, interactive_queue(base))
