@@ -129,11 +129,20 @@ def start_local_worker(
 ) -> ManagedProcess:
     """One worker beside others on this machine (tests, bench): node ``<name>@<host>``, its metrics
     and probes on a free port (in its ``env``); returns once it answers a ping, its model loaded."""
-    own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
-    spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", loglevel)
-    process = ManagedProcess(name, spec.argv, log_path, {**os.environ, **spec.env, **(extra_env or {})}).start()
+    process = spawn_local_worker(settings, name, log_path, loglevel, extra_env)
     wait_for_node(settings, name, process, timeout_s)
     return process
+
+
+def spawn_local_worker(
+    settings: Settings, name: str, log_path: Path, loglevel: str = "INFO", extra_env: dict[str, str] | None = None
+) -> ManagedProcess:
+    """:func:`start_local_worker` without the wait: the process is started, its model not yet loaded
+    (start several, then :func:`wait_for_node` for each, and their start-ups overlap). Call it from
+    the main thread: the child is told to die with the thread that started it (``PR_SET_PDEATHSIG``)."""
+    own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
+    spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", loglevel)
+    return ManagedProcess(name, spec.argv, log_path, {**os.environ, **spec.env, **(extra_env or {})}).start()
 
 
 def wait_for_node(settings: Settings, name: str, process: ManagedProcess, timeout_s: float) -> None:

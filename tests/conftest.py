@@ -8,14 +8,14 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import signal
 import threading
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import httpx
@@ -30,13 +30,15 @@ from api.main import create_app
 from cli.commands import webhook_worker_argv
 from cli.embedded import RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
-from cli.workerpool import start_local_worker, wait_for_node
-from tests.voices import write_multi_speaker_voice
+from cli.workerpool import spawn_local_worker, start_local_worker, wait_for_node
+from tests.voices import write_broken_voice, write_multi_speaker_voice
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, interactive_queue
 from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
 from ttsq.settings import Settings, settings_env
+
+T = TypeVar("T")
 
 TEST_BUCKET = "ttsq-test"
 FOLDER_VOICE_ID = "en_US-folder-medium"
@@ -70,12 +72,13 @@ def s3_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServ
 @pytest.fixture(scope="session")
 def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A voices folder with the bundled model under a second id, as an operator would add a voice, and
-    a two-speaker voice made from it (tests/voices.py)."""
+    two voices made from it (tests/voices.py): one with two speakers, one that fails on "θ"."""
     folder = tmp_path_factory.mktemp("voices")
     model, config = bundled_voices()[DEFAULT_VOICE_ID]
     (folder / f"{FOLDER_VOICE_ID}.onnx").symlink_to(model)
     shutil.copy(config, folder / f"{FOLDER_VOICE_ID}.onnx.json")
     write_multi_speaker_voice(folder)
+    write_broken_voice(folder)
     return folder
 
 
@@ -107,23 +110,69 @@ def start_worker(
     return start_local_worker(settings, name, log_path, extra_env=extra_env, timeout_s=120)
 
 
-@pytest.fixture(scope="session")
-def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    process = start_worker(settings, tmp_path_factory.mktemp("worker") / "worker.log", "main-worker")
-    yield process
-    process.stop()
+def start_workers(folder: Path, settings_by_name: dict[str, Settings]) -> dict[str, ManagedProcess]:
+    """Several workers, each with its own settings and ``<folder>/<name>.log``, started at once: most
+    of a start is one core's work (imports, the model), so on two cores three take the time of about
+    one and a half. Returns once all answer a ping; if one never does, stops them all."""
+    started: dict[str, ManagedProcess] = {}
+    try:
+        for name, custom in settings_by_name.items():
+            started[name] = spawn_local_worker(custom, name, folder / f"{name}.log")
+        for name, process in started.items():
+            wait_for_node(settings_by_name[name], name, process, 120)
+    except BaseException:
+        stop_all(started.values())
+        raise
+    return started
+
+
+def stop_all(processes: Iterable[ManagedProcess]) -> None:
+    """Stop several processes, their warm shutdowns at once: SIGTERM to each, then wait for each."""
+    processes = list(processes)
+    for process in processes:
+        process.kill(signal.SIGTERM)
+    for process in processes:
+        process.stop()
+
+
+@contextmanager
+def paused(process: ManagedProcess) -> Iterator[None]:
+    """The process (its whole group) stopped by SIGSTOP for the block and continued after it: it
+    answers nothing and takes no work meanwhile, and then goes on with whatever it held."""
+    process.kill(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        process.kill(signal.SIGCONT)
 
 
 @pytest.fixture(scope="session")
-def webhook_worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    """The webhook delivery worker, as ``ttsq dev`` runs it; returns once it answers a ping."""
-    name = "webhook-worker"
-    argv = webhook_worker_argv(4, f"{name}@%h")
-    log_path = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
-    process = ManagedProcess(name, argv, log_path, {**os.environ, **settings_env(settings)}).start()
-    wait_for_node(settings, name, process, 60)
-    yield process
-    process.stop()
+def session_workers(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, ManagedProcess]]:
+    """The suite's synthesis worker and its service worker (webhooks, maintenance, batches), as
+    ``ttsq dev`` runs them, started together so that their start-ups overlap (``worker`` and
+    ``webhook_worker`` each wait for their own)."""
+    main = spawn_local_worker(settings, "main-worker", tmp_path_factory.mktemp("worker") / "worker.log")
+    service_log = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
+    env = {**os.environ, **settings_env(settings)}
+    service = ManagedProcess("webhook-worker", webhook_worker_argv(4, "webhook-worker@%h"), service_log, env).start()
+    yield {"main-worker": main, "webhook-worker": service}
+    stop_all([main, service])
+
+
+@pytest.fixture(scope="session")
+def worker(settings: Settings, session_workers: dict[str, ManagedProcess]) -> ManagedProcess:
+    """The synthesis worker on the suite's settings; once it answers a ping (its model loaded)."""
+    wait_for_node(settings, "main-worker", session_workers["main-worker"], 120)
+    return session_workers["main-worker"]
+
+
+@pytest.fixture(scope="session")
+def webhook_worker(settings: Settings, session_workers: dict[str, ManagedProcess]) -> ManagedProcess:
+    """The service worker, with the webhook dispatcher; once it answers a ping."""
+    wait_for_node(settings, "webhook-worker", session_workers["webhook-worker"], 60)
+    return session_workers["webhook-worker"]
 
 
 class ThreadedServer(uvicorn.Server):
@@ -169,10 +218,21 @@ class IdleQueueApi:
     """Where its short (interactive) jobs' messages wait."""
 
 
-@pytest.fixture
-def idle_queue_api(settings: Settings, redis_client: redis.Redis) -> Iterator[IdleQueueApi]:
+@pytest.fixture(scope="session")
+def idle_queue_server(settings: Settings) -> Iterator[tuple[str, str]]:
+    """The URL and base queue name of an API whose queues no worker reads, one for the session:
+    starting one for each of a hundred tests took a third of a second each."""
     base = f"idle-{uuid.uuid4()}"
-    with serve(create_app(settings.model_copy(update={"queue": base}))) as url, httpx.Client(base_url=url) as api:
+    with serve(create_app(settings.model_copy(update={"queue": base}))) as url:
+        yield url, base
+
+
+@pytest.fixture
+def idle_queue_api(idle_queue_server: tuple[str, str], redis_client: redis.Redis) -> Iterator[IdleQueueApi]:
+    """The idle API, its queues empty when the test starts and emptied when it ends."""
+    url, base = idle_queue_server
+    redis_client.delete(*consumed_queues(base))
+    with httpx.Client(base_url=url) as api:
         yield IdleQueueApi(api, interactive_queue(base))
     redis_client.delete(*consumed_queues(base))
 
@@ -197,13 +257,35 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
 
 def wait_for_job(client: httpx.Client, job_id: str, timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
     """Poll the API until the job is finished; returns its last JSON."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if JobStatus(job["status"]).terminal:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} not finished after {timeout_s}s: {job}")
+    finished = wait_for(
+        lambda: client.get(f"/v1/jobs/{job_id}"),
+        lambda answer: JobStatus(answer.json()["status"]).terminal,
+        timeout_s,
+        f"job {job_id} finished",
+    )
+    job: dict[str, Any] = finished.json()
+    return job
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, what: str) -> T:
+    """``read()`` again until ``done`` says yes to what it read, with the suite's one poll loop
+    (``cli.processes.wait_until``); returns that reading. Past ``timeout_s`` the assertion names the
+    last reading (a response: its status and body)."""
+    readings: list[T] = []
+
+    def check() -> bool:
+        readings.append(read())
+        del readings[:-1]
+        return done(readings[-1])
+
+    try:
+        wait_until(check, timeout_s, what)
+    except TimeoutError:
+        last = readings[-1] if readings else "nothing read"
+        if isinstance(last, httpx.Response):
+            last = f"{last.status_code} {last.text[:2000]}"
+        raise AssertionError(f"{what}: not after {timeout_s:g}s; last read: {last}") from None
+    return readings[-1]
 
 
 def enqueue(settings: Settings, job_id: str) -> str:

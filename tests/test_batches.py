@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any, cast
@@ -16,7 +15,7 @@ from mypy_boto3_s3 import S3Client
 
 from api.submission import PUBLISH_PIPELINE
 from cli.processes import ManagedProcess
-from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi
+from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi, wait_for
 from tests.receiver import Receiver
 from ttsq.batches import BatchStore
 from ttsq.constants import ACTIVE_BATCHES_KEY, batch_items_key
@@ -50,14 +49,13 @@ def submit(client: httpx.Client, body: dict[str, Any], **kwargs: Any) -> dict[st
 
 def wait_for_batch(client: httpx.Client, batch_id: str, done: Any, timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
     """Poll until ``done(batch)``; returns the batch."""
-    deadline = time.monotonic() + timeout_s
-    batch: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        batch = client.get(f"/v1/batches/{batch_id}", params={"limit": 200}).json()
-        if done(batch):
-            return batch
-        time.sleep(0.1)
-    raise AssertionError(f"batch {batch_id} not there after {timeout_s}s: {batch}")
+    batch: dict[str, Any] = wait_for(
+        lambda: client.get(f"/v1/batches/{batch_id}", params={"limit": 200}).json(),
+        done,
+        timeout_s,
+        f"batch {batch_id}",
+    )
+    return batch
 
 
 def test_a_batch_runs_to_completion_with_a_manifest(

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ import soundfile
 
 from cli.embedded import RedisService
 from cli.processes import free_port, port_in_use
-from tests.conftest import wait_for_job
+from tests.conftest import wait_for, wait_for_job
 from ttsq.settings import Settings, settings_env
 
 TTSQ = str(Path(sys.executable).parent / "ttsq")
@@ -86,11 +85,10 @@ class DevProcess:
             self.lines.append(line)
 
     def wait_ready(self, timeout_s: float = 180) -> None:
-        deadline = time.monotonic() + timeout_s
-        while READY_LINE not in "".join(self.lines):
-            assert self.process.poll() is None, "".join(self.lines[-50:])
-            assert time.monotonic() < deadline, "".join(self.lines[-50:])
-            time.sleep(0.2)
+        output = wait_for(
+            self.output, lambda out: READY_LINE in out or self.process.poll() is not None, timeout_s, "ttsq dev ready"
+        )
+        assert READY_LINE in output, "".join(self.lines[-50:])
 
     def output(self) -> str:
         """Everything it printed so far."""

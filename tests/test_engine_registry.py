@@ -295,11 +295,13 @@ def test_the_api_allows_word_marks_by_what_the_engine_times(
             )
             timed = api.post("/v1/jobs", json={"text": "A tone.", "voice": TONE_VOICE, "marks": ["word"]})
             assert timed.status_code == 202, timed.text
+            assert api.get(f"/v1/jobs/{timed.json()['id']}").json()["options"]["marks"] == ["word"]
             untimed = api.post("/v1/jobs", json={"text": "A tone.", "voice": UNTIMED_VOICE, "marks": ["word"]})
             assert untimed.status_code == 422
             assert "gives sentence marks only" in untimed.json()["error"]["message"]
             sentences = api.post("/v1/jobs", json={"text": "A tone.", "voice": UNTIMED_VOICE, "marks": ["sentence"]})
             assert sentences.status_code == 202, sentences.text
+            assert api.get(f"/v1/jobs/{sentences.json()['id']}").json()["options"]["marks"] == ["sentence"]
     finally:
         redis_client.delete(*consumed_queues(base))
 

@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -44,13 +43,14 @@ class TwoApis:
     settings: Settings
 
 
-@pytest.fixture
-def two_apis(settings: Settings, redis_client: redis.Redis, tmp_path: Path) -> Iterator[TwoApis]:
+@pytest.fixture(scope="module")
+def apis(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoApis]:
     base = f"idle-{uuid.uuid4()}"
     idle = settings.model_copy(update={"queue": base})
     port = free_port()
     env = {**os.environ, **settings_env(idle)}
-    other = ManagedProcess("api-b", api_argv(LOOPBACK, port), tmp_path / "api-b.log", env).start()
+    log_path = tmp_path_factory.mktemp("api-b") / "api-b.log"
+    other = ManagedProcess("api-b", api_argv(LOOPBACK, port), log_path, env).start()
     try:
         other_url = f"http://{LOOPBACK}:{port}"
         wait_until(lambda: httpx.get(f"{other_url}/healthz").status_code == 200, 60, "second API", other)
@@ -58,7 +58,14 @@ def two_apis(settings: Settings, redis_client: redis.Redis, tmp_path: Path) -> I
             yield TwoApis((url, other_url), interactive_queue(base), idle)
     finally:
         other.stop()
-        redis_client.delete(*consumed_queues(base))
+
+
+@pytest.fixture
+def two_apis(apis: TwoApis, redis_client: redis.Redis) -> Iterator[TwoApis]:
+    """The module's two APIs, their queues empty when the test starts and emptied when it ends."""
+    redis_client.delete(*consumed_queues(apis.settings.queue))
+    yield apis
+    redis_client.delete(*consumed_queues(apis.settings.queue))
 
 
 def post_at_once(

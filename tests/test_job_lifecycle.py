@@ -14,10 +14,11 @@ from mypy_boto3_s3 import S3Client
 
 from api.idempotency import ABANDONED_AFTER_S, IdempotencyStore, fingerprint
 from api.schemas import JobCreate
-from cli.processes import ManagedProcess
-from tests.conftest import TEST_BUCKET, IdleQueueApi, wait_for_job, wait_for_tasks
+from cli.processes import ManagedProcess, wait_until
+from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi, wait_for, wait_for_job, wait_for_tasks
 from tests.receiver import Receiver
 from ttsq.constants import job_objects_prefix
+from ttsq.jobs import JobStatus
 from ttsq.settings import Settings
 
 SHORT = {"text": "Cancel me if you can.", "format": "wav"}
@@ -54,21 +55,19 @@ def test_canceling_a_running_job_stops_it_and_removes_its_parts(
     client: httpx.Client, redis_client: redis.Redis, s3_client: S3Client
 ) -> None:
     job = client.post("/v1/jobs", json={"text": LONG, "format": "wav"}).json()
-    running = client.get(f"/v1/jobs/{job['id']}", params={"wait": 0}).json()
-    while running["progress"]["segments_done"] < 2:
-        running = client.get(f"/v1/jobs/{job['id']}").json()
-        assert running["status"] in ("queued", "running"), running
+    running = wait_for(
+        lambda: client.get(f"/v1/jobs/{job['id']}").json(),
+        lambda job: JobStatus(job["status"]).terminal or job["progress"]["segments_done"] >= 2,
+        JOB_TIMEOUT_S,
+        "two segments done",
+    )
+    assert running["status"] == "running", running
     total = running["progress"]["segments_total"]
     canceled = client.delete(f"/v1/jobs/{job['id']}").json()
     assert canceled["status"] == "canceled"
     # The segments in flight finish, see the status and drop their parts; the rest never start.
-    later = client.get(f"/v1/jobs/{job['id']}", params={"wait": 0}).json()
-    for _ in range(100):
-        parts = list(redis_client.scan_iter(f"ttsq:job:{job['id']}:part:*"))
-        if not parts:
-            break
-        later = client.get(f"/v1/jobs/{job['id']}", params={"wait": 0.1}).json()
-    assert parts == []
+    wait_until(lambda: not list(redis_client.scan_iter(f"ttsq:job:{job['id']}:part:*")), 30, "the parts dropped")
+    later = client.get(f"/v1/jobs/{job['id']}").json()
     assert later["status"] == "canceled"
     assert later["progress"]["segments_done"] < total
     assert objects_of(s3_client, job) == []
@@ -94,11 +93,12 @@ def test_a_canceled_job_sends_job_canceled(idle_queue_api: IdleQueueApi, webhook
         client = idle_queue_api.client
         job = client.post("/v1/jobs", json={**SHORT, "webhook_url": f"{receiver.url}/hook"}).json()
         client.delete(f"/v1/jobs/{job['id']}")
-        waited = client.get(f"/v1/jobs/{job['id']}").json()
-        start = time.monotonic()
-        while waited["webhook"]["state"] == "pending" and time.monotonic() - start < 60:
-            time.sleep(0.1)
-            waited = client.get(f"/v1/jobs/{job['id']}").json()
+        waited = wait_for(
+            lambda: client.get(f"/v1/jobs/{job['id']}").json(),
+            lambda job: job["webhook"]["state"] != "pending",
+            60,
+            "the job.canceled delivery",
+        )
         assert waited["webhook"]["state"] == "delivered", waited["webhook"]
         bodies = [r.body for r in receiver.received if r.path == "/hook"]
         assert len(bodies) == 1
@@ -167,7 +167,10 @@ def test_a_refused_request_does_not_claim_its_idempotency_key(idle_queue_api: Id
     key = {"Idempotency-Key": f"retry-{uuid.uuid4()}"}
     refused = client.post("/v1/jobs", json={**SHORT, "voice": "xx_XX-nobody-low"}, headers=key)
     assert refused.status_code == 422
-    assert client.post("/v1/jobs", json=SHORT, headers=key).status_code == 202  # the fixed request
+    fixed = client.post("/v1/jobs", json=SHORT, headers=key)
+    assert fixed.status_code == 202  # the fixed request took the key...
+    replayed = client.post("/v1/jobs", json=SHORT, headers=key)
+    assert (replayed.status_code, replayed.json()["id"]) == (200, fixed.json()["id"])  # ...and holds it
 
 
 def test_an_abandoned_idempotency_claim_is_taken_over(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:

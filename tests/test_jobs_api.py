@@ -18,7 +18,7 @@ from mypy_boto3_s3 import S3Client
 
 from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
-from tests.voices import MULTI_SPEAKER_VOICE_ID
+from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
@@ -123,6 +123,7 @@ def test_voices_lists_bundled_and_folder_voices(client: httpx.Client) -> None:
     }
     kokoro = {"engine": "kokoro", "language": "ja_JP", "sample_rate": 24000, "quality": "int8", "num_speakers": 1}
     assert voices == [
+        {"id": BROKEN_VOICE_ID, **joe, "default": False},
         {"id": FOLDER_VOICE_ID, **joe, "default": False},
         {"id": DEFAULT_VOICE_ID, **joe, "default": True},
         {"id": MULTI_SPEAKER_VOICE_ID, **joe, "num_speakers": 2, "speakers": ["brisk", "slow"], "default": False},
@@ -164,7 +165,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
         "unknown voice",
         {"json": {"text": "hi", "voice": "nope"}},
         422,
-        f"available voices: {FOLDER_VOICE_ID}, {DEFAULT_VOICE_ID}",
+        f"available voices: {BROKEN_VOICE_ID}, {FOLDER_VOICE_ID}, {DEFAULT_VOICE_ID}",
     ),
     ("unknown format", {"json": {"text": "hi", "format": "aiff"}}, 422, "format: Input should be 'wav', 'flac'"),
     ("speed too high", {"json": {"text": "hi", "speed": 10}}, 422, "speed: Input should be less than or equal to 4"),

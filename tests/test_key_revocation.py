@@ -140,10 +140,14 @@ def test_links_live_until_they_expire_unless_delete_audio_deletes_the_results(
     with working_api.client(key) as client:
         done = wait_for_job(client, client.post("/v1/jobs", json=SHORT).json()["id"])
     link = done["result"]["url"]
-    assert httpx.get(link).status_code == 200
+    audio = httpx.get(link)
+    assert audio.status_code == 200
+    assert audio.content[:4] == b"RIFF"
+    assert len(audio.content) == done["result"]["bytes"]
 
     ttsq(settings, "keys", "revoke", name)
-    assert httpx.get(link).status_code == 200  # signed by the store's key: it lives out its TTL
+    kept = httpx.get(link)  # signed by the store's key: it lives out its TTL
+    assert (kept.status_code, kept.content) == (200, audio.content)
 
     output = ttsq(settings, "keys", "revoke", name, "--delete-audio")
     assert "deleted the stored results of 1 finished jobs" in output

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 from typing import Any
 
 import httpx
@@ -16,7 +15,7 @@ import srt  # type: ignore[import-untyped]
 import webvtt
 
 from cli.processes import ManagedProcess
-from tests.conftest import wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, wait_for, wait_for_job
 from tts_core.audio import rms_dbfs
 from tts_core.mark_builder import MarkBuilder
 from tts_core.marks import Mark, check_marks, marks_from_json
@@ -199,11 +198,12 @@ def test_a_batch_item_with_marks_gets_them_and_the_manifest_names_them(
     )
     assert answer.status_code == 202, answer.text
     batch_id = answer.json()["id"]
-    for _ in range(300):
-        batch = client.get(f"/v1/batches/{batch_id}").json()
-        if batch["manifest_url"] is not None:
-            break
-        time.sleep(0.2)
+    batch = wait_for(
+        lambda: client.get(f"/v1/batches/{batch_id}").json(),
+        lambda batch: batch["manifest_url"] is not None,
+        JOB_TIMEOUT_S,
+        "the batch's manifest",
+    )
     manifest = json.loads(fetched(batch["manifest_url"]))
     by_ref = {item["ref"]: item for item in manifest["items"]}
     assert by_ref["a"]["marks_key"].endswith("/marks.json")

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,15 @@ import redis
 import soundfile
 import webvtt
 
-from api.main import create_app
 from cli.processes import ManagedProcess, free_port, wait_until
 from narration.books import read_book
 from narration.m4b import ChapterAudio, write_m4b
 from narration.state import STATE_FILE
-from tests.conftest import serve, start_worker
+from tests.conftest import paused
 from tests.test_cli import clean_env
 from tests.test_marks import seconds
-from tests.test_segment_jobs import BROKEN_VOICE_ID, broken_voice
+from tests.voices import BROKEN_VOICE_ID
 from ttsq.constants import batch_key
-from ttsq.settings import Settings
 
 BOOK = """# The Small Book
 
@@ -195,36 +192,32 @@ def test_other_marks_narrate_again_and_word_marks_are_downloaded(
         assert (out / chapter["subtitles_file"]).read_text().startswith("WEBVTT")
 
 
-def pride_and_prejudice(folder: Path, chapters: int, chars: int) -> Path:
-    """The first ``chars`` characters (whole sentences) of the corpus's chapters, as a .md book."""
-    source = read_book(ROOT / "bench/corpus/pride_and_prejudice.txt")
-    parts = ["# Pride and Prejudice"]
-    for chapter in source.chapters[:chapters]:
-        text = chapter.text[:chars].rsplit(".", 1)[0] + "."
-        parts.append(f"## {chapter.title}\n\n{text}")
-    path = folder / "pride.md"
-    path.write_text("\n\n".join(parts) + "\n")
-    return path
-
-
 def test_ctrl_c_leaves_the_batch_running_and_the_printed_command_resumes_it(
-    api_url: str, client: httpx.Client, tmp_path: Path
+    api_url: str, client: httpx.Client, worker: ManagedProcess, tmp_path: Path
 ) -> None:
-    book = pride_and_prejudice(tmp_path, 3, 400)
+    book = tmp_path / "small-book.md"
+    book.write_text(BOOK)
     out = tmp_path / "out"
     argv = [*TTSQ, "narrate", str(book), "--out", str(out), "--api-url", api_url]
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=ROOT
-    )
     state = out / STATE_FILE
-    wait_until(lambda: state.exists() and json.loads(state.read_text())["batch_id"], 60, "the saved batch id")
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
-    assert "the batch keeps running on the server" in stderr
-    batch_id = json.loads(state.read_text())["batch_id"]
-    assert client.get(f"/v1/batches/{batch_id}").json()["status"] in {"running", "completed"}
-    assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
+    # The worker paused until after the Ctrl-C: no chapter can finish before it, however fast it is.
+    with paused(worker):
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=ROOT
+        )
+        try:
+            wait_until(lambda: state.exists() and json.loads(state.read_text())["batch_id"], 60, "the saved batch id")
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=60)
+        except BaseException:
+            process.kill()
+            process.communicate()
+            raise
+        assert process.returncode == 130, stderr
+        assert "the batch keeps running on the server" in stderr
+        batch_id = json.loads(state.read_text())["batch_id"]
+        assert client.get(f"/v1/batches/{batch_id}").json()["status"] == "running"
+        assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
     resume = shlex.split(stdout.strip().splitlines()[-1])
     assert resume[:2] == ["ttsq", "narrate"]
     before = batch_ids(client)
@@ -238,23 +231,12 @@ def test_ctrl_c_leaves_the_batch_running_and_the_printed_command_resumes_it(
         assert decoded_s(out / chapter["file"]) == pytest.approx(chapter["duration_s"], abs=0.1)
 
 
-@pytest.fixture
-def broken_stack(settings: Settings, tmp_path: Path) -> Iterator[str]:
-    """A worker and an API with a voice that fails any sentence with "th" as in "think"."""
-    custom = broken_voice(settings, tmp_path)
-    worker = start_worker(custom, tmp_path / "broken-worker.log", f"narrate-broken-{tmp_path.name[-8:]}")
-    try:
-        with serve(create_app(custom)) as url:
-            yield url
-    finally:
-        worker.stop()
-
-
-def test_a_failing_chapter_is_reported_while_the_others_finish(broken_stack: str, tmp_path: Path) -> None:
+def test_a_failing_chapter_is_reported_while_the_others_finish(api_url: str, tmp_path: Path) -> None:
+    """The suite's voices folder has a voice that fails any sentence with "th" as in "think"."""
     book = tmp_path / "book.md"
     book.write_text("# Book\n\n## One\n\nA quiet day.\n\n## Two\n\nI think so.\n\n## Three\n\nA good end.\n")
     out = tmp_path / "out"
-    run = narrate(book, out, broken_stack, "--voice", BROKEN_VOICE_ID, "--format", "wav", "--m4b")
+    run = narrate(book, out, api_url, "--voice", BROKEN_VOICE_ID, "--format", "wav", "--m4b")
     assert run.returncode == 1, run.stderr
     assert f"{out}: 2 of 3 chapters" in run.stdout
     assert "Chapters without audio" in run.stderr

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from cli.processes import ManagedProcess
-from tests.conftest import wait_for_job
+from tests.conftest import wait_for, wait_for_job
 from tts_core.kokoro import MAX_G2P_CHARS, front_end
 from tts_core.kokoro_package import data_dir
 from tts_core.phonemes import MAX_TOKEN_CHARS
@@ -72,13 +72,15 @@ def test_a_job_of_one_huge_word_is_planned_and_the_worker_lives(client: httpx.Cl
     """Through the API and a real worker: the job gets past planning (the step that crashed), and is
     canceled then (synthesising its gibberish would take minutes)."""
     job = client.post("/v1/jobs", json={"text": random_word(100_000, 5)}).json()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert worker.alive, f"the worker died: exit {worker.returncode}"
-        current = client.get(f"/v1/jobs/{job['id']}").json()
-        if current["progress"]["segments_total"] is not None or JobStatus(current["status"]).terminal:
-            break
-        time.sleep(0.2)
+    current = wait_for(
+        lambda: client.get(f"/v1/jobs/{job['id']}").json(),
+        lambda job: (
+            not worker.alive or job["progress"]["segments_total"] is not None or JobStatus(job["status"]).terminal
+        ),
+        120,
+        "the job planned",
+    )
+    assert worker.alive, f"the worker died: exit {worker.returncode}"
     assert current["status"] == "running", current
     assert current["progress"]["segments_total"] > 1
     client.delete(f"/v1/jobs/{job['id']}")

@@ -8,34 +8,38 @@ import httpx
 import redis
 
 from cli.processes import ManagedProcess
-from tests.conftest import wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, wait_for, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
+from ttsq.settings import Settings
 
 
-def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(client: httpx.Client) -> None:
+def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(client: httpx.Client, settings: Settings) -> None:
+    just_over = " ".join([PARAGRAPH] * 2)[: settings.interactive_max_chars + 1]
     short = client.post("/v1/jobs", json={"text": "Quick."}).json()
-    long = client.post("/v1/jobs", json={"text": "Slow. " * 300}).json()
-    asked = client.post("/v1/jobs", json={"text": "Slow. " * 300, "priority": "interactive"}).json()
+    long = client.post("/v1/jobs", json={"text": just_over}).json()
+    asked = client.post("/v1/jobs", json={"text": just_over, "priority": "interactive"}).json()
     assert (short["priority"], long["priority"], asked["priority"]) == ("interactive", "bulk", "interactive")
     for job in (short, long, asked):
         assert wait_for_job(client, job["id"])["status"] == "succeeded"
 
 
 def test_an_interactive_job_overtakes_a_running_bulk_job(client: httpx.Client) -> None:
-    """Submitted while a long bulk job has dozens of segments queued, the interactive job is done
+    """Submitted while a long bulk job has a dozen segments queued, the interactive job is done
     while the bulk job is still running: it did not wait behind the bulk segments."""
-    bulk = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 8), "priority": "bulk"}).json()
-    running = client.get(f"/v1/jobs/{bulk['id']}", params={"wait": 0}).json()
-    while running["status"] == "queued" or not running["progress"]["segments_total"]:
-        time.sleep(0.05)
-        running = client.get(f"/v1/jobs/{bulk['id']}").json()
+    bulk = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 3), "priority": "bulk"}).json()
+    wait_for(
+        lambda: client.get(f"/v1/jobs/{bulk['id']}").json(),
+        lambda job: job["status"] != "queued" and job["progress"]["segments_total"] > 0,
+        JOB_TIMEOUT_S,
+        "the bulk job planned",
+    )
     quick = client.post("/v1/jobs", json={"text": "Me first, please."}).json()
     quick_done = client.get(f"/v1/jobs/{quick['id']}", params={"wait": 60}).json()
     assert quick_done["status"] == "succeeded"
     bulk_then = client.get(f"/v1/jobs/{bulk['id']}").json()
     assert bulk_then["status"] == "running", "the bulk job finished first: nothing was overtaken"
     assert bulk_then["progress"]["segments_done"] < bulk_then["progress"]["segments_total"]
-    assert wait_for_job(client, bulk["id"], 240)["status"] == "succeeded"
+    assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
 
 
 def test_the_worker_asks_redis_for_interactive_work_first(redis_client: redis.Redis, worker: ManagedProcess) -> None:

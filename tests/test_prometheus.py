@@ -39,10 +39,16 @@ def dashboard_queries() -> list[tuple[str, str]]:
     ]
 
 
-@pytest.fixture
-def dev_stack(tmp_path: Path) -> Iterator[dict[str, int]]:
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("prometheus")
+
+
+@pytest.fixture(scope="module")
+def dev_stack(folder: Path) -> Iterator[dict[str, int]]:
+    """One ``ttsq dev`` for the module: the test that the check can fail asks the same Prometheus."""
     ports = {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics")}
-    dev = DevProcess(dev_args(tmp_path / ".ttsq", ports), clean_env())
+    dev = DevProcess(dev_args(folder / ".ttsq", ports), clean_env())
     try:
         dev.wait_ready()
         output = "".join(dev.lines)
@@ -52,8 +58,8 @@ def dev_stack(tmp_path: Path) -> Iterator[dict[str, int]]:
         assert dev.terminate() == 0
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path, dev_stack: dict[str, int]) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def prometheus(folder: Path, dev_stack: dict[str, int]) -> Iterator[str]:
     assert Path(PROMETHEUS).exists(), "install Debian's prometheus package (apt-get install prometheus)"
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -65,16 +71,16 @@ def prometheus(tmp_path: Path, dev_stack: dict[str, int]) -> Iterator[str]:
             },
         ],
     }
-    config_path = tmp_path / "prometheus.yml"
+    config_path = folder / "prometheus.yml"
     config_path.write_text(yaml.safe_dump(config))
     port = free_port()
     argv = [
         PROMETHEUS,
         f"--config.file={config_path}",
-        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        f"--storage.tsdb.path={folder / 'tsdb'}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
-    process = ManagedProcess("prometheus", argv, tmp_path / "prometheus.log").start()
+    process = ManagedProcess("prometheus", argv, folder / "prometheus.log").start()
     url = f"http://127.0.0.1:{port}"
     try:
 

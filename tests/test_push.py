@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import IdleQueueApi
+from cli.processes import ManagedProcess
+from tests.conftest import IdleQueueApi, paused
 from tests.test_segment_jobs import PARAGRAPH
 
 SENTENCE = "Pushed, not polled: this job tells its listeners when it changes."
@@ -21,9 +23,9 @@ def long_text(paragraphs: int) -> str:
     return " ".join([PARAGRAPH] * paragraphs)
 
 
-def read_events(response: httpx.Response) -> list[tuple[str, dict[str, Any], str]]:
-    """(event name, data, id) of each event until the server ends the stream."""
-    events, name, data, event_id = [], "message", "", ""
+def events_of(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(event name, data, id) of each event as it comes, until the server ends the stream."""
+    name, data, event_id = "message", "", ""
     for line in response.iter_lines():
         if line.startswith("event: "):
             name = line.removeprefix("event: ")
@@ -32,13 +34,16 @@ def read_events(response: httpx.Response) -> list[tuple[str, dict[str, Any], str
         elif line.startswith("id: "):
             event_id = line.removeprefix("id: ")
         elif line == "" and data:
-            events.append((name, json.loads(data), event_id))
+            yield name, json.loads(data), event_id
             name, data, event_id = "message", "", ""
-    return events
+
+
+def read_events(response: httpx.Response) -> list[tuple[str, dict[str, Any], str]]:
+    return list(events_of(response))
 
 
 def test_events_stream_a_job_from_queued_to_succeeded_in_order(client: httpx.Client) -> None:
-    job = client.post("/v1/jobs", json={"text": long_text(3)}).json()
+    job = client.post("/v1/jobs", json={"text": long_text(2)}).json()
     with client.stream("GET", f"/v1/jobs/{job['id']}/events", timeout=60) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -102,11 +107,14 @@ def test_long_poll_refuses_waits_out_of_range(client: httpx.Client, wait: int | 
     assert "wait" in response.json()["error"]["message"]
 
 
-def test_many_waiters_share_one_job_and_all_hear_the_end(client: httpx.Client, api_url: str) -> None:
-    """Twenty long polls and twenty event streams on one job, from threads: all get the final state."""
-    job = client.post("/v1/jobs", json={"text": long_text(2)}).json()
+def test_many_waiters_share_one_job_and_all_hear_the_end(
+    client: httpx.Client, api_url: str, worker: ManagedProcess
+) -> None:
+    """Twenty long polls and twenty event streams on one job, from threads, all waiting while it
+    runs (the worker held until every stream has its first event): all get the final state."""
     finals: list[str] = []
     lock = threading.Lock()
+    streaming = threading.Semaphore(0)
 
     def poll() -> None:
         with httpx.Client(base_url=api_url, timeout=60) as own:
@@ -115,14 +123,23 @@ def test_many_waiters_share_one_job_and_all_hear_the_end(client: httpx.Client, a
             finals.append(status)
 
     def stream() -> None:
+        names: list[str] = []
         with httpx.Client(base_url=api_url, timeout=60) as own, own.stream("GET", f"/v1/jobs/{job['id']}/events") as r:
-            last = read_events(r)[-1][0]
+            for name, _, _ in events_of(r):
+                if not names:
+                    streaming.release()
+                names.append(name)
         with lock:
-            finals.append(last)
+            finals.append(names[-1])
 
     threads = [threading.Thread(target=poll) for _ in range(20)] + [threading.Thread(target=stream) for _ in range(20)]
-    for thread in threads:
-        thread.start()
+    with paused(worker):
+        job = client.post("/v1/jobs", json={"text": SENTENCE}).json()
+        for thread in threads:
+            thread.start()
+        for _ in range(20):
+            assert streaming.acquire(timeout=30), "an event stream got no first event"
+        assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
     for thread in threads:
         thread.join(90)
     assert finals == ["succeeded"] * 40

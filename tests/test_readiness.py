@@ -9,8 +9,8 @@ import pytest
 
 from api.main import create_app
 from cli.embedded import RedisService, SeaweedService, stack_settings
-from cli.processes import free_port
-from tests.conftest import serve, start_worker
+from cli.processes import ManagedProcess, free_port
+from tests.conftest import paused, serve
 from ttsq.settings import S3Settings, Settings
 
 
@@ -28,20 +28,31 @@ def test_ready_with_the_whole_stack(client: httpx.Client) -> None:
     assert body["checks"]["workers"] == "ok"
 
 
-def test_not_ready_when_the_worker_or_redis_goes(tmp_path: Path, s3_service: SeaweedService) -> None:
-    """A private Redis and worker, so killing them does not disturb the rest of the suite."""
+def test_not_ready_while_no_worker_answers(
+    settings: Settings, worker: ManagedProcess, webhook_worker: ManagedProcess
+) -> None:
+    """The session's workers paused (SIGSTOP): to the API they are gone, as dead or hung ones are.
+    Both, since the readiness ping takes any Celery node's answer, the service worker's too."""
+    prompt = settings.model_copy(update={"ready_timeout_s": 1.0})
+    with serve(create_app(prompt)) as url, httpx.Client(base_url=url, timeout=30) as api:
+        assert api.get("/readyz").status_code == 200
+        with paused(worker), paused(webhook_worker):
+            gone = api.get("/readyz")
+        assert gone.status_code == 503
+        assert gone.json()["checks"]["workers"] == "no worker answered a ping"
+        assert gone.json()["checks"]["redis"] == "ok"
+        assert api.get("/readyz").status_code == 200  # ready again once it answers
+
+
+def test_not_ready_when_redis_goes(tmp_path: Path, s3_service: SeaweedService) -> None:
+    """A private Redis (no worker reads it), so stopping it disturbs nothing else."""
     own_redis = RedisService(tmp_path / "redis").start()
     try:
         settings = stack_settings(own_redis.url, s3_service, ready_timeout_s=1.0)
-        worker = start_worker(settings, tmp_path / "worker.log", "doomed-worker")
         with serve(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as api:
-            assert api.get("/readyz").status_code == 200
-
-            worker.stop()
-            gone = api.get("/readyz")
-            assert gone.status_code == 503
-            assert gone.json()["checks"]["workers"] == "no worker answered a ping"
-            assert gone.json()["checks"]["redis"] == "ok"
+            alone = api.get("/readyz")
+            assert alone.status_code == 503
+            assert alone.json()["checks"] == {"redis": "ok", "storage": "ok", "workers": "no worker answered a ping"}
 
             own_redis.stop()
             down = api.get("/readyz")

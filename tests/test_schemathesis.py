@@ -22,7 +22,8 @@ from ttsq.constants import consumed_queues
 from ttsq.settings import Settings
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
-RUN_LIMIT_S = 240
+RUN_LIMIT_S = 120
+"""A run takes about 25 s on two cores; this is only a deadline for a run that hangs."""
 
 CONFIG: Final = """
 # A fixed seed: the same cases on every run, so that a failure in CI is one a developer can replay.
@@ -30,8 +31,13 @@ seed = 20261123
 # An event stream of a job that stays queued never ends: read its first event only.
 max-stream-events = 1
 
+# 200 cases an operation: with five server errors planted for the measure (on a field's value, on a
+# pair of fields, on three rare values of a query parameter, on a speed above 3, and the duplicate
+# mark kinds of a batch's defaults that schemathesis found in 8ffef62), 200 found 19 of the 20 over
+# seeds 1, 2, 3 and this one, as many as 400 (which missed the batch bug with this seed) in half the
+# time; 100 missed the rare values.
 [generation]
-max-examples = 400
+max-examples = 200
 database = "none"
 
 # The document has no links between operations: nothing for the stateful phase.
@@ -83,7 +89,7 @@ def idle_api(settings: Settings) -> Iterator[str]:
         }
     )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(speech, "PART_TIMEOUT_S", 0.2)
+        patch.setattr(speech, "PART_TIMEOUT_S", 0.02)  # no audio ever comes: the 504 at once
         with serve(create_app(fuzzed)) as url:
             yield url
     client = redis.Redis.from_url(fuzzed.redis_url)

@@ -4,10 +4,10 @@ cross-job batching, and a worker killed mid-job."""
 from __future__ import annotations
 
 import io
-import json
 import socket
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +20,17 @@ from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
-from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, start_workers, stop_all, wait_for, wait_for_job
+from tests.voices import BROKEN_VOICE_ID
 from tts_core.audio import PCM16
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.piper_engine import piper_source
 from tts_core.segments import group_segments, plain
 from tts_core.voice import Voice
 from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
+from ttsq.jobs import JobStatus
 from ttsq.settings import Settings
 
 PARAGRAPH = (
@@ -108,21 +110,21 @@ def test_single_segment_job_finishes_in_its_entry_task(client: httpx.Client, red
 
 
 def test_progress_counters_move(client: httpx.Client) -> None:
-    job = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 3)}).json()
-    seen: list[int] = []
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    status: dict[str, Any] = job
-    while status["status"] in {"queued", "running"} and time.monotonic() < deadline:
-        status = client.get(f"/v1/jobs/{job['id']}").json()
-        total = status["progress"]["segments_total"]
-        if status["status"] == "running" and total:
-            seen.append(status["progress"]["segments_done"])
-            assert status["progress"]["audio_s"] is not None
-        time.sleep(0.05)
+    job = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 2)}).json()
+    seen: list[dict[str, Any]] = []
+
+    def read() -> dict[str, Any]:
+        seen.append(client.get(f"/v1/jobs/{job['id']}").json())
+        return seen[-1]
+
+    status = wait_for(read, lambda s: JobStatus(s["status"]).terminal, JOB_TIMEOUT_S, "the job finished")
     assert status["status"] == "succeeded", status
+    running = [s["progress"] for s in seen if s["status"] == "running" and s["progress"]["segments_total"]]
+    assert all(progress["audio_s"] is not None for progress in running)
+    counts = [progress["segments_done"] for progress in running]
     total = status["progress"]["segments_total"]
-    assert seen == sorted(seen), "segments_done went backwards"
-    assert any(0 < n < total for n in seen), f"no intermediate progress seen: {seen}"
+    assert counts == sorted(counts), "segments_done went backwards"
+    assert any(0 < n < total for n in counts), f"no intermediate progress seen: {counts}"
     assert status["progress"]["segments_done"] == total
 
 
@@ -131,40 +133,78 @@ def worker_settings(settings: Settings, queue: str, **changes: Any) -> Settings:
     return settings.model_copy(update={"queue": queue, "worker": worker, **changes})
 
 
-@pytest.fixture
-def side_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A worker on its own queue with the parametrised settings, and an API sending to it."""
-    custom: Settings = request.param(request.getfixturevalue("settings"), tmp_path)
-    holder: dict[str, Any] = {"settings": custom, "workers": []}
+@dataclass
+class SideStack:
+    """Workers on a queue of their own with settings of the test's choosing, and an API sending there."""
 
-    def add_worker(name: str) -> ManagedProcess:
-        process = start_worker(custom, tmp_path / f"{name}.log", name)
-        holder["workers"].append(process)
+    settings: Settings
+    client: httpx.Client
+    folder: Path
+    workers: list[ManagedProcess] = field(default_factory=list)
+
+    def add_worker(self, name: str) -> ManagedProcess:
+        process = start_worker(self.settings, self.folder / f"{name}.log", name)
+        self.workers.append(process)
         return process
 
-    holder["add_worker"] = add_worker
-    add_worker(f"side-{tmp_path.name[-12:]}")
+
+@contextmanager
+def side_stack(custom: Settings, folder: Path, first: ManagedProcess) -> Iterator[SideStack]:
+    """An API for ``first``, a worker on ``custom``; stops it and any worker added, at the end."""
     with serve(create_app(custom)) as url, httpx.Client(base_url=url, timeout=30) as http:
-        holder["client"] = http
-        yield holder
-    for process in holder["workers"]:
-        process.stop()
+        stack = SideStack(custom, http, folder, [first])
+        try:
+            yield stack
+        finally:
+            stop_all(stack.workers)
 
 
-def batching(settings: Settings, _: Path) -> Settings:
-    return worker_settings(settings, "tts-batching", worker={"max_batch": 4, "max_wait_ms": 500.0})
+MAX_JOB_SEGMENTS = 3
+TUNED = {"worker": {"max_batch": 2, "max_wait_ms": 500.0}, "max_job_segments": MAX_JOB_SEGMENTS}
+"""Settings two tests need of a worker, in one worker: batches of two items whose first waits 500 ms
+for company, and at most three segments a job. The batching test's jobs are one segment each; the
+segment limit's job fails before any inference call. (Two, not more: a worker warms up every batch
+size up to its largest, four of them a few seconds of inference.)"""
 
 
-@pytest.mark.parametrize("side_stack", [batching], indirect=True)
-def test_two_jobs_submitted_together_share_an_inference_call(side_stack: dict[str, Any]) -> None:
-    client: httpx.Client = side_stack["client"]
+def crash_safe(settings: Settings) -> Settings:
+    """The shortest visibility timeout and step lease the settings allow, so that a dead worker's
+    segments come back soon; parts in S3."""
+    return worker_settings(
+        settings, "tts-crash", visibility_timeout_s=10, step_lease_s=5, task_retry_backoff_max_s=5, part_store="s3"
+    )
+
+
+@pytest.fixture(scope="module")
+def side_workers(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]]:
+    """The module's two workers of their own settings, started at once: the tuned one, and the one
+    the crash test kills."""
+    folder = tmp_path_factory.mktemp("side")
+    custom = {"tuned": worker_settings(settings, "tts-tuned", **TUNED), "crash-victim": crash_safe(settings)}
+    processes = start_workers(folder, custom)
+    yield folder, {name: (custom[name], process) for name, process in processes.items()}
+    stop_all(processes.values())
+
+
+@pytest.fixture(scope="module")
+def tuned_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
+    folder, workers = side_workers
+    custom, first = workers["tuned"]
+    with side_stack(custom, folder, first) as stack:
+        yield stack
+
+
+def test_two_jobs_submitted_together_share_an_inference_call(tuned_stack: SideStack) -> None:
+    client = tuned_stack.client
     first = client.post("/v1/jobs", json={"text": "The first job says hello."}).json()
     second = client.post("/v1/jobs", json={"text": "The second job says goodbye."}).json()
     for job in (first, second):
         assert wait_for_job(client, job["id"])["status"] == "succeeded"
-    producer = make_producer(side_stack["settings"])
+    producer = make_producer(tuned_stack.settings)
     try:
-        node = f"{side_stack['workers'][0].name}@{socket.gethostname()}"
+        node = f"{tuned_stack.workers[0].name}@{socket.gethostname()}"
         replies = producer.control.broadcast(
             "batches", reply=True, destination=[node], limit=1, arguments={"limit": 50}, timeout=5
         )
@@ -172,39 +212,56 @@ def test_two_jobs_submitted_together_share_an_inference_call(side_stack: dict[st
         producer.close()
     assert replies, "worker did not answer"
     stats = replies[0][node]
-    assert stats["max_batch"] == 4
+    assert stats["max_batch"] == 2
     shared = [r for r in stats["recent"] if {f"{first['id']}/0/0", f"{second['id']}/0/0"} <= set(r["tags"])]
     assert len(shared) == 1, stats["recent"]
     assert shared[0]["size"] == 2
 
 
-def crash_safe(settings: Settings, _: Path) -> Settings:
-    """Short visibility timeout so a dead worker's segments come back quickly; parts in S3."""
-    return worker_settings(
-        settings, "tts-crash", visibility_timeout_s=12, step_lease_s=6, task_retry_backoff_max_s=5, part_store="s3"
-    )
-
-
-@pytest.mark.parametrize("side_stack", [crash_safe], indirect=True)
-def test_worker_killed_mid_job_the_job_still_succeeds_once(
-    side_stack: dict[str, Any], voice: Voice, s3_client: S3Client, redis_client: redis.Redis
+def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
+    tuned_stack: SideStack, redis_client: redis.Redis
 ) -> None:
-    client: httpx.Client = side_stack["client"]
-    custom: Settings = side_stack["settings"]
-    text = " ".join([PARAGRAPH] * 4)
+    """The bound on what a job keeps in Redis: a plan of more segments than ``max_job_segments`` is
+    never stored nor sent; the job fails with ``plan_too_long``, naming the count and the limit."""
+    client = tuned_stack.client
+    job = client.post("/v1/jobs", json={"text": PARAGRAPH}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "failed", done
+    assert done["error"]["code"] == "plan_too_long"
+    assert f"at most {MAX_JOB_SEGMENTS} (TTSQ_MAX_JOB_SEGMENTS)" in done["error"]["message"]
+    assert done["progress"]["segments_done"] == 0
+    assert not redis_client.exists(job_segments_key(job["id"]), job_done_key(job["id"]))
+
+
+@pytest.fixture
+def crash_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
+    folder, workers = side_workers
+    custom, victim = workers["crash-victim"]
+    with side_stack(custom, folder, victim) as stack:
+        yield stack
+
+
+def test_worker_killed_mid_job_the_job_still_succeeds_once(
+    crash_stack: SideStack, voice: Voice, s3_client: S3Client, redis_client: redis.Redis
+) -> None:
+    client = crash_stack.client
+    custom = crash_stack.settings
+    text = " ".join([PARAGRAPH] * 2)
     job = client.post("/v1/jobs", json={"text": text, "format": "wav", **DETERMINISTIC}).json()
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while client.get(f"/v1/jobs/{job['id']}").json()["progress"]["segments_done"] < 3:
-        assert time.monotonic() < deadline, "job made no progress"
-        time.sleep(0.02)
-    victim: ManagedProcess = side_stack["workers"][0]
+    wait_for(
+        lambda: client.get(f"/v1/jobs/{job['id']}").json(),
+        lambda status: status["progress"]["segments_done"] >= 3,
+        JOB_TIMEOUT_S,
+        "three segments done",
+    )
+    victim = crash_stack.workers[0]
     victim.kill()  # SIGKILL: no warm shutdown, unacknowledged segments stay in Redis
     victim.stop()
     running = client.get(f"/v1/jobs/{job['id']}").json()
     assert running["status"] == "running"
     assert running["progress"]["segments_done"] < running["progress"]["segments_total"]
 
-    side_stack["add_worker"]("crash-replacement")
+    crash_stack.add_worker(f"crash-replacement-{job['id'][:8]}")
     done = wait_for_job(client, job["id"], timeout_s=120)
     assert done["status"] == "succeeded", done
     total = done["progress"]["segments_total"]
@@ -222,25 +279,11 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
     )
 
 
-BROKEN_VOICE_ID = "en_US-broken-medium"
-
-
-def broken_voice(settings: Settings, folder: Path) -> Settings:
-    """A voice whose id map sends "θ" (as in "think") past the model's embedding table: any
-    utterance with it fails inside the model, while its warm-up ("Warming up.") works."""
-    model, config = bundled_voices()[DEFAULT_VOICE_ID]
-    (folder / f"{BROKEN_VOICE_ID}.onnx").symlink_to(model)
-    data = json.loads(config.read_text())
-    data["phoneme_id_map"]["θ"] = [99_999]
-    (folder / f"{BROKEN_VOICE_ID}.onnx.json").write_text(json.dumps(data))
-    return worker_settings(settings, "tts-broken", voices_dir=folder)
-
-
-@pytest.mark.parametrize("side_stack", [broken_voice], indirect=True)
 def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
-    side_stack: dict[str, Any], s3_client: S3Client, redis_client: redis.Redis
+    client: httpx.Client, settings: Settings, s3_client: S3Client, redis_client: redis.Redis
 ) -> None:
-    client: httpx.Client = side_stack["client"]
+    """A voice of the suite's folder fails inside the model on "θ" (tests/voices.py): the fourth
+    segment of this text fails while the others run."""
     text = f"{PARAGRAPH} I think the fourth segment fails. {PARAGRAPH}"
     job = client.post("/v1/jobs", json={"text": text, "voice": BROKEN_VOICE_ID}).json()
     done = wait_for_job(client, job["id"])
@@ -248,32 +291,8 @@ def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
     assert done["error"]["code"] == "synthesis_error"
     assert done["progress"]["segments_total"] > 3
     assert done["result"] is None
-    bucket = side_stack["settings"].s3.bucket
-    assert s3_client.list_objects_v2(Bucket=bucket, Prefix=f"anonymous/jobs/{job['id']}/")["KeyCount"] == 0
+    assert s3_client.list_objects_v2(Bucket=settings.s3.bucket, Prefix=f"anonymous/jobs/{job['id']}/")["KeyCount"] == 0
     # Segments still running when the job failed remove their own parts once they finish.
     parts_prefix = job_part_key(job["id"], 0, "").removesuffix("0:")
     wait_until(lambda: not redis_client.keys(f"{parts_prefix}*"), 30, "parts removed")
     assert not redis_client.exists(job_segments_key(job["id"]))
-
-
-MAX_JOB_SEGMENTS = 3
-
-
-def few_segments(settings: Settings, _: Path) -> Settings:
-    return worker_settings(settings, "tts-few-segments", max_job_segments=MAX_JOB_SEGMENTS)
-
-
-@pytest.mark.parametrize("side_stack", [few_segments], indirect=True)
-def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
-    side_stack: dict[str, Any], redis_client: redis.Redis
-) -> None:
-    """The bound on what a job keeps in Redis: a plan of more segments than ``max_job_segments`` is
-    never stored nor sent; the job fails with ``plan_too_long``, naming the count and the limit."""
-    client: httpx.Client = side_stack["client"]
-    job = client.post("/v1/jobs", json={"text": PARAGRAPH}).json()
-    done = wait_for_job(client, job["id"])
-    assert done["status"] == "failed", done
-    assert done["error"]["code"] == "plan_too_long"
-    assert f"at most {MAX_JOB_SEGMENTS} (TTSQ_MAX_JOB_SEGMENTS)" in done["error"]["message"]
-    assert done["progress"]["segments_done"] == 0
-    assert not redis_client.exists(job_segments_key(job["id"]), job_done_key(job["id"]))

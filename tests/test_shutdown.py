@@ -37,7 +37,7 @@ def test_sigterm_mid_job_finishes_in_flight_work_and_the_job_completes_once(
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     first = start_worker(own, first_log, "leaving")
     with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
-        job = client.post("/v1/jobs", json={"text": narration()[:2500], "priority": "bulk"}).json()
+        job = client.post("/v1/jobs", json={"text": narration()[:1500], "priority": "bulk"}).json()
 
         def some_segments_done() -> bool:
             progress = client.get(f"/v1/jobs/{job['id']}").json()["progress"]

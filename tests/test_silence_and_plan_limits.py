@@ -104,8 +104,12 @@ def test_the_speech_endpoint_refuses_an_impossible_plan(
     ids=["book-paragraphs", "one-long-break", "prose-with-numbers"],
 )  # fmt: skip
 def test_ordinary_texts_are_accepted(idle_queue_api: IdleQueueApi, body: dict[str, Any]) -> None:
+    """Accepted as the long jobs they are, and waiting to run (on a queue no worker reads here)."""
     answer = idle_queue_api.client.post("/v1/jobs", json=body, timeout=60)
     assert answer.status_code == 202, answer.text[:300]
+    job = idle_queue_api.client.get(f"/v1/jobs/{answer.json()['id']}").json()
+    assert (job["status"], job["priority"], job["text_type"]) == ("queued", "bulk", body.get("text_type", "text"))
+    assert job["error"] is None
 
 
 def test_pauses_are_charged_with_the_speech(idle_queue_api: IdleQueueApi, redis_client: redis.Redis) -> None:

@@ -66,7 +66,7 @@ def test_the_speech_job_is_a_job_like_any_other(openai_client: openai.OpenAI, cl
 
 def test_long_input_streams_segments_in_order(openai_client: openai.OpenAI, client: httpx.Client) -> None:
     """A multi-segment text arrives in several chunks, and the streamed WAV holds what the job stored."""
-    text = " ".join([PARAGRAPH] * 3)
+    text = PARAGRAPH  # four segments
     chunks: list[bytes] = []
     with openai_client.audio.speech.with_streaming_response.create(
         model="tts-1", voice="alloy", input=text, response_format="wav"
@@ -83,7 +83,7 @@ def test_long_input_streams_segments_in_order(openai_client: openai.OpenAI, clie
 
 
 def test_streamed_parts_are_deleted_once_sent(openai_client: openai.OpenAI, client: httpx.Client, redis_client) -> None:
-    text = " ".join([PARAGRAPH] * 2)
+    text = PARAGRAPH  # four segments
     raw = openai_client.audio.speech.with_raw_response.create(model="tts-1", voice="alloy", input=text)
     job = wait_for_job(client, raw.headers["x-ttsq-job-id"])
     assert job["status"] == "succeeded"

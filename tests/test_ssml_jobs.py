@@ -120,6 +120,8 @@ def test_ssml_past_its_tag_budget_is_refused_before_parsing(idle_queue_api: Idle
     at_limit = opening + silent * (limit - 2) + "</speak>"
     accepted = idle_queue_api.client.post("/v1/jobs", json={"text": at_limit, "text_type": "ssml"}, timeout=60)
     assert accepted.status_code == 202, accepted.text
+    job = idle_queue_api.client.get(f"/v1/jobs/{accepted.json()['id']}").json()
+    assert (job["status"], job["text_type"], job["characters"]) == ("queued", "ssml", len("Hello there."))
     over = opening + silent * (limit - 1) + "</speak>"
     refused = idle_queue_api.client.post("/v1/jobs", json={"text": over, "text_type": "ssml"}, timeout=60)
     assert refused.status_code == 422

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from pydantic import SecretStr
 
 from cli.processes import ManagedProcess, free_port, wait_until
-from tests.conftest import create_record, enqueue, start_worker, wait_for_tasks
+from tests.conftest import create_record, enqueue, start_workers, stop_all, wait_for_tasks
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.jobs import JobRecord, JobStore
@@ -48,14 +47,26 @@ class BrokenWorker:
         return self.process.log_path.read_text()
 
 
+CHANGES: list[StorageChange] = [unknown_key, wrong_secret, unreachable_store]
+
+
+@pytest.fixture(scope="module")
+def broken_workers(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokenWorker]]:
+    """A worker for each way of breaking the object store, each on its own queue, started at once."""
+    custom = {
+        f"storage-{change.__name__}": change(settings.model_copy(update={"queue": f"storage-{change.__name__}"}))
+        for change in CHANGES
+    }
+    processes = start_workers(tmp_path_factory.mktemp("storage"), custom)
+    yield {name.removeprefix("storage-"): BrokenWorker(processes[name], custom[name]) for name in custom}
+    stop_all(processes.values())
+
+
 @pytest.fixture
-def broken_worker(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path) -> Iterator[BrokenWorker]:
-    """A worker on its own queue whose object store settings are broken as the test asks."""
+def broken_worker(request: pytest.FixtureRequest, broken_workers: dict[str, BrokenWorker]) -> BrokenWorker:
+    """The worker whose object store settings are broken as the test asks."""
     change: StorageChange = request.param
-    custom = change(settings.model_copy(update={"queue": f"storage-{change.__name__}"}))
-    process = start_worker(custom, tmp_path / "worker.log", f"storage-{change.__name__}")
-    yield BrokenWorker(process, custom)
-    process.stop()
+    return broken_workers[change.__name__]
 
 
 def finished(store: JobStore, record: JobRecord) -> JobRecord:

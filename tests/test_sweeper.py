@@ -53,8 +53,8 @@ def own_settings(settings: Settings) -> Settings:
             "redis_url": url,
             "queue": "sweep",
             "sweep_grace_s": 0,
-            "sweep_interval_s": 2,
-            "cleanup_interval_s": 2,
+            "sweep_interval_s": 1,
+            "cleanup_interval_s": 1,
         }
     )
 
@@ -206,15 +206,15 @@ def test_cleanup_deletes_expired_jobs_objects_and_stale_parts(
 def test_beat_and_the_service_worker_recover_a_lost_job(
     own_settings: Settings, own_redis: redis.Redis, own_worker: ManagedProcess, tmp_path: Path, s3_client: S3Client
 ) -> None:
-    """The real path: ``ttsq beat`` sends the sweep and the cleanup every 2 s, the service worker runs
-    them; the cleanup also asks the store to expire ``tmp/`` itself."""
+    """The real path: ``ttsq beat`` sends the sweep and the cleanup every second, the service worker
+    runs them; the cleanup also asks the store to expire ``tmp/`` itself."""
     env = {**os.environ, **settings_env(own_settings)}
     service = ManagedProcess("service", webhook_worker_argv(2, "sweep-service@%h"), tmp_path / "service.log", env)
     beat = ManagedProcess("beat", beat_argv(tmp_path / "beat-schedule"), tmp_path / "beat.log", env)
     service.start()
     try:
+        beat.start()  # its first messages wait in the queue until the service worker is up
         wait_for_node(own_settings, "sweep-service", service, 60)
-        beat.start()
         jobs = JobStore(own_redis, own_settings.job_ttl_s)
         record = create_record(jobs)
         assert wait_for_status(jobs, record.id, timeout_s=90) is JobStatus.SUCCEEDED

@@ -3,15 +3,18 @@ voices that could; mixed text and text without letters are accepted."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 
 import httpx
 import pytest
 import redis
+import soundfile
 
-from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi
+from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
 from tests.test_jobs_api import job_keys
+from tts_core.audio import rms_dbfs
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.errors import UnsupportedText
 from tts_core.scripts import base_language, can_speak, letter_scripts, scripts_of, speakers_of
@@ -92,9 +95,19 @@ def test_the_refusal_names_the_voices_that_could_speak_it() -> None:
         catalog.check_speakable("ru_RU-test-medium", "Only English here.")
 
 
-def test_mixed_text_is_accepted_by_the_api(client: httpx.Client) -> None:
+def test_mixed_text_is_accepted_by_the_api_and_spoken(client: httpx.Client) -> None:
+    """Accepted, and then spoken: the job succeeds with audio of the sentence (its Latin words at least)."""
     for voice in (DEFAULT_VOICE_ID, FOLDER_VOICE_ID):
-        assert client.post("/v1/jobs", json={"text": MIXED, "voice": voice}).status_code == 202
+        answer = client.post("/v1/jobs", json={"text": MIXED, "voice": voice, "format": "wav"})
+        assert answer.status_code == 202, answer.text
+        done = wait_for_job(client, answer.json()["id"])
+        assert done["status"] == "succeeded", done["error"]
+        audio = client.get(f"/v1/jobs/{done['id']}/audio", follow_redirects=True).content
+        pcm, rate = soundfile.read(io.BytesIO(audio), dtype="int16")
+        assert rate == 22050
+        assert len(pcm) / rate == pytest.approx(done["result"]["duration_s"], abs=0.01)
+        assert done["result"]["duration_s"] > 1.0  # "Our guest today is ..., the poet."
+        assert rms_dbfs(pcm) > -35  # speech, not silence
 
 
 def test_the_speech_endpoint_refuses_it_too(client: httpx.Client) -> None:

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from api.main import create_app
-from cli.processes import ManagedProcess
-from tests.conftest import TEST_WEBHOOK_RETRIES, TEST_WEBHOOK_SECRET, create_record, enqueue, serve
+from cli.processes import ManagedProcess, wait_until
+from tests.conftest import TEST_WEBHOOK_RETRIES, TEST_WEBHOOK_SECRET, create_record, enqueue, serve, wait_for
 from tests.receiver import Receiver
 from ttsq.jobs import JobStore
 from ttsq.settings import Settings
@@ -50,13 +50,13 @@ def _webhook_worker(webhook_worker: ManagedProcess) -> None:
 
 def wait_for_webhook(client: httpx.Client, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
     """The job once its webhook delivery is no longer pending."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()
-        if job["webhook"] is not None and job["webhook"]["state"] != "pending":
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"webhook of job {job_id} still pending: {job['webhook']}")
+    job: dict[str, Any] = wait_for(
+        lambda: client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json(),
+        lambda job: job["webhook"] is not None and job["webhook"]["state"] != "pending",
+        timeout_s,
+        f"the webhook of job {job_id} delivered or failed",
+    )
+    return job
 
 
 def submit(client: httpx.Client, url: str, text: str = SENTENCE) -> dict[str, Any]:
@@ -121,9 +121,7 @@ def test_a_4xx_answer_is_not_retried(client: httpx.Client, receiver: Receiver) -
 def test_a_silent_receiver_times_out_without_holding_up_other_jobs(client: httpx.Client, receiver: Receiver) -> None:
     silent, fine = receiver.path("hang"), receiver.path(200)
     stuck = submit(client, silent)
-    receiver_wait = time.monotonic()
-    while not receiver.at(silent) and time.monotonic() - receiver_wait < 30:
-        time.sleep(0.05)
+    wait_until(lambda: bool(receiver.at(silent)), 30, "the silent receiver's first request")
     other = submit(client, fine)
     other_done = wait_for_webhook(client, other["id"])
     assert other_done["webhook"]["state"] == "delivered"

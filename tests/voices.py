@@ -1,5 +1,6 @@
 """Test voices built from the bundled one: PyPI has no multi-speaker Piper voice, so the speaker option
-is tested on a copy of the bundled model given a ``sid`` input that changes its pace by speaker."""
+is tested on a copy of the bundled model given a ``sid`` input that changes its pace by speaker; and
+a voice that fails inside the model on one sound, for the paths of a synthesis that fails."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from onnx import TensorProto, helper
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 
 MULTI_SPEAKER_VOICE_ID: Final = "en_US-twins-medium"
+BROKEN_VOICE_ID: Final = "en_US-broken-medium"
 SPEAKERS: Final = {"brisk": 0, "slow": 1}
 PACE_PER_SPEAKER: Final = 0.5
 """Speaker n speaks with a length scale (1 + 0.5 n) times the job's: "slow" takes 1.5 times as long."""
@@ -56,3 +58,14 @@ def write_multi_speaker_voice(folder: Path) -> None:
     config = json.loads(config_path.read_text())
     config.update({"num_speakers": len(SPEAKERS), "speaker_id_map": SPEAKERS})
     (folder / f"{MULTI_SPEAKER_VOICE_ID}.onnx.json").write_text(json.dumps(config))
+
+
+def write_broken_voice(folder: Path) -> None:
+    """``en_US-broken-medium``: the bundled model with an id map that sends "θ" (as in "think") past
+    the model's embedding table: any utterance with it fails inside the model, while its warm-up
+    ("Warming up.") works."""
+    model, config = bundled_voices()[DEFAULT_VOICE_ID]
+    (folder / f"{BROKEN_VOICE_ID}.onnx").symlink_to(model)
+    data = json.loads(config.read_text())
+    data["phoneme_id_map"]["θ"] = [99_999]
+    (folder / f"{BROKEN_VOICE_ID}.onnx.json").write_text(json.dumps(data))
