@@ -4,19 +4,31 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from api.json_checks import MAX_DEPTH, check_body
 from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
-from tts_core.formats import DEFAULT_FORMAT, AudioFormat
+from tts_core.errors import UnsupportedFormat
+from tts_core.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
 from tts_core.marks import MarkType
 from ttsq.jobs import JobOptions, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
+SampleRate = Literal[8000, 16000, 22050, 24000, 44100, 48000]
+"""tts_core.resampling.OUTPUT_RATES, spelled out for the schema (a test keeps them equal)."""
+SAMPLE_RATE_DESCRIPTION = (
+    "Sample rate of the file (Hz); the voice's if omitted (Opus: the next it has, 24000 for a 22050 Hz voice; "
+    "mulaw and alaw: 8000). Opus takes 8000, 16000, 24000 or 48000; mulaw and alaw 8000 only."
+)
+BITRATE_DESCRIPTION = (
+    "Bits per second of an `opus` (6000 to 256000; default 32000), `aac` or `m4a` file (16000 to 320000; "
+    "default 64000); refused for the other formats."
+)
 MAX_WEBHOOK_URL_CHARS = 2048
 
 __all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
@@ -56,6 +68,8 @@ class JobCreate(RequestBody):
         None, description="Voice id from GET /v1/voices; the server default if omitted.", examples=[DEFAULT_VOICE_ID]
     )
     format: AudioFormat = Field(DEFAULT_FORMAT, description="Output container/codec.")
+    sample_rate: SampleRate | None = Field(None, description=SAMPLE_RATE_DESCRIPTION)
+    bitrate: StrictInt | None = Field(None, description=BITRATE_DESCRIPTION)
     speed: float = Field(
         DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True, description="Speaking rate multiplier."
     )
@@ -127,6 +141,18 @@ class JobCreate(RequestBody):
     def _marks_once(cls, value: list[MarkType]) -> list[MarkType]:
         return marks_once(value)
 
+    @model_validator(mode="after")
+    def _output_fits_the_format(self) -> JobCreate:
+        try:
+            self.output.check()
+        except UnsupportedFormat as e:
+            raise PydanticCustomError("unsupported_output", "{reason}", {"reason": str(e)}) from None
+        return self
+
+    @property
+    def output(self) -> AudioOutput:
+        return AudioOutput(self.format, self.sample_rate, self.bitrate)
+
     @field_validator("metadata")
     @classmethod
     def _metadata_size(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +170,8 @@ class JobCreate(RequestBody):
             sentence_pause_s=self.sentence_pause_s,
             paragraph_pause_s=self.paragraph_pause_s,
             marks=self.marks,
+            sample_rate=self.sample_rate,
+            bitrate=self.bitrate,
         )
 
 
@@ -197,6 +225,8 @@ class BatchDefaults(RequestBody):
 
     voice: str | None = Field(None, description="Voice id from GET /v1/voices.")
     format: AudioFormat | None = Field(None, description="Output container/codec.")
+    sample_rate: SampleRate | None = Field(None, description="As a job's `sample_rate`.")
+    bitrate: StrictInt | None = Field(None, description="As a job's `bitrate`.")
     speed: float | None = Field(None, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
     noise_scale: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)

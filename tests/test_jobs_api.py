@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 import uuid
 from typing import Any
@@ -12,12 +11,13 @@ import httpx
 import numpy as np
 import pytest
 import redis
-import soundfile
 from botocore.exceptions import ClientError
 from mypy_boto3_s3 import S3Client
 
+from tests.audio_decoding import decode as decode_audio
 from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
+from tests.test_segment_jobs import PARAGRAPH
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
@@ -31,7 +31,15 @@ def job_keys(redis_client: redis.Redis) -> set[bytes]:
 
 @pytest.mark.parametrize(
     ("audio_format", "content_type"),
-    [("wav", "audio/wav"), ("flac", "audio/flac"), ("ogg", "audio/ogg"), ("mp3", "audio/mpeg")],
+    [
+        ("wav", "audio/wav"),
+        ("flac", "audio/flac"),
+        ("ogg", "audio/ogg"),
+        ("mp3", "audio/mpeg"),
+        ("opus", "audio/ogg"),
+        ("aac", "audio/aac"),
+        ("m4a", "audio/mp4"),
+    ],
 )
 def test_job_succeeds_in_every_format(
     client: httpx.Client, s3_client: S3Client, audio_format: str, content_type: str
@@ -52,7 +60,7 @@ def test_job_succeeds_in_every_format(
     result = done["result"]
     assert re.fullmatch(rf"anonymous/jobs/{job['id']}/[0-9a-f]{{16}}/audio\.{audio_format}", result["key"])
     assert result["content_type"] == content_type
-    assert result["sample_rate"] == 22050
+    assert result["sample_rate"] == (24000 if audio_format == "opus" else 22050)  # Opus has no 22,050 Hz
 
     head = s3_client.head_object(Bucket=TEST_BUCKET, Key=result["key"])
     assert head["ContentType"] == content_type
@@ -60,12 +68,75 @@ def test_job_succeeds_in_every_format(
 
     download = httpx.get(result["url"])
     assert download.status_code == 200
-    audio, rate = soundfile.read(io.BytesIO(download.content))
-    assert rate == 22050
-    duration = len(audio) / rate
+    decoded = decode_audio(download.content)  # FFmpeg's decoders: independent of every encoder used
+    assert decoded.channels == 1
+    assert decoded.sample_rate == (48000 if audio_format == "opus" else 22050)  # Opus decodes at 48 kHz
+    duration = decoded.duration_s
     assert 0.03 * len(HELLO) < duration < 0.15 * len(HELLO)
-    assert abs(duration - result["duration_s"]) < 0.1
-    assert float(np.sqrt(np.mean(audio**2))) > 0.02, "audio is (nearly) silent"
+    # ADTS cannot say how much of its first and last frame is padding; every other format does.
+    assert abs(duration - result["duration_s"]) < (0.1 if audio_format == "aac" else 0.03)
+    assert float(np.sqrt(np.mean(decoded.samples**2))) > 0.02, "audio is (nearly) silent"
+
+
+@pytest.mark.parametrize(
+    ("audio_format", "sample_rate", "demuxer", "codec", "decoded_rate"),
+    [
+        ("flac", 16000, None, "flac", 16000),
+        ("wav", 48000, None, "pcm_s16le", 48000),
+        ("m4a", 44100, None, "aac", 44100),
+        ("opus", 8000, None, "opus", 48000),  # Opus decodes at 48 kHz whatever it was encoded at
+        ("mulaw", None, "mulaw", "pcm_mulaw", 8000),  # G.711: 8 kHz by default
+        ("wav_alaw", 8000, None, "pcm_alaw", 8000),
+    ],
+)
+def test_a_job_at_another_sample_rate(
+    client: httpx.Client,
+    audio_format: str,
+    sample_rate: int | None,
+    demuxer: str | None,
+    codec: str,
+    decoded_rate: int,
+) -> None:
+    body: dict[str, Any] = {"text": HELLO, "format": audio_format}
+    if sample_rate is not None:
+        body["sample_rate"] = sample_rate
+    job = client.post("/v1/jobs", json=body).json()
+    assert job["options"]["sample_rate"] == sample_rate
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded", done["error"]
+    assert done["result"]["sample_rate"] == (sample_rate or 8000)
+    decoded = decode_audio(httpx.get(done["result"]["url"]).content, demuxer=demuxer, sample_rate=8000)
+    assert (decoded.codec, decoded.sample_rate, decoded.channels) == (codec, decoded_rate, 1)
+    assert abs(decoded.duration_s - done["result"]["duration_s"]) < 0.03
+    assert float(np.sqrt(np.mean(decoded.samples**2))) > 0.02, "audio is (nearly) silent"
+
+
+def test_a_long_job_is_resampled_once_across_its_segments(client: httpx.Client) -> None:
+    """Assembled part by part through one resampler (tests/test_formats.py: the same samples as the
+    whole resampled at once): the file is at the rate asked for and as long as the speech."""
+    job = client.post("/v1/jobs", json={"text": PARAGRAPH, "format": "wav", "sample_rate": 16000}).json()
+    done = wait_for_job(client, job["id"])
+    assert done["status"] == "succeeded", done["error"]
+    assert done["progress"]["segments_total"] > 1
+    decoded = decode_audio(httpx.get(done["result"]["url"]).content)
+    assert decoded.sample_rate == done["result"]["sample_rate"] == 16000
+    assert abs(decoded.duration_s - done["result"]["duration_s"]) < 0.01
+    assert done["result"]["duration_s"] == pytest.approx(done["progress"]["audio_s"], abs=0.01)
+
+
+def test_bitrate_sets_the_size_of_an_opus_file(client: httpx.Client) -> None:
+    sizes = {}
+    for bitrate in (12_000, 96_000):
+        job = client.post("/v1/jobs", json={"text": HELLO, "format": "opus", "bitrate": bitrate}).json()
+        assert job["options"]["bitrate"] == bitrate
+        done = wait_for_job(client, job["id"])
+        assert done["status"] == "succeeded", done["error"]
+        decoded = decode_audio(httpx.get(done["result"]["url"]).content)
+        assert abs(decoded.duration_s - done["result"]["duration_s"]) < 0.03
+        sizes[bitrate] = done["result"]["bytes"]
+        kbits = sizes[bitrate] * 8 / done["result"]["duration_s"] / 1000
+        assert kbits == pytest.approx(bitrate / 1000, rel=0.5)  # Opus is variable-rate around its target
+    assert sizes[96_000] > 3 * sizes[12_000]
 
 
 def test_audio_endpoint_redirects_to_the_presigned_object(client: httpx.Client) -> None:
@@ -175,6 +246,41 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("noise a boolean", {"json": {"text": "hi", "noise_w": False}}, 422, "noise_w: Input should be a valid number"),
     ("speed a string", {"json": {"text": "hi", "speed": "1.5"}}, 422, "speed: Input should be a valid number"),
     ("priority unknown", {"json": {"text": "hi", "priority": "urgent"}}, 422, "priority: Input should be"),
+    (
+        "bitrate over opus's",
+        {"json": {"text": "hi", "format": "opus", "bitrate": 512000}},
+        422,
+        "bitrate for opus is 6000 to 256000 bit/s, not 512000",
+    ),
+    (
+        "bitrate under aac's",
+        {"json": {"text": "hi", "format": "m4a", "bitrate": 8000}},
+        422,
+        "bitrate for m4a is 16000 to 320000 bit/s",
+    ),
+    (
+        "bitrate for wav",
+        {"json": {"text": "hi", "bitrate": 64000}},
+        422,
+        "bitrate applies to opus, aac, m4a, not wav",
+    ),
+    (
+        "opus at 22050 Hz",
+        {"json": {"text": "hi", "format": "opus", "sample_rate": 22050}},
+        422,
+        "sample_rate 22050 is not offered for opus; choose one of: 8000, 16000, 24000, 48000",
+    ),
+    (
+        "mulaw at 16000 Hz",
+        {"json": {"text": "hi", "format": "mulaw", "sample_rate": 16000}},
+        422,
+        "sample_rate 16000 is not offered for mulaw; choose one of: 8000",
+    ),
+    ("sample_rate unknown", {"json": {"text": "hi", "sample_rate": 11025}}, 422, "sample_rate: Input should be 8000"),
+    ("sample_rate a boolean", {"json": {"text": "hi", "sample_rate": True}}, 422, "sample_rate: Input should be"),
+    ("sample_rate a string", {"json": {"text": "hi", "sample_rate": "8000"}}, 422, "sample_rate: Input should be"),
+    ("bitrate a boolean", {"json": {"text": "hi", "format": "aac", "bitrate": True}}, 422, "bitrate: Input should be"),
+    ("bitrate a float", {"json": {"text": "hi", "format": "aac", "bitrate": 64000.5}}, 422, "bitrate: Input should be"),
     ("webhook not http", {"json": {"text": "hi", "webhook_url": "file:///etc/passwd"}}, 422, "must use http or https"),
     ("unknown field", {"json": {"text": "hi", "sped": 1}}, 422, "sped: Extra inputs are not permitted"),
     ("metadata not object", {"json": {"text": "hi", "metadata": [1]}}, 422, "metadata: Input should be a valid dict"),

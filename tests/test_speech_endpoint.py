@@ -14,6 +14,7 @@ import soundfile
 from api.main import create_app
 from api.routes import speech
 from cli.processes import ManagedProcess
+from tests.audio_decoding import decode as decode_audio
 from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, serve, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
 from tts_core.catalog import DEFAULT_VOICE_ID
@@ -32,11 +33,19 @@ def openai_client(api_url: str) -> Iterator[openai.OpenAI]:
 def decode(data: bytes, response_format: str) -> tuple[np.ndarray, int]:
     if response_format == "pcm":
         return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768, SAMPLE_RATE
+    if response_format in ("opus", "aac"):
+        decoded = decode_audio(data)
+        assert decoded.channels == 1
+        return decoded.samples, decoded.sample_rate
     audio, rate = soundfile.read(io.BytesIO(data), dtype="float32")
     return audio, rate
 
 
-@pytest.mark.parametrize("response_format", ["mp3", "flac", "wav", "pcm"])
+ENCODED_RATES = {"opus": 48000}
+"""Ogg Opus decodes at 48 kHz whatever it was encoded at (24 kHz for a 22,050 Hz voice)."""
+
+
+@pytest.mark.parametrize("response_format", ["mp3", "flac", "wav", "pcm", "opus", "aac"])
 def test_openai_client_gets_playable_audio_in_each_offered_format(
     openai_client: openai.OpenAI, response_format: str
 ) -> None:
@@ -47,7 +56,7 @@ def test_openai_client_gets_playable_audio_in_each_offered_format(
         response_format=response_format,  # type: ignore[arg-type]
     )
     audio, rate = decode(response.content, response_format)
-    assert rate == SAMPLE_RATE
+    assert rate == ENCODED_RATES.get(response_format, SAMPLE_RATE)
     duration = audio.shape[0] / rate
     assert 2.0 < duration < 8.0, duration
     assert np.sqrt(np.mean(audio**2)) > 0.01  # speech, not silence
@@ -102,16 +111,39 @@ def test_keep_false_streams_without_storing(openai_client: openai.OpenAI, client
 
 
 @pytest.mark.parametrize("response_format", ["opus", "aac"])
-def test_formats_not_offered_are_refused_by_name(openai_client: openai.OpenAI, response_format: str) -> None:
+def test_long_input_streams_opus_and_aac_whole(
+    openai_client: openai.OpenAI, client: httpx.Client, response_format: str
+) -> None:
+    """Streamed segment by segment, the Opus or AAC stream holds all of the stored file's audio: the
+    encoder's last frames and the container's last page arrive after the last segment."""
+    with openai_client.audio.speech.with_streaming_response.create(
+        model="tts-1",
+        voice="alloy",
+        input=PARAGRAPH,
+        response_format=response_format,  # type: ignore[arg-type]
+    ) as response:
+        job_id = response.headers["x-ttsq-job-id"]
+        assert response.headers["x-ttsq-sample-rate"] == ("24000" if response_format == "opus" else "22050")
+        streamed = b"".join(response.iter_bytes())
+    job = wait_for_job(client, job_id)
+    assert job["progress"]["segments_total"] > 1
+    stored = decode_audio(httpx.get(job["result"]["url"]).content)
+    sent = decode_audio(streamed)
+    assert sent.samples.size == stored.samples.size
+    assert abs(sent.duration_s - job["result"]["duration_s"]) < 0.1
+    np.testing.assert_allclose(sent.samples, stored.samples, atol=1e-3)
+
+
+def test_a_format_openai_does_not_name_is_refused_by_name(openai_client: openai.OpenAI) -> None:
     with pytest.raises(openai.UnprocessableEntityError) as refused:
         openai_client.audio.speech.create(
             model="tts-1",
             voice="alloy",
             input=SENTENCE,
-            response_format=response_format,  # type: ignore[arg-type]
+            response_format="m4a",  # type: ignore[arg-type]
         )
     assert refused.value.status_code == 422
-    assert response_format in refused.value.response.json()["error"]["message"]
+    assert "response_format" in refused.value.response.json()["error"]["message"]
 
 
 def test_unknown_voice_is_refused(openai_client: openai.OpenAI) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
+from tts_core.formats import AudioFormat, AudioOutput
 from tts_core.marks import MarkType
 from ttsq import job_stats
 from ttsq.constants import (
@@ -110,6 +111,10 @@ class JobOptions(BaseModel):
     """Silence after a paragraph (a blank line, an SSML ``<p>``); None: ``TTSQ_PARAGRAPH_PAUSE_S``."""
     marks: list[MarkType] = Field(default_factory=list)
     """Timing marks to store beside the audio (with subtitles); none by default."""
+    sample_rate: int | None = None
+    """The file's sample rate; None: the voice's (where the format has it)."""
+    bitrate: int | None = None
+    """Bits per second of an Opus or AAC file; None: the format's default for speech."""
 
 
 class JobResult(BaseModel):
@@ -204,6 +209,11 @@ class JobRecord(BaseModel):
     ref: str | None = None
     """The client's reference of a batch item, unique within its batch."""
     _completes_batch: bool = PrivateAttr(default=False)
+
+    @property
+    def output(self) -> AudioOutput:
+        """The file the job makes: its format, with the sample rate and bit rate it asked for."""
+        return AudioOutput(AudioFormat.parse(self.format), self.options.sample_rate, self.options.bitrate)
 
     @property
     def completes_batch(self) -> bool:

@@ -26,7 +26,7 @@ import numpy as np
 from tts_core.audio import PCM16, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
-from tts_core.formats import AudioFormat, encode, encode_stream
+from tts_core.encoding import encode, encode_stream
 from tts_core.pauses import Silence
 from tts_core.plan import PlannedUtterance
 from tts_core.timing import SegmentTiming, UtteranceTiming
@@ -240,13 +240,13 @@ def _finish_single(
         _succeed(job_id, record, None, round(audio.synthesis_ms), audio.audio_s, ctx)
         return
     sample_rate = ctx.engine.sample_rate(record.voice)
-    encoded = encode(audio.pcm, sample_rate, AudioFormat.parse(record.format))
+    encoded = encode(audio.pcm, sample_rate, record.output)
     key = result_key(record.tenant, job_id, run.attempt, encoded.format.extension)
     result = JobResult(
         key=key,
         bytes=len(encoded.data),
         duration_s=round(encoded.duration_s, 3),
-        sample_rate=sample_rate,
+        sample_rate=encoded.sample_rate,
         content_type=encoded.content_type,
     )
     with owned_objects(ctx, record, run) as owned:
@@ -373,24 +373,24 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         if _succeed(job_id, record, None, sums.synthesis_ms, audio_s, ctx):
             cleanup(job_id, ctx, keep_parts=True)
         return
-    audio_format = AudioFormat.parse(record.format)
+    output = record.output
     sample_rate = ctx.engine.sample_rate(record.voice)
-    key = result_key(record.tenant, job_id, run.attempt, audio_format.extension)
+    key = result_key(record.tenant, job_id, run.attempt, output.format.extension)
     winners = ctx.stores.segments.winners(job_id)
     parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.stores.parts, job_id, winners, total))
     with owned_objects(ctx, record, run) as owned:
         with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
-            samples = encode_stream(parts, 0.0, sample_rate, audio_format, sink)  # parts carry their pauses
+            samples = encode_stream(parts, 0.0, sample_rate, output, sink)  # parts carry their pauses
             size = sink.seek(0, 2)
             sink.seek(0)
             owned.claim(key)
-            ctx.stores.objects.upload(key, sink, audio_format.content_type)
+            ctx.stores.objects.upload(key, sink, output.format.content_type)
         result = JobResult(
             key=key,
             bytes=size,
             duration_s=round(samples / sample_rate, 3),
-            sample_rate=sample_rate,
-            content_type=audio_format.content_type,
+            sample_rate=output.rate_for(sample_rate),
+            content_type=output.format.content_type,
         )
         if record.options.marks:
             timed = _job_timings(job_id, total, ctx)

@@ -23,12 +23,14 @@ from starlette.background import BackgroundTask
 
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
-from api.schemas import ErrorPublic, JobCreate, RequestBody
+from api.schemas import ErrorPublic, JobCreate, RequestBody, SampleRate
 from api.state import AppState
 from api.submission import draft_job, submit_job
 from api.waiting import RESYNC_S, Subscription
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
-from tts_core.formats import AudioFormat, StreamEncoder, encode
+from tts_core.encoding import StreamEncoder, encode
+from tts_core.errors import UnsupportedFormat
+from tts_core.formats import AudioFormat, AudioOutput
 from ttsq.jobs import JobRecord, JobStatus, Priority
 from ttsq.parts import PartRef, counted_parts
 
@@ -41,14 +43,16 @@ OPENAI_VOICE_NAMES: Final = frozenset(
 )
 """OpenAI's voice names: each speaks with the voice ``openai_voices`` maps it to, else the default."""
 
-OFFERED_FORMATS: Final = {
+OFFERED_FORMATS: Final[dict[str, AudioFormat | None]] = {
     "mp3": AudioFormat.MP3,
     "flac": AudioFormat.FLAC,
     "wav": AudioFormat.WAV,
+    "opus": AudioFormat.OPUS,
+    "aac": AudioFormat.AAC,
     "pcm": None,
 }
-"""OpenAI ``response_format`` values ttsq encodes well; ``None`` is raw PCM (stored as WAV). Opus
-needs 48 kHz-family rates and AAC an encoder libsndfile lacks: both are refused, not faked."""
+"""OpenAI's ``response_format`` values (``opus`` is Ogg Opus, ``aac`` is ADTS AAC); ``None`` is raw
+PCM (stored as WAV)."""
 
 PCM_MEDIA_TYPE: Final = "audio/pcm"
 
@@ -77,12 +81,19 @@ class SpeechCreate(RequestBody):
     voice: str | VoiceRef = Field(
         description="A ttsq voice id or an OpenAI voice name (see openai_voices).", examples=["alloy"]
     )
-    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = Field(
+        "mp3", description="opus is Ogg Opus (48 kHz when decoded), aac is AAC in ADTS frames, pcm is raw 16-bit mono."
+    )
     speed: float = Field(DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
     """Strict: a number, not ``true`` or ``"1"``."""
     instructions: str | None = Field(None, description="Accepted and ignored: Piper voices take no instructions.")
     stream_format: Literal["audio", "sse"] | None = Field(None, description="Only 'audio' is offered.")
     keep: bool = Field(True, strict=True, description="ttsq: also store the audio as the job's object (default true).")
+    sample_rate: SampleRate | None = Field(
+        None,
+        description="ttsq: the audio's sample rate (Hz), as a job's `sample_rate`; the voice's if omitted (opus: 24000 "
+        "for a 22050 Hz voice).",
+    )
 
 
 def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
@@ -97,13 +108,6 @@ def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
 
 
 def _response_format(body: SpeechCreate) -> AudioFormat | None:
-    if body.response_format not in OFFERED_FORMATS:
-        offered = ", ".join(OFFERED_FORMATS)
-        raise ApiError(
-            422,
-            "unsupported_format",
-            f"response_format {body.response_format!r} is not offered; choose one of: {offered}",
-        )
     if body.stream_format == "sse":
         raise ApiError(422, "unsupported_stream_format", "stream_format 'sse' is not offered; use 'audio'")
     return OFFERED_FORMATS[body.response_format]
@@ -113,7 +117,7 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
     "/speech",
     response_class=Response,
     responses={
-        200: {"content": {"audio/mpeg": {}, "audio/flac": {}, "audio/wav": {}, PCM_MEDIA_TYPE: {}}},
+        200: {"content": {f.content_type: {} for f in OFFERED_FORMATS.values() if f} | {PCM_MEDIA_TYPE: {}}},
         **{code: {"model": ErrorPublic} for code in (400, 401, 413, 415, 422, 429, 500, 503, 504)},
     },
     dependencies=[Depends(require_json)],
@@ -122,18 +126,24 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
 async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) -> Response:
     """Queue an interactive job, wait for its first audio, then stream the rest as it is made."""
     audio_format = _response_format(body)
+    output = AudioOutput(audio_format or AudioFormat.WAV, body.sample_rate)  # pcm is stored as WAV
+    try:
+        output.check()
+    except UnsupportedFormat as e:
+        raise ApiError(422, "invalid_request", str(e)) from None
     voice = _resolve_voice(state, body.voice)
     request = JobCreate(
         text=body.input,
         voice=voice,
-        format=audio_format or AudioFormat.WAV,
+        format=output.format,
+        sample_rate=body.sample_rate,
         speed=body.speed,
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
     draft = draft_job(state, tenant, request, stream=True, keep=body.keep)
     record = draft.record
-    info = state.catalog.get(record.voice)
+    voice_rate = state.catalog.get(record.voice).sample_rate
     await run_in_threadpool(submit_job, state, tenant, draft)
     reader = PartReader(state, record.id)
     await reader.open()
@@ -143,23 +153,17 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
         await reader.close()
         raise
     media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
-    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(info.sample_rate)}
+    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(output.rate_for(voice_rate))}
+    encoder = StreamEncoder(output if audio_format else None, voice_rate, output.rate_for(voice_rate))
     if reader.total == 1:  # all there is: one whole file, with its length, and no chunked encoding
-        data = _whole(first, info.sample_rate, audio_format)
-        return Response(data, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
-    stream = _encoded(reader, first, StreamEncoder(audio_format, info.sample_rate), state)
-    return StreamingResponse(stream, media_type=media_type, headers=headers)
+        whole = (
+            encoder.write(first) + encoder.close() if audio_format is None else encode(first, voice_rate, output).data
+        )
+        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
+    return StreamingResponse(_encoded(reader, first, encoder), media_type=media_type, headers=headers)
 
 
-def _whole(pcm: np.ndarray, sample_rate: int, audio_format: AudioFormat | None) -> bytes:
-    if audio_format is None:
-        return pcm.astype("<i2", copy=False).tobytes()
-    return encode(pcm, sample_rate, audio_format).data
-
-
-async def _encoded(
-    reader: PartReader, first: np.ndarray, encoder: StreamEncoder, state: AppState
-) -> AsyncIterator[bytes]:
+async def _encoded(reader: PartReader, first: np.ndarray, encoder: StreamEncoder) -> AsyncIterator[bytes]:
     try:
         yield encoder.write(first)
         while (pcm := await reader.next_part_or_end()) is not None:  # parts carry their own pauses
