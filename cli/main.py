@@ -33,6 +33,8 @@ from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
 from ttsq.webhook_signing import parse_secrets
 
 FORMATS = tuple(f.value for f in AudioFormat)
+FORMAT_BY_SUFFIX = {f.extension: f.value for f in reversed(AudioFormat)}
+"""A file name's suffix to the format it names (``.wav`` is plain WAV, ``.ulaw`` raw μ-law)."""
 
 
 @click.group()
@@ -191,7 +193,7 @@ def say(
 ) -> None:
     """Synthesise TEXT through a running API, wait for it, and download the audio."""
     suffix = output.suffix.lstrip(".").lower()
-    chosen = audio_format or (suffix if suffix in FORMATS else DEFAULT_FORMAT.value)
+    chosen = audio_format or FORMAT_BY_SUFFIX.get(suffix, DEFAULT_FORMAT.value)
     try:
         settings = get_settings()
         key = settings.api_key.get_secret_value() if settings.api_key else None

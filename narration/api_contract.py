@@ -1,7 +1,8 @@
-"""What the narration client knows of the ttsq API besides its routes: job statuses and the longest
-long poll. The client talks to ttsq over HTTP only, so it keeps its own copy of these values rather
-than importing the service's modules (which bring Redis and the service settings with them);
-``tests/test_narration_isolation.py`` checks that the copy and the service agree."""
+"""What the narration client knows of the ttsq API besides its routes: job statuses, the longest
+long poll and the file suffix of each audio format. The client talks to ttsq over HTTP only, so it
+keeps its own copy of these values rather than importing the service's modules (which bring Redis
+and the service settings with them); ``tests/test_layers.py`` checks that the copy and the service
+agree."""
 
 from __future__ import annotations
 
@@ -26,3 +27,13 @@ class JobStatus(StrEnum):
 
 MAX_WAIT_S: Final = 60.0
 """Longest long poll (``GET /v1/jobs/{id}?wait=``) the API accepts; the client waits longer in rounds."""
+
+
+SUFFIXES: Final = {"mulaw": "ulaw", "wav_mulaw": "wav", "wav_alaw": "wav"}
+"""Audio formats whose files are not named after the format (raw μ-law is ``.ulaw``, as Asterisk
+names it; G.711 in WAV is ``.wav``)."""
+
+
+def suffix(audio_format: str) -> str:
+    """The file suffix of a chapter's audio in ``audio_format``."""
+    return SUFFIXES.get(audio_format, audio_format)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from narration.api_contract import suffix
 from narration.books import Book, Chapter, safe_name
 from narration.client import ClientError
 from tts_core.marks import MarkType
@@ -80,7 +81,7 @@ def plan(book: Book, options: NarrateOptions) -> list[Planned]:
         side = {kind: stem + suffix for kind, suffix in SIDE_FILES.items()} if MARKS[options.marks] else {}
         seen[chapter.text] += 1
         ref = chapter_ref(chapter.text, options, seen[chapter.text])
-        planned.append(Planned(chapter, ref, f"{stem}.{options.format}", side))
+        planned.append(Planned(chapter, ref, f"{stem}.{suffix(options.format)}", side))
     return planned
 
 
