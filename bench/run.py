@@ -15,6 +15,9 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``peer``: Piper's own HTTP server against ``/v1/audio/speech`` and submit + ``?wait=`` + download:
   latency, 8-client throughput, time to first byte of a 2,000-character stream, stage breakdown.
 * ``waiters``: 1,000 open event streams, then 1,000 long polls, on one API process: RSS and CPU.
+* ``japanese``: the Japanese voice's raw limit and end to end.
+* ``formats``: encoding time per minute of speech for each output format, and the corpus end to end
+  in ``opus`` against ``wav``, each a share of the raw limit.
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
 * ``batchload`` (only when asked, ``make bench-batch``): one 10,000-item batch while interactive jobs
   arrive at 1/s: interactive p99 against idle, batch throughput against the raw model limit.
@@ -39,6 +42,7 @@ import redis
 
 from bench import corpus
 from bench.batchload import IDLE_JOBS, ITEMS, batch_load, batch_load_rows
+from bench.formats import formats, formats_rows
 from bench.japanese import japanese, japanese_rows
 from bench.machine import describe
 from bench.peer import peer
@@ -58,6 +62,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
+    "formats",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -136,9 +141,10 @@ def finished_span(jobs: list[Submitted], records: list[JobRecord]) -> float:
     return last - min(j.submitted_at for j in jobs)
 
 
-def end_to_end(stack: BenchStack, texts: list[str], voice_id: str | None = None) -> dict[str, Any]:
+def end_to_end(stack: BenchStack, texts: list[str], voice_id: str | None = None, **options: Any) -> dict[str, Any]:
+    """The texts as jobs through one worker (``options``: more job fields, such as ``format``)."""
     stack.start_workers(1)
-    jobs = [stack.submit(text, **({"voice": voice_id} if voice_id else {})) for text in texts]
+    jobs = [stack.submit(text, **({"voice": voice_id} if voice_id else {}), **options) for text in texts]
     records = stack.wait_all(jobs)
     wall = finished_span(jobs, records)
     audio = sum(r.result.duration_s for r in records if r.result)
@@ -291,6 +297,8 @@ def table(result: dict[str, Any]) -> str:
     rows.extend(push_rows(result))
     if ja := result.get("japanese"):
         rows.extend(japanese_rows(ja))
+    if output_formats := result.get("formats"):
+        rows.extend(formats_rows(output_formats))
     if scaled := result.get("scaleout"):
         rows.extend(scaleout_rows(scaled))
     rows.extend(on_request_rows(result))
@@ -390,6 +398,7 @@ def run_section(
         "waiters": lambda: waiters(stack),
         "scaleout": lambda: scaleout(stack, quick),
         "japanese": lambda: japanese(stack, quick, raw_limit, end_to_end),
+        "formats": lambda: formats(stack, texts, quick, raw_limit, end_to_end),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit
