@@ -26,6 +26,7 @@ from rich.console import Console
 from narration.api_contract import JobStatus
 from narration.books import Book, read_book, safe_name
 from narration.client import BatchGone, ClientError, TTSQClient
+from narration.interrupts import Checkpoints
 from narration.outputs import Display, m3u
 from narration.planning import (
     MARKS,
@@ -189,10 +190,13 @@ class Narration:
         over = {JobStatus.FAILED.value, JobStatus.CANCELED.value, None}
         return all(p.ref in statuses and statuses[p.ref] not in over for p in missing)
 
-    def follow(self, on_change: Callable[[], None]) -> None:
+    def follow(self, on_change: Callable[[], None], checkpoints: Checkpoints | None = None) -> None:
         """Poll the batch every ``POLL_S`` until each missing chapter is finished, downloading each
-        one the moment it succeeds."""
+        one the moment it succeeds; a Ctrl-C taken by ``checkpoints`` stops it between polls."""
+        pause = time.sleep if checkpoints is None else checkpoints.sleep
         while self.state.batch_id is not None and any(o.status == "pending" for o in self.state.chapters.values()):
+            if checkpoints is not None:
+                checkpoints.check()
             batch = self.client.get_batch(self.state.batch_id)
             changed = False
             for item in batch["items"]:
@@ -203,7 +207,7 @@ class Narration:
                 self.state.save(self.folder)
             on_change()
             if any(o.status == "pending" for o in self.state.chapters.values()):
-                time.sleep(POLL_S)
+                pause(POLL_S)
 
     def _settle(self, outcome: Outcome, item: dict[str, Any]) -> bool:
         status = JobStatus(item["status"])
@@ -299,14 +303,15 @@ def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQ
         console.print(line, markup=False, highlight=False, soft_wrap=True)  # paths whole, never folded
     if narration.reused:
         console.print(f"{narration.reused} chapter(s) already in {folder}, kept", soft_wrap=True)
-    if narration.missing:
-        narration.start()
-        console.print(f"batch {narration.state.batch_id}: {len(narration.missing)} chapter(s) to narrate")
-    display = Display(book.title, narration.planned, narration.state.chapters.values, console)
-    with display.progress:
-        try:
-            narration.follow(display.update)
-        finally:
-            narration.state.save(folder)
+    with Checkpoints() as checkpoints:  # Ctrl-C from here on stops between polls (narration.interrupts)
+        if narration.missing:
+            narration.start()
+            console.print(f"batch {narration.state.batch_id}: {len(narration.missing)} chapter(s) to narrate")
+        display = Display(book.title, narration.planned, narration.state.chapters.values, console)
+        with display.progress:
+            try:
+                narration.follow(display.update, checkpoints)
+            finally:
+                narration.state.save(folder)
     narration.write_outputs()
     return narration

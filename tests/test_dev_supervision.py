@@ -39,8 +39,8 @@ pytestmark = pytest.mark.faults
 
 CHILDREN: Final = {
     "worker": "-A workers.app worker",
-    "webhooks": "-A workers.webhooks worker",
-    "beat": "-A workers.webhooks beat",
+    "webhooks": "-A workers.service worker",
+    "beat": "-A workers.service beat",
     "api": "uvicorn api.main:create_app",
     "flower": "-A workers.app flower",
     "redis": "redis-server",

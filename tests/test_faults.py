@@ -358,8 +358,16 @@ def test_frozen_worker_resumes_after_another_took_over(tmp_path: Path) -> None:
         burst = Burst(stack.api_url, texts, threads=4, pace_s=0.2, deadline_s=900).start()
         frozen = stack.processes["worker"]
         freezes: list[dict[str, Any]] = []
-        while len(freezes) < 3 and burst.submitting():
-            wait_until(lambda: _running(stack, list(burst.accepted)) > 0 or not burst.submitting(), 120, "steps")
+
+        def work_left() -> bool:
+            """Jobs still to submit, queued or running (the submissions can all be in before the
+            first freeze ends: the freezes go on while there is work)."""
+            return burst.submitting() or _unfinished(stack, list(burst.accepted)) > 0
+
+        while len(freezes) < 3 and work_left():
+            wait_until(lambda: _running(stack, list(burst.accepted)) > 0 or not work_left(), 120, "steps")
+            if not _running(stack, list(burst.accepted)):
+                break
             frozen.kill(signal.SIGSTOP)
             stopped = {"accepted": burst.count(), "running": _running(stack, list(burst.accepted))}
             time.sleep(45)
@@ -396,6 +404,10 @@ def test_frozen_worker_resumes_after_another_took_over(tmp_path: Path) -> None:
 
 def _running(stack: FaultStack, ids: list[str]) -> int:
     return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and r.status is JobStatus.RUNNING)
+
+
+def _unfinished(stack: FaultStack, ids: list[str]) -> int:
+    return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and not r.status.terminal)
 
 
 @pytest.mark.timeout(1200)
