@@ -26,9 +26,9 @@ from kombu.exceptions import (  # type: ignore[attr-defined]  # BatchPublishErro
     BatchPublishError,
     OperationalError,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from api.errors import ApiError
+from api.errors import ApiError, describe_validation_errors
 from api.idempotency import submit_once
 from api.metrics import oldest_age_s
 from api.schemas import BatchCreate, JobCreate
@@ -172,7 +172,10 @@ def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraf
 
 
 def _draft_item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, batch_id: str) -> Draft:
-    request = body.job_request(index)
+    try:
+        request = body.job_request(index)
+    except ValidationError as e:  # what only the item and the defaults together get wrong (bitrate for wav)
+        raise ApiError(422, "invalid_request", f"items[{index}]: {describe_validation_errors(e.errors())}") from None
     ref = body.items[index].ref or str(index)
     try:
         return draft_job(state, tenant, request, batch_id=batch_id, ref=ref)

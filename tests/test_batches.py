@@ -108,6 +108,8 @@ def _nothing_new(api: IdleQueueApi, redis_client: redis.Redis, before: list[str]
         (2, {"voice": "xx_XX-nobody-low"}, 422, "voice_not_found", "items[2].voice"),
         (1, {"speed": 9.0}, 422, "invalid_request", "items[1].speed"),
         (4, {"ref": "0"}, 422, "invalid_request", "items[4].ref"),
+        (2, {"bitrate": 64000}, 422, "invalid_request", "items[2]: bitrate applies to opus, aac, m4a, not wav"),
+        (1, {"format": "opus", "sample_rate": 22050}, 422, "invalid_request", "items[1]: sample_rate 22050 is not"),
     ],
 )
 def test_an_invalid_item_refuses_the_whole_batch(
@@ -122,6 +124,23 @@ def test_an_invalid_item_refuses_the_whole_batch(
     assert refused.status_code == status, refused.text
     assert refused.json()["error"]["code"] == code
     assert refused.json()["error"]["message"].startswith(named)
+    _nothing_new(idle_queue_api, redis_client, before)
+
+
+def test_the_defaults_and_an_item_refused_together_name_the_item(
+    idle_queue_api: IdleQueueApi, redis_client: redis.Redis
+) -> None:
+    """The defaults ask for Opus at 48 kHz; an item that sets its own format keeps that rate, which
+    G.711 cannot take: the batch is refused naming that item, and nothing is created."""
+    before = [b["id"] for b in idle_queue_api.client.get("/v1/batches").json()["batches"]]
+    items: list[dict[str, Any]] = [{"text": SENTENCES[0]}, {"text": SENTENCES[1], "format": "mulaw"}]
+    body = {"items": items, "defaults": {"format": "opus", "sample_rate": 48000}}
+    refused = idle_queue_api.client.post("/v1/batches", json=body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == {
+        "code": "invalid_request",
+        "message": "items[1]: sample_rate 48000 is not offered for mulaw; choose one of: 8000",
+    }
     _nothing_new(idle_queue_api, redis_client, before)
 
 

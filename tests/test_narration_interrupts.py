@@ -20,11 +20,15 @@ def test_a_first_ctrl_c_waits_for_the_next_checkpoint() -> None:
         assert time.monotonic() - started < 1  # the wait ends with the Ctrl-C
 
 
+def ctrl_c_twice() -> None:
+    os.kill(os.getpid(), signal.SIGINT)  # asks to stop
+    os.kill(os.getpid(), signal.SIGINT)  # raises here, in the handler
+    time.sleep(5)
+
+
 def test_a_second_ctrl_c_interrupts_at_once() -> None:
     with Checkpoints(), pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)
+        ctrl_c_twice()
 
 
 def test_the_previous_handler_is_back_afterwards() -> None:
