@@ -63,7 +63,7 @@ def encoding_costs(pcm: PCM16, rate: int, rounds: int) -> dict[str, Any]:
             start = time.perf_counter()
             encode_stream((pcm[i : i + step] for i in range(0, pcm.size, step)), 0.0, rate, output, sink)
             times.append(time.perf_counter() - start)
-            size = sink.tell()
+            size = len(sink.getvalue())  # not tell(): FLAC and MP4 seek back to patch their headers
         name = output.format.value + (f"@{output.sample_rate}" if output.sample_rate else "")
         costs[name] = {
             "ms_per_audio_minute": 1000 * statistics.median(times) / minutes,
