@@ -25,7 +25,7 @@ help:
 	@echo "make lint    ruff + mypy"
 	@echo "make format  apply ruff's formatting and fixes"
 	@echo "make lock    write requirements/*.txt again from pyproject.toml (LOCK_ARGS=--upgrade: newest releases)"
-	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job (see docs/PERFORMANCE.md)"
+	@echo "make bench   raw model limit vs the whole pipeline, latency, batching, long job, output formats (see docs/PERFORMANCE.md)"
 	@echo "make bench-memory  10,000 segments through one worker: RSS growth after warm-up"
 	@echo "make bench-batch   a 10,000-item batch while interactive jobs arrive at 1/s"
 	@echo "make bench-long    one 1,000,000-character job: API, worker and Redis memory, wall time vs raw (~1 h)"
