@@ -15,6 +15,7 @@ from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
 from tts_core.errors import UnsupportedFormat
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
 from tts_core.marks import MarkType
+from tts_core.speech_markup import VOLUME_RANGE_DB
 from ttsq.jobs import JobOptions, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
@@ -86,6 +87,14 @@ class JobCreate(RequestBody):
         le=NOISE_RANGE[1],
         strict=True,
         description="Rhythm variation; voice default if omitted.",
+    )
+    volume_db: float | None = Field(
+        None,
+        ge=VOLUME_RANGE_DB[0],
+        le=VOLUME_RANGE_DB[1],
+        strict=True,
+        description="Change of the whole job's level in dB (-40 to +12; above 0 a loud voice's peaks may clip); "
+        "the voice's own level if omitted. SSML <prosody volume> changes add to it.",
     )
     sentence_pause_s: float | None = Field(
         None,
@@ -172,6 +181,7 @@ class JobCreate(RequestBody):
             marks=self.marks,
             sample_rate=self.sample_rate,
             bitrate=self.bitrate,
+            volume_db=self.volume_db,
         )
 
 
@@ -230,6 +240,7 @@ class BatchDefaults(RequestBody):
     speed: float | None = Field(None, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
     noise_scale: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
+    volume_db: float | None = Field(None, ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], strict=True)
     sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     text_type: TextType | None = None

@@ -57,6 +57,22 @@ def test_prosody_rates_multiply_and_split_runs() -> None:
     ]
 
 
+def test_prosody_volumes_add_up_in_db_and_split_runs() -> None:
+    x_soft, soft_plus_3 = 10 ** (-12 / 20), 10 ** (-3 / 20)
+    assert pieces(
+        'Normal <prosody volume="x-soft">quiet</prosody> <prosody volume="soft">'
+        '<prosody volume="+3dB">a bit <sub alias="louder">LOUDER</sub></prosody></prosody>'
+        ' <prosody volume="silent">gone</prosody> end'
+    ) == [
+        Speech("Normal"),
+        Speech("quiet", gain=pytest.approx(x_soft)),
+        Speech("a bit louder", gain=pytest.approx(soft_plus_3)),
+        Speech("gone", gain=0.0),
+        Speech("end"),
+    ]
+    assert pieces('<prosody volume="medium" rate="slow">same level</prosody>') == [Speech("same level", 0.75)]
+
+
 def test_say_as_sub_and_phoneme() -> None:
     assert pieces('<say-as interpret-as="characters">ABC</say-as>') == [Speech("A B C")]
     assert pieces('<say-as interpret-as="cardinal">1,234</say-as>') == [
@@ -98,6 +114,9 @@ def test_characters_count_the_spoken_text_not_the_markup() -> None:
         ('<speak><break time="soon"/></speak>', 1, 8, "like 500ms or 2s"),
         ('<speak><prosody pitch="high">x</prosody></speak>', 1, 8, "attribute 'pitch'"),
         ('<speak><prosody rate="400%">x</prosody></speak>', 1, 8, "within 0.5x to 2x"),
+        ('<speak><prosody volume="+13dB">x</prosody></speak>', 1, 8, "within -40 dB to +12 dB; got +13 dB"),
+        ('<speak><prosody volume="x-loud"><prosody volume="+1dB">x</prosody></prosody></speak>', 1, 33, "got +13 dB"),
+        ('<speak><prosody volume="50%">x</prosody></speak>', 1, 8, "prosody volume must be one of silent, x-soft"),
         ("<speak><s><p>x</p></s></speak>", 1, 11, "<p> cannot be inside <s>"),
         ('<speak><say-as interpret-as="spell">x</say-as></speak>', 1, 8, "interpret-as must be one of"),
         ('<speak><say-as interpret-as="cardinal">many</say-as></speak>', 1, 8, "not a whole number"),

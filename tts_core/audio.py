@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,11 @@ def to_int16(audio: FloatAudio) -> PCM16:
     """Convert model output in [-1, 1] to 16-bit PCM, clipping what overshoots."""
     clipped: PCM16 = np.clip(audio * 32767.0, -32768, 32767).astype(np.int16)
     return clipped
+
+
+def gain_of(volume_db: float) -> float:
+    """The factor on the samples for a change of level in dB (-inf: silent, 0)."""
+    return 0.0 if math.isinf(volume_db) else float(10 ** (volume_db / 20))
 
 
 def silence(seconds: float, sample_rate: int) -> PCM16:
@@ -42,13 +48,19 @@ def speech_pcm(utterances: Sequence[FloatAudio], pause_s: float, sample_rate: in
 
 
 def timed_pcm(
-    utterances: Sequence[FloatAudio], before_s: Sequence[float], after_s: Sequence[float], sample_rate: int
+    utterances: Sequence[FloatAudio],
+    before_s: Sequence[float],
+    after_s: Sequence[float],
+    sample_rate: int,
+    gains: Sequence[float] | None = None,
 ) -> PCM16:
     """Utterances with their own silence before and after each (exact SSML breaks, paragraph and
-    sentence pauses): one 16-bit run."""
+    sentence pauses), each times its gain (volume; clipped at full scale): one 16-bit run."""
     pieces: list[PCM16] = []
-    for audio, before, after in zip(utterances, before_s, after_s, strict=True):
-        pieces.extend((silence(before, sample_rate), to_int16(audio), silence(after, sample_rate)))
+    factors = gains if gains is not None else [1.0] * len(utterances)
+    for audio, before, after, gain in zip(utterances, before_s, after_s, factors, strict=True):
+        scaled = audio if gain == 1.0 else audio * np.float32(gain)
+        pieces.extend((silence(before, sample_rate), to_int16(scaled), silence(after, sample_rate)))
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
 
 

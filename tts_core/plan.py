@@ -21,9 +21,16 @@ class PlannedUtterance:
     """Offsets in the submitted text of the piece it speaks (plain text only): what marks point at."""
     sentence_start: bool = False
     """It begins a sentence of the text (with ``span``)."""
+    gain: float = 1.0
+    """A factor on its samples (SSML ``<prosody volume>``; 0 is silent)."""
 
     def to_json(self) -> list[object]:
-        spoken = [list(self.span), self.sentence_start] if self.span is not None else []
+        """``[ids, rate, after, before]``, then ``[span, sentence_start]`` where it has a span, then
+        ``gain`` where it is not 1 (after a null span if need be): plans stored before gains existed
+        read the same."""
+        spoken: list[object] = [list(self.span), self.sentence_start] if self.span is not None else []
+        if self.gain != 1.0:
+            spoken = [*(spoken or [None, False]), self.gain]
         return [self.ids, self.rate, self.pause_after_s, self.pause_before_s, *spoken]
 
     @classmethod
@@ -31,7 +38,7 @@ class PlannedUtterance:
         ids, rate, after, before, *spoken = data
         assert isinstance(ids, list)
         span: tuple[int, int] | None = None
-        if spoken:
+        if spoken and spoken[0] is not None:
             where = spoken[0]
             assert isinstance(where, list)
             span = (int(where[0]), int(where[1]))
@@ -42,4 +49,5 @@ class PlannedUtterance:
             float(str(before)),
             span,
             bool(spoken[1]) if spoken else False,
+            float(str(spoken[2])) if len(spoken) > 2 else 1.0,
         )

@@ -322,14 +322,14 @@ def _speech_utterances(piece: Speech, front_end: FrontEnd, max_ids: int) -> Iter
     or its IPA cut into pieces within the budget, which join without a pause."""
     if piece.ipa is not None:
         for ids in ipa_pieces(piece.ipa, front_end, max_ids):
-            yield PlannedUtterance(ids, rate=piece.rate, pause_after_s=0.0)
+            yield PlannedUtterance(ids, rate=piece.rate, pause_after_s=0.0, gain=piece.gain)
         return
     try:
         utterances = plan_utterances(piece.text, front_end, max_ids)
     except EmptyText:  # punctuation only, say
         return
     for utterance in utterances:
-        yield PlannedUtterance(utterance.phoneme_ids, rate=piece.rate)
+        yield PlannedUtterance(utterance.phoneme_ids, rate=piece.rate, gain=piece.gain)
 
 
 def ipa_pieces(ipa: str, front_end: FrontEnd, max_ids: int) -> Iterator[list[int]]:

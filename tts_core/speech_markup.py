@@ -1,7 +1,7 @@
 """A documented subset of SSML, parsed into plain pieces the planner turns into timed utterances.
 
 Subset: ``<speak>`` (``xml:lang``), ``<p>``, ``<s>``, ``<break time="…"|strength="…"/>``,
-``<prosody rate="…">``, ``<say-as interpret-as="characters|cardinal|ordinal|date|telephone">``,
+``<prosody rate="…" volume="…">``, ``<say-as interpret-as="characters|cardinal|ordinal|date|telephone">``,
 ``<sub alias="…">`` and ``<phoneme alphabet="ipa" ph="…">``. Anything else is refused, naming it.
 
 The XML parser is ``defusedxml``'s SAX reader: DTDs, entity declarations (so no entity expansion
@@ -11,6 +11,7 @@ bombs) and external references are refused before anything is expanded. Every er
 
 from __future__ import annotations
 
+import math
 import re
 import xml.sax
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import defusedxml.sax
 from defusedxml import DefusedXmlException
 from num2words import num2words
 
+from tts_core.audio import gain_of
 from tts_core.errors import InvalidSsml
 
 MAX_BREAK_S: Final = 10.0
@@ -35,6 +37,13 @@ pronunciation needs a bound of its own; the planner also cuts a long one to the 
 RATE_RANGE: Final = (0.5, 2.0)
 BREAK_STRENGTHS: Final = {"none": 0.0, "x-weak": 0.1, "weak": 0.2, "medium": 0.4, "strong": 0.7, "x-strong": 1.0}
 RATE_WORDS: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5}
+VOLUME_WORDS: Final = {
+    "silent": float("-inf"), "x-soft": -12.0, "soft": -6.0, "medium": 0.0, "loud": 6.0, "x-loud": 12.0,
+}  # fmt: skip
+"""``<prosody volume>`` words as changes in dB from the voice's own level (silent: no sound, its time kept)."""
+VOLUME_RANGE_DB: Final = (-40.0, 12.0)
+"""Nested volumes add up within these bounds; above 0 dB a loud voice's peaks may clip."""
+
 SAY_AS: Final = ("characters", "cardinal", "ordinal", "date", "telephone")
 DATE_FORMATS: Final = ("mdy", "dmy", "ymd", "md", "dm", "ym", "my", "y", "m", "d")
 _INLINE: Final = frozenset({"break", "prosody", "say-as", "sub", "phoneme"})
@@ -48,24 +57,27 @@ _ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
     "p": frozenset(),
     "s": frozenset(),
     "break": frozenset({"time", "strength"}),
-    "prosody": frozenset({"rate"}),
+    "prosody": frozenset({"rate", "volume"}),
     "say-as": frozenset({"interpret-as", "format"}),
     "sub": frozenset({"alias"}),
     "phoneme": frozenset({"alphabet", "ph"}),
 }
 _TIME: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s)")
 _PERCENT: Final = re.compile(r"([+-]?)(\d+(?:\.\d+)?)%")
+_DECIBELS: Final = re.compile(r"([+-]?\d+(?:\.\d+)?)dB")
 _DOCTYPE: Final = re.compile(r"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 _SPACES: Final = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
 class Speech:
-    """Text to speak at a rate (times the job's speed), or IPA to speak as given (``<phoneme>``)."""
+    """Text to speak at a rate (times the job's speed), or IPA to speak as given (``<phoneme>``), at
+    a gain (``<prosody volume>``: a factor on the samples, 0 for ``silent``)."""
 
     text: str
     rate: float = 1.0
     ipa: str | None = None
+    gain: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,8 @@ class SsmlDocument:
 class _Open:
     name: str
     rate: float
+    volume_db: float
+    """The volume inside the element, in dB from the voice's own; -inf for ``silent``."""
     line: int
     column: int
     attributes: dict[str, str]
@@ -136,12 +150,16 @@ class _Handler(ContentHandler):
     def _rate(self) -> float:
         return self._open[-1].rate if self._open else 1.0
 
+    @property
+    def _volume_db(self) -> float:
+        return self._open[-1].volume_db if self._open else 0.0
+
     def startElement(self, name: str, attrs: AttributesImpl) -> None:
         attributes = dict(attrs.items())
         self._check(name, attributes)
         if self._open and self._open[-1].name in {"say-as", "sub", "phoneme"}:
             raise self.fail(f"<{self._open[-1].name}> holds text only, not <{name}>")
-        rate = self._rate
+        rate, volume_db = self._rate, self._volume_db
         if name == "speak":
             self.lang = attributes.get("xml:lang")
         elif name == "break":
@@ -150,12 +168,13 @@ class _Handler(ContentHandler):
         elif name == "prosody":
             self._flush()
             rate = self._prosody_rate(attributes, rate)
+            volume_db = self._prosody_volume(attributes, volume_db)
         elif name in {"p", "s"}:
             self._flush()
             if self._pieces and isinstance(self._pieces[-1], Speech):  # text before it ends there
                 self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
         line, column = self._where()
-        self._open.append(_Open(name, rate, line, column, attributes))
+        self._open.append(_Open(name, rate, volume_db, line, column, attributes))
 
     def endElement(self, name: str) -> None:
         element = self._open.pop()
@@ -163,11 +182,11 @@ class _Handler(ContentHandler):
             self._flush()
             self._special(element)
         elif name in {"p", "s", "prosody"}:
-            self._flush(element.rate)
+            self._flush(element)
             if name != "prosody":
                 self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
         elif name == "speak":
-            self._flush(element.rate)
+            self._flush(element)
 
     def characters(self, content: str) -> None:
         if not self._open:
@@ -177,17 +196,24 @@ class _Handler(ContentHandler):
         else:
             self._buffer.append(content)
 
-    def _flush(self, rate: float | None = None) -> None:
+    def _flush(self, element: _Open | None = None) -> None:
+        """Text gathered so far, spoken as ``element`` (the one closing) says, else as the innermost."""
         text = _SPACES.sub(" ", "".join(self._buffer)).strip()
         self._buffer.clear()
         if text:
-            self._speak(Speech(text, self._rate if rate is None else rate))
+            rate, volume_db = (self._rate, self._volume_db) if element is None else (element.rate, element.volume_db)
+            self._speak(Speech(text, rate, gain=gain_of(volume_db)))
 
     def _speak(self, piece: Speech) -> None:
-        """Append, merging with the previous run of the same rate (one text for the front end)."""
+        """Append, merging with the previous run of the same rate and gain (one text for the front end)."""
         last = self._pieces[-1] if self._pieces else None
-        if isinstance(last, Speech) and last.ipa is None and piece.ipa is None and last.rate == piece.rate:
-            self._pieces[-1] = Speech(f"{last.text}{self._joint}{piece.text}", piece.rate)
+        if (
+            isinstance(last, Speech)
+            and last.ipa is None
+            and piece.ipa is None
+            and (last.rate, last.gain) == (piece.rate, piece.gain)
+        ):
+            self._pieces[-1] = Speech(f"{last.text}{self._joint}{piece.text}", piece.rate, gain=piece.gain)
         else:
             self._pieces.append(piece)
 
@@ -197,7 +223,7 @@ class _Handler(ContentHandler):
             alias = element.attributes.get("alias", "").strip()
             if not alias:
                 raise InvalidSsml("<sub> needs a non-empty alias", element.line, element.column)
-            self._speak(Speech(alias, element.rate))
+            self._speak(Speech(alias, element.rate, gain=gain_of(element.volume_db)))
         elif element.name == "phoneme":
             ph = element.attributes.get("ph", "").strip()
             if element.attributes.get("alphabet") != "ipa" or not ph:
@@ -205,11 +231,11 @@ class _Handler(ContentHandler):
             if len(ph) > MAX_PHONEME_CHARS:
                 message = f"<phoneme> ph has {len(ph)} characters; at most {MAX_PHONEME_CHARS}"
                 raise InvalidSsml(message, element.line, element.column)
-            self._speak(Speech(inner or ph, element.rate, ipa=ph))
+            self._speak(Speech(inner or ph, element.rate, ipa=ph, gain=gain_of(element.volume_db)))
         else:
             spoken = self._say_as(element, inner)
             if spoken:
-                self._speak(Speech(spoken, element.rate))
+                self._speak(Speech(spoken, element.rate, gain=gain_of(element.volume_db)))
 
     def _say_as(self, element: _Open, inner: str) -> str:
         kind = element.attributes.get("interpret-as", "")
@@ -263,6 +289,24 @@ class _Handler(ContentHandler):
         if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
             raise self.fail(f"prosody rate must stay within {RATE_RANGE[0]:g}x to {RATE_RANGE[1]:g}x; got {rate:g}x")
         return rate
+
+    def _prosody_volume(self, attributes: dict[str, str], current_db: float) -> float:
+        """The volume inside a ``<prosody>``: a word, or a change in dB, added to the enclosing one."""
+        value = attributes.get("volume", "medium").strip()
+        if value in VOLUME_WORDS:
+            change = VOLUME_WORDS[value]
+        elif (match := _DECIBELS.fullmatch(value)) is not None:
+            change = float(match.group(1))
+        else:
+            words = ", ".join(VOLUME_WORDS)
+            raise self.fail(f"prosody volume must be one of {words} or a change in dB such as -6dB; got {value!r}")
+        volume_db = current_db + change
+        if math.isinf(volume_db):
+            return volume_db
+        low, high = VOLUME_RANGE_DB
+        if not low <= volume_db <= high:
+            raise self.fail(f"prosody volume must stay within {low:g} dB to +{high:g} dB; got {volume_db:+g} dB")
+        return volume_db
 
     @property
     def document(self) -> SsmlDocument:

@@ -113,6 +113,8 @@ class JobOptions(BaseModel):
     """Timing marks to store beside the audio (with subtitles); none by default."""
     sample_rate: int | None = None
     """The file's sample rate; None: the voice's (where the format has it)."""
+    volume_db: float | None = None
+    """A change of the whole job's level, in dB; None: the voice's own."""
     bitrate: int | None = None
     """Bits per second of an Opus or AAC file; None: the format's default for speech."""
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tts_core.audio import PCM16, timed_pcm
+from tts_core.audio import PCM16, gain_of, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.encoding import encode, encode_stream
@@ -118,7 +118,9 @@ def _speak(
         after[-1] = 0.0
     sample_rate = ctx.engine.sample_rate(record.voice)
     before = [u.pause_before_s for u in utterances]
-    pcm = timed_pcm([r.audio for r in ordered], before, after, sample_rate)
+    job_gain = gain_of(record.options.volume_db or 0.0)
+    gains = [u.gain * job_gain for u in utterances]
+    pcm = timed_pcm([r.audio for r in ordered], before, after, sample_rate, gains)
     timing = None
     if record.options.marks:
         word_ids = ctx.engine.word_ids(record.voice)
