@@ -58,18 +58,16 @@ def test_prosody_rates_multiply_and_split_runs() -> None:
 
 
 def test_prosody_volumes_add_up_in_db_and_split_runs() -> None:
-    x_soft, soft_plus_3 = 10 ** (-12 / 20), 10 ** (-3 / 20)
-    assert pieces(
+    found = pieces(
         'Normal <prosody volume="x-soft">quiet</prosody> <prosody volume="soft">'
         '<prosody volume="+3dB">a bit <sub alias="louder">LOUDER</sub></prosody></prosody>'
         ' <prosody volume="silent">gone</prosody> end'
-    ) == [
-        Speech("Normal"),
-        Speech("quiet", gain=pytest.approx(x_soft)),
-        Speech("a bit louder", gain=pytest.approx(soft_plus_3)),
-        Speech("gone", gain=0.0),
-        Speech("end"),
-    ]
+    )
+    assert [(p.text, p.rate) for p in found if isinstance(p, Speech)] == [
+        ("Normal", 1.0), ("quiet", 1.0), ("a bit louder", 1.0), ("gone", 1.0), ("end", 1.0)
+    ]  # fmt: skip
+    gains = [p.gain for p in found if isinstance(p, Speech)]
+    assert gains == pytest.approx([1.0, 10 ** (-12 / 20), 10 ** (-3 / 20), 0.0, 1.0])
     assert pieces('<prosody volume="medium" rate="slow">same level</prosody>') == [Speech("same level", 0.75)]
 
 

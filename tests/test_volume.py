@@ -22,7 +22,7 @@ def spoken(client: httpx.Client, **fields: Any) -> np.ndarray:
     job = client.post("/v1/jobs", json={"text": TEXT, "format": "wav", **STILL, **fields}).json()
     done = wait_for_job(client, job["id"])
     assert done["status"] == "succeeded", done["error"]
-    audio, _ = soundfile.read(io.BytesIO(httpx.get(done["result"]["url"]).content), dtype="float64")
+    audio: np.ndarray = soundfile.read(io.BytesIO(httpx.get(done["result"]["url"]).content), dtype="float64")[0]
     return audio
 
 
