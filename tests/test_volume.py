@@ -44,6 +44,11 @@ def test_volume_db_and_prosody_volume_scale_the_samples(client: httpx.Client) ->
     assert rms(ssml) / rms(plain) == pytest.approx(10 ** (-6 / 20), rel=0.01)
     assert rms(both) / rms(plain) == pytest.approx(10 ** (-12 / 20), rel=0.01)  # the job's and the SSML's add up
     assert not np.any(silent)
+    loudest = spoken(
+        client, text=f'<speak><prosody volume="+12dB">{TEXT}</prosody></speak>', text_type="ssml", volume_db=12.0
+    )
+    twelve_up = np.clip(plain * 10 ** (12 / 20), -1, 32767 / 32768)
+    np.testing.assert_allclose(loudest, twelve_up, atol=4 / 32768)  # +12 dB in all, not +24
     np.testing.assert_allclose(quieter, plain * 10 ** (-12 / 20), atol=2 / 32768)  # the same speech, scaled
 
 

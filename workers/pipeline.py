@@ -19,7 +19,7 @@ import logging
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.encoding import encode, encode_stream
 from tts_core.pauses import Silence
 from tts_core.plan import PlannedUtterance
+from tts_core.speech_markup import VOLUME_RANGE_DB
 from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
@@ -100,6 +101,10 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
     )
 
 
+MAX_GAIN: Final = gain_of(VOLUME_RANGE_DB[1])
+"""The loudest a piece of speech is made, however the job's volume and its SSML volumes add up."""
+
+
 def _speak(
     ctx: JobContext, record: JobRecord, utterances: list[PlannedUtterance], tag: str, last: bool
 ) -> SegmentAudio:
@@ -119,7 +124,7 @@ def _speak(
     sample_rate = ctx.engine.sample_rate(record.voice)
     before = [u.pause_before_s for u in utterances]
     job_gain = gain_of(record.options.volume_db or 0.0)
-    gains = [u.gain * job_gain for u in utterances]
+    gains = [min(u.gain * job_gain, MAX_GAIN) for u in utterances]  # the job's and SSML's add up to +12 dB
     pcm = timed_pcm([r.audio for r in ordered], before, after, sample_rate, gains)
     timing = None
     if record.options.marks:
