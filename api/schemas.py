@@ -128,6 +128,12 @@ class JobCreate(RequestBody):
         description="Speaker of a multi-speaker voice: a name from GET /v1/voices (`speakers`) or its index; "
         "the voice's first speaker if omitted.",
     )
+    ttl_hours: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="Hours the job, its audio and its links are kept after it finishes; at most the server's "
+        "job lifetime (TTSQ_JOB_TTL_S, 168 h by default), which also applies if omitted (from the job's creation).",
+    )
     metadata: dict[str, Any] = Field(
         default_factory=dict,
         description=f"Free-form JSON object stored with the job and returned as is: at most {MAX_METADATA_BYTES} "
@@ -275,6 +281,9 @@ class BatchCreate(RequestBody):
 
     items: list[BatchItemCreate] = Field(min_length=1, description="At most `max_batch_items` (10,000) items.")
     defaults: BatchDefaults = Field(default_factory=BatchDefaults)
+    ttl_hours: StrictInt | None = Field(
+        None, ge=1, description="As a job's `ttl_hours`, for the batch, its manifest and every item."
+    )
     webhook_url: str | None = Field(
         None,
         max_length=MAX_WEBHOOK_URL_CHARS,
@@ -287,6 +296,7 @@ class BatchCreate(RequestBody):
         fields = {
             **self.defaults.model_dump(exclude_none=True),
             **self.items[index].model_dump(exclude_none=True, exclude={"ref"}),
+            **({"ttl_hours": self.ttl_hours} if self.ttl_hours is not None else {}),
         }
         return JobCreate.model_validate({**fields, "priority": Priority.BULK})
 

@@ -129,6 +129,7 @@ def draft_job(
     estimate = estimate_job(spoken, document, options, info.engine.value, settings)
     if request.webhook_url is not None:
         check_webhook_url(request.webhook_url, settings)
+    ttl_s = lifetime_s(request.ttl_hours, settings)
     record = JobRecord(
         id=new_job_id(),
         voice=voice,
@@ -146,8 +147,21 @@ def draft_job(
         reserved_audio_ms=estimate.audio_ms,
         batch_id=batch_id,
         ref=ref,
+        ttl_s=ttl_s,
     )
     return Draft(record, request.text)
+
+
+def lifetime_s(ttl_hours: int | None, settings: Settings) -> int | None:
+    """A job's or batch's own lifetime after it finishes, within the server's (``TTSQ_JOB_TTL_S``)."""
+    if ttl_hours is None:
+        return None
+    longest = settings.job_ttl_s // 3600
+    if ttl_hours > longest:
+        raise ApiError(
+            422, "invalid_request", f"ttl_hours: {ttl_hours} is over this server's {longest} (TTSQ_JOB_TTL_S)"
+        )
+    return ttl_hours * 3600
 
 
 def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraft:
@@ -157,6 +171,7 @@ def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraf
         raise ApiError(422, "invalid_request", f"items: {len(body.items)} items; a batch takes at most {limit}")
     if body.webhook_url is not None:
         check_webhook_url(body.webhook_url, state.settings)
+    ttl_s = lifetime_s(body.ttl_hours, state.settings)
     batch_id = new_batch_id()
     items = [_draft_item(state, tenant, body, index, batch_id) for index in range(len(body.items))]
     _check_refs(items)
@@ -167,6 +182,7 @@ def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraf
         characters=sum(item.record.characters for item in items),
         created_at=utcnow(),
         webhook_url=body.webhook_url,
+        ttl_s=ttl_s,
     )
     return BatchDraft(batch, items)
 

@@ -14,6 +14,7 @@ finishing task was lost (:mod:`ttsq.batch_sweep`).
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from ttsq.constants import (
     tenant_batches_key,
 )
 from ttsq.errors import BatchNotFound
-from ttsq.jobs import JobRecord, JobStatus, JobStore, WebhookDelivery, newest_page, utcnow
+from ttsq.jobs import JobRecord, JobStatus, JobStore, WebhookDelivery, expiry_of, newest_page, utcnow
 from ttsq.storage import ObjectStore
 from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
@@ -78,6 +79,8 @@ class BatchRecord(BaseModel):
     webhook_url: str | None = None
     webhook: WebhookDelivery | None = None
     """Set when the batch finishes, if it has a ``webhook_url``."""
+    ttl_s: int | None = None
+    """How long the batch (and each item) is kept after it finishes; None: ``TTSQ_JOB_TTL_S`` from creation."""
 
 
 @dataclass(frozen=True)
@@ -211,8 +214,20 @@ class BatchStore:
         return newest_page(self._redis, tenant_batches_key(tenant), self._ttl_s, after, limit)
 
     def schedule_object_expiry(self, record: BatchRecord, key: str) -> None:
-        """The cleanup task deletes the manifest when the batch's records expire."""
-        self._redis.zadd(OBJECT_EXPIRY_KEY, {key: record.created_at.timestamp() + self._ttl_s})
+        """The cleanup task deletes the manifest when the batch's records expire (its own lifetime
+        counted from now, when the manifest is written as the batch finishes)."""
+        expiry = expiry_of(record.created_at, utcnow(), record.ttl_s, self._ttl_s)
+        self._redis.zadd(OBJECT_EXPIRY_KEY, {key: expiry})
+
+    def keep_until_its_lifetime_ends(self, record: BatchRecord) -> None:
+        """A finished batch that asked for its own lifetime: its keys go then, not at the default."""
+        if record.ttl_s is None:
+            return
+        expiry = math.ceil(expiry_of(record.created_at, record.finished_at, record.ttl_s, self._ttl_s))
+        with self._redis.pipeline(transaction=True) as pipe:
+            for key in (batch_key(record.id), batch_items_key(record.id), batch_counts_key(record.id)):
+                pipe.expireat(key, expiry)
+            pipe.execute()
 
     def claimed(self, batch_ids: list[str], step: str) -> list[bool]:
         """Whether each batch's ``step`` is claimed now (:meth:`step_lock`), in one round trip."""
@@ -294,6 +309,7 @@ def finish_batch(
     if finished is None or finished.manifest_key != key:
         objects.delete_many([key])
         return None
+    batches.keep_until_its_lifetime_ends(finished)
     return finished
 
 

@@ -10,6 +10,7 @@ one task at a time, under :meth:`JobStore.step_lock`.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
@@ -210,6 +211,8 @@ class JobRecord(BaseModel):
     """The batch this job is an item of (``POST /v1/batches``), if any."""
     ref: str | None = None
     """The client's reference of a batch item, unique within its batch."""
+    ttl_s: int | None = None
+    """How long the job is kept after it finishes (``ttl_hours``); None: ``TTSQ_JOB_TTL_S`` from its creation."""
     _completes_batch: bool = PrivateAttr(default=False)
 
     @property
@@ -255,6 +258,15 @@ def _count_finish(pipe: redis.client.Pipeline, record: JobRecord) -> None:
             job_stats.observe(pipe, job_stats.FIRST_AUDIO, record.priority.value, latency)
 
 
+def expiry_of(created_at: datetime, finished_at: datetime | None, ttl_s: int | None, default_ttl_s: int) -> float:
+    """When a finished job's (or batch's) record and objects go (Unix seconds): ``ttl_s`` after it
+    finished where it asked for its own lifetime, never later than ``default_ttl_s`` from its creation."""
+    latest = created_at.timestamp() + default_ttl_s
+    if ttl_s is None:
+        return latest
+    return min((finished_at or utcnow()).timestamp() + ttl_s, latest)
+
+
 def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
     """A job that just finished leaves the active sets, its day is charged the audio it delivered
     instead of its reservation, its object is scheduled for deletion when the job expires, and its
@@ -268,9 +280,12 @@ def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
     if delivered_ms != record.reserved_audio_ms:
         day = record.created_at.astimezone(UTC).strftime("%Y-%m-%d")
         pipe.hincrby(usage_key(record.tenant, day), "audio_ms", delivered_ms - record.reserved_audio_ms)
+    expiry = expiry_of(record.created_at, record.finished_at, record.ttl_s, ttl_s)
     if record.result is not None:
-        expiry = record.created_at.timestamp() + ttl_s
         pipe.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(record.result.keys(), expiry))
+    if record.ttl_s is not None:  # its own lifetime, from now
+        pipe.expireat(job_key(record.id), math.ceil(expiry))
+        pipe.expireat(job_text_key(record.id), math.ceil(expiry))
 
 
 def _count_batch_item(pipe: redis.client.Pipeline, record: JobRecord) -> int:

@@ -82,11 +82,13 @@ class JobPublic(BaseModel):
     """The batch this job is an item of, if any."""
     ref: str | None = None
     """The client's reference of a batch item."""
+    ttl_hours: int | None = None
+    """Hours the job is kept after it finishes, where it asked; else the server's lifetime applies."""
 
     @classmethod
     def from_record(cls, record: JobRecord, result: JobResultPublic | None) -> JobPublic:
-        fields = record.model_dump(exclude=_INTERNAL_FIELDS)
-        return cls(**fields, result=result)
+        fields = record.model_dump(exclude={*_INTERNAL_FIELDS, "ttl_s"})
+        return cls(**fields, result=result, ttl_hours=None if record.ttl_s is None else record.ttl_s // 3600)
 
 
 def public_job(record: JobRecord, segments: SegmentStore, objects: ObjectStore) -> JobPublic:
@@ -138,6 +140,8 @@ class BatchPublic(BaseModel):
     """Presigned URL of ``manifest.json`` once the batch is finished."""
     webhook_url: str | None
     webhook: WebhookDelivery | None
+    ttl_hours: int | None = None
+    """As a job's: hours the batch, its manifest and its items are kept after it finishes."""
     items: list[BatchItemPublic] | None = None
     next_cursor: str | None = None
     """Pass as ``cursor`` for the next page of items; null on the last one."""
@@ -177,6 +181,7 @@ def public_batch(
         manifest_url=objects.presigned_get_url(record.manifest_key) if record.manifest_key else None,
         webhook_url=record.webhook_url,
         webhook=record.webhook,
+        ttl_hours=None if record.ttl_s is None else record.ttl_s // 3600,
         items=items,
         next_cursor=next_cursor,
     )
