@@ -86,7 +86,6 @@ class CodecWriter:
         self._input_rate = sample_rate
         self._input_samples = 0
         self._encoded_samples = 0
-        self.output_rate = rate
 
     def write(self, pcm: PCM16) -> None:
         if not pcm.size:
@@ -103,10 +102,6 @@ class CodecWriter:
         """Flush the resampler, the encoder and the container (its trailer)."""
         self._encode(self._resampler.resample(None))
         self._container.mux(self._stream.encode(None))
-        self._container.close()
-
-    def abandon(self) -> None:
-        """Close without finishing, after a failure."""
         self._container.close()
 
     def _encode(self, frames: list[AudioFrame]) -> None:

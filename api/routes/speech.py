@@ -153,12 +153,14 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
         await reader.close()
         raise
     media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
-    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(output.rate_for(voice_rate))}
-    encoder = StreamEncoder(output if audio_format else None, voice_rate, output.rate_for(voice_rate))
-    if reader.total == 1:  # all there is: one whole file, with its length, and no chunked encoding
-        whole = (
-            encoder.write(first) + encoder.close() if audio_format is None else encode(first, voice_rate, output).data
-        )
+    rate = output.rate_for(voice_rate)
+    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(rate)}
+    if reader.total == 1 and audio_format is not None:  # all there is: one whole file, with its length
+        whole = encode(first, voice_rate, output).data
+        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
+    encoder = StreamEncoder(output if audio_format else None, voice_rate, rate)
+    if reader.total == 1:  # raw PCM, whole
+        whole = encoder.write(first) + encoder.close()
         return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
     return StreamingResponse(_encoded(reader, first, encoder), media_type=media_type, headers=headers)
 
