@@ -14,9 +14,10 @@ from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
 from tts_core.errors import UnsupportedFormat
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
+from tts_core.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
 from tts_core.marks import MarkType
 from tts_core.speech_markup import VOLUME_RANGE_DB
-from ttsq.jobs import JobOptions, Priority, TextType
+from ttsq.jobs import JobOptions, LoudnessOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
@@ -53,6 +54,50 @@ class RequestBody(BaseModel):
     def _check_json(cls, data: Any) -> Any:
         check_body(data)
         return data
+
+
+class LoudnessRequest(RequestBody):
+    """A loudness target for the whole job: a preset, or ``target_lufs`` with an optional ceiling."""
+
+    preset: LoudnessPreset | None = Field(
+        None,
+        description="podcast: -16 LUFS integrated, -1 dBTP; broadcast (EBU R128): -23 LUFS, -1 dBTP; "
+        "audiobook (ACX): RMS -20 dBFS, peaks under -3 dBFS.",
+    )
+    target_lufs: float | None = Field(
+        None,
+        ge=TARGET_LUFS_RANGE[0],
+        le=TARGET_LUFS_RANGE[1],
+        strict=True,
+        description="Integrated loudness (ITU-R BS.1770-4) of the whole job, -30 to -10 LUFS.",
+    )
+    true_peak_db: float | None = Field(
+        None,
+        ge=TRUE_PEAK_RANGE_DB[0],
+        le=TRUE_PEAK_RANGE_DB[1],
+        strict=True,
+        description="Ceiling of the true peaks with target_lufs, -9 to 0 dBTP; -1 if omitted.",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> LoudnessRequest:
+        if self.preset is None and self.true_peak_db is not None and self.target_lufs is None:
+            raise PydanticCustomError("loudness", "true_peak_db goes with target_lufs, not alone")
+        try:
+            loudness_target(self.preset, self.target_lufs, self.true_peak_db)
+        except ValueError as e:
+            raise PydanticCustomError("loudness", "{reason}", {"reason": str(e)}) from None
+        return self
+
+    def option(self) -> LoudnessOption:
+        return LoudnessOption(preset=self.preset, target_lufs=self.target_lufs, true_peak_db=self.true_peak_db)
+
+
+LOUDNESS_DESCRIPTION = (
+    'Loudness of the whole job: {"preset": "podcast" | "broadcast" | "audiobook"} or '
+    '{"target_lufs": -30..-10, "true_peak_db": -9..0}; measured over all of the job\'s audio and applied as '
+    "one gain with a true-peak limiter. The voice's own level if omitted; not with volume_db."
+)
 
 
 class JobCreate(RequestBody):
@@ -96,6 +141,7 @@ class JobCreate(RequestBody):
         description="Change of the whole job's level in dB (-40 to +12; above 0 a loud voice's peaks may clip); "
         "the voice's own level if omitted. SSML <prosody volume> changes add to it.",
     )
+    loudness: LoudnessRequest | None = Field(None, description=LOUDNESS_DESCRIPTION)
     sentence_pause_s: float | None = Field(
         None,
         ge=PAUSE_RANGE[0],
@@ -164,6 +210,14 @@ class JobCreate(RequestBody):
             raise PydanticCustomError("unsupported_output", "{reason}", {"reason": str(e)}) from None
         return self
 
+    @model_validator(mode="after")
+    def _one_level(self) -> JobCreate:
+        if self.loudness is not None and self.volume_db is not None:
+            raise PydanticCustomError(
+                "loudness", "volume_db and loudness both set the job's level: give one (SSML volumes still apply)"
+            )
+        return self
+
     @property
     def output(self) -> AudioOutput:
         return AudioOutput(self.format, self.sample_rate, self.bitrate)
@@ -188,6 +242,7 @@ class JobCreate(RequestBody):
             sample_rate=self.sample_rate,
             bitrate=self.bitrate,
             volume_db=self.volume_db,
+            loudness=None if self.loudness is None else self.loudness.option(),
         )
 
 
@@ -247,6 +302,7 @@ class BatchDefaults(RequestBody):
     noise_scale: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     volume_db: float | None = Field(None, ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], strict=True)
+    loudness: LoudnessRequest | None = Field(None, description="As a job's `loudness`.")
     sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     text_type: TextType | None = None

@@ -229,6 +229,13 @@ def say(
     help="Timing marks per chapter, downloaded as NN-title.vtt, .srt and .marks.json: sentence, "
     "word (sentence and word marks; needs a Piper voice), or none (audio only).",
 )
+@click.option(
+    "--loudness",
+    default=None,
+    metavar="PRESET|LUFS",
+    help="Level every chapter to one target: podcast (-16 LUFS), broadcast (-23 LUFS), audiobook (ACX: "
+    "RMS -20 dBFS, peaks under -3 dBFS), or an integrated loudness in LUFS (-30 to -10); default: the voice's own.",
+)
 @click.option("--api-url", default=None, help="Default: the api_url setting (TTSQ_API_URL), http://127.0.0.1:8000.")
 @click.option(
     "--m4b",
@@ -243,6 +250,7 @@ def narrate_command(
     speed: float | None,
     by: str,
     marks: str,
+    loudness: str | None,
     api_url: str | None,
     m4b: bool,
 ) -> None:
@@ -254,7 +262,7 @@ def narrate_command(
     whose SHA-256 is the one they were downloaded with, and the same batch; Ctrl-C leaves the batch
     running and prints the command that resumes.
     """
-    options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by, marks=marks)
+    options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by, marks=marks, loudness=loudness)
     console = Console(stderr=True)
     settings = get_settings()
     key = settings.api_key.get_secret_value() if settings.api_key else None

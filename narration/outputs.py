@@ -89,6 +89,8 @@ def resume_command(book: Path, folder: Path, options: NarrateOptions, api_url: s
         argv += ["--voice", options.voice]
     if options.speed is not None:
         argv += ["--speed", str(options.speed)]
+    if options.loudness is not None:
+        argv += ["--loudness", options.loudness]
     if api_url:
         argv += ["--api-url", api_url]
     if m4b:

@@ -39,6 +39,18 @@ class NarrateOptions:
     """``chapter``: one audio file per chapter; ``file``: the whole book as one item and one file."""
     marks: str = "sentence"
     """A key of ``MARKS``: which timing marks, and so which subtitle files, each chapter gets."""
+    loudness: str | None = None
+    """A loudness preset, or a target in LUFS as a number: every chapter is leveled to it alone, so
+    all of them land on the one target; None: the voice's own level."""
+
+    def loudness_body(self) -> dict[str, Any] | None:
+        """``loudness`` as the API takes it."""
+        if self.loudness is None:
+            return None
+        try:
+            return {"target_lufs": float(self.loudness)}
+        except ValueError:
+            return {"preset": self.loudness}
 
 
 @dataclass(frozen=True)
@@ -57,13 +69,16 @@ class Planned:
 
 
 def chapter_ref(text: str, options: NarrateOptions, occurrence: int = 1) -> str:
-    """A key that changes whenever the chapter's files would: its text, voice, format, speed and
-    marks. Marks join the key only when asked for, so a ``--marks none`` run keeps the refs (and
-    the files) of runs made before marks existed. The second and later chapters of a book with the
-    same text (a chapter file copied) add their ``occurrence``: refs are unique in a batch."""
+    """A key that changes whenever the chapter's files would: its text, voice, format, speed, marks
+    and loudness. Marks and loudness join the key only when asked for, so a ``--marks none`` run
+    without ``--loudness`` keeps the refs (and the files) of runs made before either existed. The
+    second and later chapters of a book with the same text (a chapter file copied) add their
+    ``occurrence``: refs are unique in a batch."""
     parts: list[Any] = [text, options.voice, options.format, options.speed]
     if MARKS[options.marks]:
         parts.append(MARKS[options.marks])
+    if options.loudness is not None:
+        parts.append({"loudness": options.loudness_body()})
     if occurrence > 1:
         parts.append(occurrence)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:REF_CHARS]
@@ -87,7 +102,13 @@ def plan(book: Book, options: NarrateOptions) -> list[Planned]:
 
 def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str, Any]:
     marks = list(MARKS[options.marks]) or None
-    defaults = {"voice": options.voice, "format": options.format, "speed": options.speed, "marks": marks}
+    defaults = {
+        "voice": options.voice,
+        "format": options.format,
+        "speed": options.speed,
+        "marks": marks,
+        "loudness": options.loudness_body(),
+    }
     items = [
         {"text": p.chapter.text, "ref": p.ref, "metadata": {"title": p.chapter.title, "index": p.chapter.index}}
         for p in planned

@@ -1,6 +1,7 @@
-"""Finished audio into its file: the voice's PCM resampled once to the file's rate (soxr), then
-encoded by libsndfile (WAV, FLAC, Ogg Vorbis, MP3, G.711) or PyAV (Opus, AAC), a part at a time,
-whole (a stored object) or as it comes (the speech endpoint's stream)."""
+"""Finished audio into its file: the voice's PCM leveled where the job asks (``tts_core.leveling``),
+resampled once to the file's rate (soxr), then encoded by libsndfile (WAV, FLAC, Ogg Vorbis, MP3,
+G.711) or PyAV (Opus, AAC), a part at a time, whole (a stored object) or as it comes (the speech
+endpoint's stream)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tts_core.audio import PCM16, silence
 from tts_core.codecs import CodecWriter
 from tts_core.errors import SynthesisError, UnsupportedFormat
 from tts_core.formats import AudioFormat, AudioOutput
+from tts_core.leveling import Leveling
+from tts_core.limiter import PeakLimiter
 from tts_core.resampling import StreamResampler
 
 T = TypeVar("T")
@@ -74,8 +77,35 @@ class _Resampled:
         self._encoder.close()
 
 
-def _open_sink(out: BinaryIO | io.RawIOBase, output: AudioOutput, voice_rate: int) -> _PcmSink:
-    """An encoder of ``output`` writing to ``out`` as the voice's PCM is given to it."""
+class _Limited:
+    """A sink that levels the voice's PCM (one gain, the true-peak limiter) before handing it on."""
+
+    def __init__(self, encoder: _PcmSink, limiter: PeakLimiter) -> None:
+        self._encoder = encoder
+        self._limiter = limiter
+
+    def write(self, pcm: PCM16) -> None:
+        if (out := self._limiter.push(pcm)).size:
+            self._encoder.write(out)
+
+    def close(self) -> None:
+        if (tail := self._limiter.finish()).size:
+            self._encoder.write(tail)
+        self._encoder.close()
+
+
+def _open_sink(
+    out: BinaryIO | io.RawIOBase, output: AudioOutput, voice_rate: int, leveling: Leveling | None = None
+) -> _PcmSink:
+    """An encoder of ``output`` writing to ``out`` as the voice's PCM is given to it, leveled first
+    where ``leveling`` says."""
+    encoder = _open_encoder(out, output, voice_rate)
+    if leveling is None:
+        return encoder
+    return _Limited(encoder, PeakLimiter(leveling.gain_db, leveling.true_peak_db, voice_rate))
+
+
+def _open_encoder(out: BinaryIO | io.RawIOBase, output: AudioOutput, voice_rate: int) -> _PcmSink:
     rate = output.rate_for(voice_rate)
     codec = output.format.codec
     encoder: _PcmSink
@@ -87,20 +117,27 @@ def _open_sink(out: BinaryIO | io.RawIOBase, output: AudioOutput, voice_rate: in
     return encoder if rate == voice_rate else _Resampled(encoder, StreamResampler(voice_rate, rate))
 
 
-def encode(pcm: PCM16, voice_rate: int, output: AudioOutput) -> EncodedAudio:
-    """Encode a voice's mono 16-bit PCM into ``output``'s file."""
+def encode(pcm: PCM16, voice_rate: int, output: AudioOutput, leveling: Leveling | None = None) -> EncodedAudio:
+    """Encode a voice's mono 16-bit PCM into ``output``'s file, leveled where ``leveling`` says."""
     buffer = io.BytesIO()
-    samples = encode_stream([pcm], 0.0, voice_rate, output, buffer)
+    samples = encode_stream([pcm], 0.0, voice_rate, output, buffer, leveling)
     return EncodedAudio(buffer.getvalue(), output.format, output.rate_for(voice_rate), samples / voice_rate)
 
 
-def encode_stream(parts: Iterable[PCM16], pause_s: float, voice_rate: int, output: AudioOutput, out: BinaryIO) -> int:
+def encode_stream(
+    parts: Iterable[PCM16],
+    pause_s: float,
+    voice_rate: int,
+    output: AudioOutput,
+    out: BinaryIO,
+    leveling: Leveling | None = None,
+) -> int:
     """Encode parts one after another into ``out`` (seekable), ``pause_s`` of silence between them,
     holding one part in memory at a time. Returns the number of the voice's samples encoded."""
     gap = silence(pause_s, voice_rate)
     samples = 0
     try:
-        sink = _open_sink(out, output, voice_rate)
+        sink = _open_sink(out, output, voice_rate, leveling)
         try:
             for index, part in enumerate(parts):
                 if index and gap.size:

@@ -90,6 +90,11 @@ def job_timings_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:timings"
 
 
+def job_levels_key(job_id: str) -> str:
+    """Per segment, its level summary (jobs with a loudness target)."""
+    return f"{KEY_PREFIX}:job:{job_id}:levels"
+
+
 def job_segments_key(job_id: str) -> str:
     """Phoneme ids of each segment, planned once by the entry task (derived from the text)."""
     return f"{KEY_PREFIX}:job:{job_id}:segments"

@@ -23,6 +23,7 @@ from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
 from tts_core.formats import AudioFormat, AudioOutput
+from tts_core.loudness import LoudnessPreset, LoudnessTarget, loudness_target
 from tts_core.marks import MarkType
 from ttsq import job_stats
 from ttsq.constants import (
@@ -98,6 +99,17 @@ class WebhookDelivery(BaseModel):
     next_attempt_at: datetime | None = None
 
 
+class LoudnessOption(BaseModel):
+    """A job's loudness target as it was asked for: a preset, or an integrated loudness with a ceiling."""
+
+    preset: LoudnessPreset | None = None
+    target_lufs: float | None = None
+    true_peak_db: float | None = None
+
+    def target(self) -> LoudnessTarget:
+        return loudness_target(self.preset, self.target_lufs, self.true_peak_db)
+
+
 class JobOptions(BaseModel):
     """Synthesis options as the job was accepted (validated, defaults filled)."""
 
@@ -118,6 +130,8 @@ class JobOptions(BaseModel):
     """A change of the whole job's level, in dB; None: the voice's own."""
     bitrate: int | None = None
     """Bits per second of an Opus or AAC file; None: the format's default for speech."""
+    loudness: LoudnessOption | None = None
+    """Where the whole job's level lands (one gain and a true-peak limiter); None: the voice's own."""
 
 
 class JobResult(BaseModel):

@@ -1,7 +1,7 @@
 """Segment bookkeeping of jobs in Redis: the plan, the done marks and running sums.
 
 Completion is decided by one Lua script: it records the segment's index with the attempt that made
-its part in the job's done hash and, only if the index was new, adds its sums and its timing and
+its part in the job's done hash and, only if the index was new, adds its sums, timing and level and
 announces it on the job's channel; it returns how many segments are done. The first attempt to
 finish a segment wins it: a late duplicate learns it lost and deletes its own part, and readers take
 the winner's part. The task that sees ``done == total`` enqueues the assembly, so no chord and no
@@ -19,11 +19,13 @@ from typing import Final, cast
 
 import redis
 
+from tts_core.level_meter import LevelSummary
 from tts_core.plan import PlannedUtterance
 from tts_core.timing import SegmentTiming
 from ttsq.constants import (
     job_done_key,
     job_events_channel,
+    job_levels_key,
     job_plan_draft_key,
     job_segments_key,
     job_stats_key,
@@ -41,6 +43,10 @@ if added == 1 then
   if ARGV[7] ~= '' then
     redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
     redis.call('EXPIRE', KEYS[4], ARGV[4])
+  end
+  if ARGV[8] ~= '' then
+    redis.call('HSET', KEYS[5], ARGV[1], ARGV[8])
+    redis.call('EXPIRE', KEYS[5], ARGV[4])
   end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
@@ -125,11 +131,19 @@ class SegmentStore:
         synthesis_ms: float,
         audio_s: float,
         timing: SegmentTiming | None = None,
+        level: LevelSummary | None = None,
     ) -> tuple[bool, int]:
-        """Count segment ``index`` once, as made by ``attempt`` (whose part and ``timing`` then stand
-        for it); returns (this attempt won it, segments done so far)."""
-        keys = [job_done_key(job_id), job_stats_key(job_id), job_events_channel(job_id), job_timings_key(job_id)]
+        """Count segment ``index`` once, as made by ``attempt`` (whose part, ``timing`` and ``level``
+        then stand for it); returns (this attempt won it, segments done so far)."""
+        keys = [
+            job_done_key(job_id),
+            job_stats_key(job_id),
+            job_events_channel(job_id),
+            job_timings_key(job_id),
+            job_levels_key(job_id),
+        ]
         encoded_timing = "" if timing is None else json.dumps(timing.to_json(), separators=(",", ":"))
+        encoded_level = "" if level is None else json.dumps(level.to_json(), separators=(",", ":"))
         args: list[int | str] = [
             index,
             round(synthesis_ms * 1000),
@@ -138,6 +152,7 @@ class SegmentStore:
             SEGMENT_MESSAGE_TEMPLATE,
             attempt,
             encoded_timing,
+            encoded_level,
         ]
         added, done = cast(list[int], self._mark_done(keys=keys, args=args))
         return bool(added), int(done)
@@ -172,10 +187,15 @@ class SegmentStore:
         raw = cast(bytes | None, self._redis.hget(job_timings_key(job_id), str(index)))
         return None if raw is None else SegmentTiming.from_json(json.loads(raw))
 
+    def level(self, job_id: str, index: int) -> LevelSummary | None:
+        """Segment ``index``'s level summary (a job with a loudness target), kept until assembly."""
+        raw = cast(bytes | None, self._redis.hget(job_levels_key(job_id), str(index)))
+        return None if raw is None else LevelSummary.from_json(json.loads(raw))
+
     def drop_plan(self, job_id: str) -> None:
-        """The plan is the bulky part (every segment's ids); drop it, and the segments' timings, once
-        the job is finished."""
-        self._redis.delete(job_segments_key(job_id), job_timings_key(job_id))
+        """The plan is the bulky part (every segment's ids); drop it, and the segments' timings and
+        levels, once the job is finished."""
+        self._redis.delete(job_segments_key(job_id), job_timings_key(job_id), job_levels_key(job_id))
 
 
 def live_progress(record: JobRecord, segments: SegmentStore) -> JobRecord:

@@ -21,10 +21,13 @@ from typing import Final
 
 from tts_core.audio import FloatAudio
 from tts_core.batching import BatchRecord, BatchResult, DynamicBatcher
+from tts_core.calibration import calibrated_leveling
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.device import Device
 from tts_core.engines import SpeechModel, engine_of
+from tts_core.leveling import Leveling
+from tts_core.loudness import LoudnessTarget
 from tts_core.plan import PlannedUtterance
 from tts_core.runtime import resolve_device
 from tts_core.segments import iter_plain, iter_segments, iter_ssml
@@ -63,6 +66,7 @@ class Engine:
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
         self._voices: dict[str, SpeechModel] = {}
         self._lock = threading.Lock()
+        self._levelings: dict[tuple[str, LoudnessTarget], Leveling] = {}
         plan = batch_plan(settings.worker, device)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
             self._run,
@@ -164,6 +168,18 @@ class Engine:
         written words with voiced ones."""
         info = self.catalog.get(voice_id)
         return engine_of(info).word_weight(info)
+
+    def stream_leveling(self, voice_id: str, target: LoudnessTarget) -> Leveling:
+        """The voice's calibrated leveling for ``target``, for streamed jobs (which cannot be measured
+        whole first): measured on the first streamed job that asks, then kept."""
+        key = (voice_id, target)
+        if (known := self._levelings.get(key)) is not None:
+            return known
+        model = self.voice(voice_id)
+        leveling = calibrated_leveling(model, self.catalog.get(voice_id).language, target)
+        log.info("voice %s calibrated for %s: gain %+.1f dB", voice_id, target, leveling.gain_db)
+        self._levelings[key] = leveling
+        return leveling
 
     def word_ids(self, voice_id: str) -> WordIds | None:
         """The voice's word-break and silent ids, if its model times its input ids."""

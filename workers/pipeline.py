@@ -27,6 +27,9 @@ from tts_core.audio import PCM16, gain_of, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.encoding import encode, encode_stream
+from tts_core.level_meter import LevelSummary, measure
+from tts_core.leveling import Leveling, leveling_for, spread_sample
+from tts_core.limiter import PeakLimiter
 from tts_core.pauses import Silence
 from tts_core.plan import PlannedUtterance
 from tts_core.speech_markup import VOLUME_RANGE_DB
@@ -80,6 +83,8 @@ class SegmentAudio:
     audio_s: float
     timing: SegmentTiming | None = None
     """Where its utterances and words lie, for a job with marks."""
+    level: LevelSummary | None = None
+    """Its measured level, for a job with a loudness target that is leveled whole at the end."""
 
 
 def _mark_started(record: JobRecord) -> dict[str, Any]:
@@ -130,7 +135,22 @@ def _speak(
     if record.options.marks:
         word_ids = ctx.engine.word_ids(record.voice)
         timing = segment_timing(utterances, ordered, before, after, sample_rate, word_ids)
-    return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate, timing)
+    pcm, level = _level_segment(ctx, record, pcm, sample_rate)
+    return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate, timing, level)
+
+
+def _level_segment(
+    ctx: JobContext, record: JobRecord, pcm: PCM16, sample_rate: int
+) -> tuple[PCM16, LevelSummary | None]:
+    """A job with a loudness target: a streamed one's segment leveled now with the voice's calibrated
+    gain (its first bytes leave before the rest exists); any other's measured, to be leveled whole."""
+    if record.options.loudness is None:
+        return pcm, None
+    if not record.stream:
+        return pcm, measure(pcm, sample_rate)
+    leveling = ctx.engine.stream_leveling(record.voice, record.options.loudness.target())
+    limiter = PeakLimiter(leveling.gain_db, leveling.true_peak_db, sample_rate)
+    return np.concatenate((limiter.push(pcm), limiter.finish())), None
 
 
 def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
@@ -186,7 +206,7 @@ def _store_part(ctx: JobContext, run: StepRun, part: PartRef, audio: SegmentAudi
     run.ensure_current()
     ctx.stores.parts.put(part, audio.pcm.tobytes())
     won, done = ctx.stores.segments.mark_done(
-        part.job_id, part.index, part.attempt, audio.synthesis_ms, audio.audio_s, audio.timing
+        part.job_id, part.index, part.attempt, audio.synthesis_ms, audio.audio_s, audio.timing, audio.level
     )
     if not won:
         log.info("job %s: segment %d was counted by another attempt; dropping this one's part", part.job_id, part.index)
@@ -247,7 +267,10 @@ def _finish_single(
         _succeed(job_id, record, None, round(audio.synthesis_ms), audio.audio_s, ctx)
         return
     sample_rate = ctx.engine.sample_rate(record.voice)
-    encoded = encode(audio.pcm, sample_rate, record.output)
+    leveling = None
+    if audio.level is not None and record.options.loudness is not None:
+        leveling = leveling_for(record.options.loudness.target(), audio.level, lambda: [audio.pcm], sample_rate)
+    encoded = encode(audio.pcm, sample_rate, record.output, leveling)
     key = result_key(record.tenant, job_id, run.attempt, encoded.format.extension)
     result = JobResult(
         key=key,
@@ -384,10 +407,15 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     sample_rate = ctx.engine.sample_rate(record.voice)
     key = result_key(record.tenant, job_id, run.attempt, output.format.extension)
     winners = ctx.stores.segments.winners(job_id)
-    parts = (np.frombuffer(data, dtype=np.int16) for data in iter_parts(ctx.stores.parts, job_id, winners, total))
+
+    def parts() -> Iterator[PCM16]:
+        for data in iter_parts(ctx.stores.parts, job_id, winners, total):
+            yield np.frombuffer(data, dtype=np.int16)
+
+    leveling = _job_leveling(job_id, record, total, winners, sample_rate, ctx)
     with owned_objects(ctx, record, run) as owned:
         with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
-            samples = encode_stream(parts, 0.0, sample_rate, output, sink)  # parts carry their pauses
+            samples = encode_stream(parts(), 0.0, sample_rate, output, sink, leveling)  # parts carry their pauses
             size = sink.seek(0, 2)
             sink.seek(0)
             owned.claim(key)
@@ -405,6 +433,31 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         if _succeed(job_id, record, result, sums.synthesis_ms, result.duration_s, ctx):
             owned.commit()
             cleanup(job_id, ctx, keep_parts=record.stream)
+
+
+def _job_leveling(
+    job_id: str, record: JobRecord, total: int, winners: dict[int, str], rate: int, ctx: JobContext
+) -> Leveling | None:
+    """The leveling of a multi-segment job with a loudness target, from its segments' levels and a
+    sample of its parts spread over it (``tts_core.leveling``); None for a job without one or one
+    leveled as it streamed."""
+    if record.options.loudness is None or record.stream:
+        return None
+    summary, levels = LevelSummary(), []
+    for index in range(total):
+        level = ctx.stores.segments.level(job_id, index)
+        if level is None:
+            raise SegmentLost(f"job {job_id} has no level for segment {index}; cannot level it")
+        summary.add(level)
+        levels.append(level.samples / rate)
+    chosen = spread_sample(levels)
+
+    def sample() -> Iterator[PCM16]:
+        for index in chosen:
+            data = ctx.stores.parts.get(PartRef(job_id, index, winners[index]))
+            yield np.frombuffer(data, dtype=np.int16)
+
+    return leveling_for(record.options.loudness.target(), summary, sample, rate)
 
 
 def _store_marks(

@@ -23,7 +23,7 @@ from starlette.background import BackgroundTask
 
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
-from api.schemas import ErrorPublic, JobCreate, RequestBody, SampleRate
+from api.schemas import ErrorPublic, JobCreate, LoudnessRequest, RequestBody, SampleRate
 from api.state import AppState
 from api.submission import draft_job, submit_job
 from api.waiting import RESYNC_S, Subscription
@@ -94,6 +94,12 @@ class SpeechCreate(RequestBody):
         description="ttsq: the audio's sample rate (Hz), as a job's `sample_rate`; the voice's if omitted (opus: 24000 "
         "for a 22050 Hz voice).",
     )
+    loudness: LoudnessRequest | None = Field(
+        None,
+        description="ttsq: a loudness target as a job's `loudness`; streamed audio cannot be measured whole before "
+        "it is sent, so each voice's gain is calibrated once on sample prose and the true-peak limiter holds the "
+        "ceiling: every voice lands near the target.",
+    )
 
 
 def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
@@ -138,6 +144,7 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
         format=output.format,
         sample_rate=body.sample_rate,
         speed=body.speed,
+        loudness=body.loudness,
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
