@@ -15,6 +15,7 @@ from typing import Any
 
 import av
 import httpx
+import numpy as np
 import pytest
 import redis
 import soundfile
@@ -464,3 +465,22 @@ def test_an_audiobook_from_an_undecodable_chapter_names_it_and_leaves_nothing(tm
         with pytest.raises(ValueError, match=r"^02-bad\.mp3: not audio that can be decoded"):
             write_m4b([ChapterAudio(path, path.stem) for path in chapters], tmp_path / "book.m4b", "Book")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["01-good.wav", "02-bad.mp3"]
+
+
+def test_loudness_levels_every_chapter_to_the_one_target(api_url: str, client: httpx.Client, tmp_path: Path) -> None:
+    """``--loudness audiobook``: every chapter lands on ACX's RMS alone, whatever its length."""
+    book = tmp_path / "levels.md"
+    long = " ".join(["The river ran on under the bridge, and the town slept beside it."] * 4)
+    book.write_text(f"# Levels\n\n## Short\n\nA quiet day.\n\n## Long\n\n{long}\n")
+    out = tmp_path / "out"
+    done = narrate(book, out, api_url, "--marks", "none", "--format", "wav", "--loudness", "audiobook")
+    assert done.returncode == 0, done.stderr
+    for chapter in json.loads((out / "manifest.json").read_text())["chapters"]:
+        job = client.get(f"/v1/jobs/{chapter['job_id']}").json()
+        assert job["options"]["loudness"] == {"preset": "audiobook", "target_lufs": None, "true_peak_db": None}
+        audio, _ = soundfile.read(out / chapter["file"], dtype="float64")
+        assert 10 * np.log10(np.mean(audio**2)) == pytest.approx(-20.0, abs=0.5)
+        assert 20 * np.log10(np.abs(audio).max()) <= -3.0
+    refused = narrate(book, tmp_path / "other", api_url, "--loudness", "-5")
+    assert refused.returncode != 0
+    assert "loudness.target_lufs" in refused.stderr
