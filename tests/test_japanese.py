@@ -155,6 +155,20 @@ def test_the_front_end_reads_the_g2p_s_own_words(kumo: KokoroVoice) -> None:
         assert kumo.front_end.phoneme_ids(text) == [kumo.front_end.ipa_ids(JAG2P()(text))]
 
 
+@pytest.mark.parametrize("text", [MIXED, "\u337fa", "\u3005b\u337f", "ｱｲｳ１２３円です。", LONG_NEKO])
+def test_the_front_end_s_words_cover_every_written_word_in_order(kumo: KokoroVoice, text: str) -> None:
+    """Odd input too (the sign 株式会社 as one character, an iteration mark, half-width kana): every
+    letter, digit and symbol is in a word, words come in order in text and ids, and each has ids."""
+    (reading,) = kumo.front_end.read(text)
+    assert reading.words
+    for before, after in pairwise(reading.words):
+        assert before.text[1] <= after.text[0]
+        assert before.ids[1] <= after.ids[0]
+    assert all(0 < w.ids[0] < w.ids[1] < len(reading.ids) for w in reading.words)
+    covered = {i for w in reading.words for i in range(*w.text)}
+    assert all(i in covered for i, ch in enumerate(text) if unicodedata.category(ch)[0] in "LNS"), text
+
+
 def japanese_job(client: httpx.Client, text: str) -> tuple[dict[str, Any], list[Mark], Any]:
     answer = client.post(
         "/v1/jobs",

@@ -157,8 +157,9 @@ def _mapping(folded: str, said: str) -> list[int]:
 
 
 def _is_word_char(ch: str) -> bool:
-    """Letters, digits and combining marks make words; punctuation, symbols and spaces do not."""
-    return unicodedata.category(ch)[0] in "LNM"
+    """Letters, digits, combining marks and symbols (㍿, ℃: they are read) make words; punctuation,
+    spaces and controls do not."""
+    return unicodedata.category(ch)[0] in "LNMS"
 
 
 def _stripped(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -171,24 +172,33 @@ def _stripped(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 def _joined(text: str, spans: Sequence[tuple[int, int]], ids: Sequence[tuple[int, int] | None]) -> list[ReadWord]:
     """Words with both characters and ids; a piece with only one of them joins the word before it
-    (or, before the first, the first), so every written word is covered and every voiced id counted."""
+    (before the first, the first), so every written word is covered and every voiced id counted."""
     words: list[ReadWord] = []
     owed_text: tuple[int, int] | None = None
     owed_ids: tuple[int, int] | None = None
     for span, id_range in zip(spans, ids, strict=True):
         chars = _stripped(text, *span)
-        if chars is not None and id_range is not None and not words:
-            first = owed_ids[0] if owed_ids is not None else id_range[0]
-            start = owed_text[0] if owed_text is not None else chars[0]
-            words.append(ReadWord((first, id_range[1]), (start, chars[1])))
-        elif chars is not None and id_range is not None:
-            words.append(ReadWord(id_range, chars))
-        elif words:
+        if words:
             last = words[-1]
-            text_end = chars[1] if chars is not None else last.text[1]
-            id_end = id_range[1] if id_range is not None else last.ids[1]
-            words[-1] = ReadWord((last.ids[0], id_end), (last.text[0], text_end))
+            if chars is not None and id_range is not None:
+                words.append(ReadWord(id_range, chars))
+            else:
+                text_end = chars[1] if chars is not None else last.text[1]
+                id_end = id_range[1] if id_range is not None else last.ids[1]
+                words[-1] = ReadWord((last.ids[0], id_end), (last.text[0], text_end))
+            continue
+        if chars is None or id_range is None:
+            owed_text, owed_ids = _union(owed_text, chars), _union(owed_ids, id_range)
         else:
-            owed_text = owed_text or chars
-            owed_ids = owed_ids or id_range
+            words.append(ReadWord(_extended(owed_ids, id_range), _extended(owed_text, chars)))
+    if not words and owed_text is not None and owed_ids is not None:  # pieces of one only, each
+        words.append(ReadWord(owed_ids, owed_text))
     return words
+
+
+def _union(span: tuple[int, int] | None, more: tuple[int, int] | None) -> tuple[int, int] | None:
+    return more if span is None else span if more is None else (span[0], more[1])
+
+
+def _extended(before: tuple[int, int] | None, span: tuple[int, int]) -> tuple[int, int]:
+    return span if before is None else (before[0], span[1])
