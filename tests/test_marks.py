@@ -169,10 +169,6 @@ def test_a_job_without_marks_links_no_marks(client: httpx.Client) -> None:
     ("body", "named"),
     [
         ({"text": "<speak>Hi.</speak>", "text_type": "ssml", "marks": ["sentence"]}, "plain text"),
-        (
-            {"text": "こんにちは。", "voice": "ja_JP-kokoro-jf_alpha", "marks": ["word"]},
-            "word marks need a Piper voice",
-        ),
         ({"text": "Hi.", "marks": ["word", "word"]}, "marks"),
         ({"text": "Hi.", "marks": ["phoneme"]}, "marks"),
     ],

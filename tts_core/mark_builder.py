@@ -4,8 +4,9 @@ Each planned utterance of plain text knows the span of the submitted text it spe
 espeak-ng made of one piece share it) and whether it starts a sentence; each timing says where its
 audio and spoken words lie in the job's audio. A sentence's mark spans its pieces' text and audio;
 its words are the letter-or-digit runs of that text, matched to the spoken words by
-``tts_core.timing.allocate``. Marks come out one sentence at a time, so a book's marks never have
-to be held at once.
+``tts_core.timing.allocate``, unless the front end said where its words are (Japanese, which has no
+spaces: ``PlannedUtterance.words``), when each such word has its own run. Marks come out one
+sentence at a time, so a book's marks never have to be held at once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tts_core.marks import Mark, MarkType
-from tts_core.plan import PlannedUtterance
+from tts_core.plan import PlannedUtterance, ReadWord
 from tts_core.text_spans import raw_tokens
 from tts_core.timing import Run, Span, UtteranceTiming, Weigh, allocate, letter_weight
 
@@ -22,6 +23,8 @@ from tts_core.timing import Run, Span, UtteranceTiming, Weigh, allocate, letter_
 class _Piece:
     span: tuple[int, int]
     timings: list[UtteranceTiming] = field(default_factory=list)
+    read: list[tuple[ReadWord, ...] | None] = field(default_factory=list)
+    """Each utterance's words as its front end read them, if it said."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,10 @@ class MarkBuilder:
             return []
         if self._pieces and self._pieces[-1].span == utterance.span:
             self._pieces[-1].timings.append(timing)
+            self._pieces[-1].read.append(utterance.words)
             return []
         done = self._flush() if utterance.sentence_start else []
-        self._pieces.append(_Piece(utterance.span, [timing]))
+        self._pieces.append(_Piece(utterance.span, [timing], [utterance.words]))
         return done
 
     def finish(self) -> list[Mark]:
@@ -69,6 +73,10 @@ class MarkBuilder:
     def _sentence_words(self, pieces: list[_Piece]) -> list[_Word]:
         words: list[_Word] = []
         for piece in pieces:
+            read = _read_words(piece)
+            if read is not None:  # the front end's words, as it cut them (they may touch)
+                words.extend(read)
+                continue
             for word in self._piece_words(piece):
                 if words and words[-1].text_end == word.text_start:  # a word cut between pieces
                     before = words.pop()
@@ -97,6 +105,17 @@ class MarkBuilder:
 
     def _ms(self, samples: int) -> int:
         return round(samples * 1000 / self._rate)
+
+
+def _read_words(piece: _Piece) -> list[_Word] | None:
+    """The piece's words as its front end read them, each with its own run; None unless every
+    utterance of the piece has them and its timing has a run for each."""
+    words: list[_Word] = []
+    for read, timing in zip(piece.read, piece.timings, strict=True):
+        if read is None or timing.words is None or len(timing.words) != len(read):
+            return None
+        words.extend(_Word(w.text[0], w.text[1], (run[0], run[1])) for w, run in zip(read, timing.words, strict=True))
+    return words
 
 
 def _letters(text: str, start: int, end: int) -> tuple[int, int] | None:

@@ -7,6 +7,18 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class ReadWord:
+    """A word as the front end read it (where it says, e.g. Kokoro's Japanese G2P): the ids it
+    became and the characters it was read from."""
+
+    ids: tuple[int, int]
+    """Index range (end exclusive) in its utterance's ids; it may hold silent ids between its sounds."""
+    text: tuple[int, int]
+    """Offsets (end exclusive) in the text: the text given to the front end, or, in a plan, the
+    submitted text."""
+
+
+@dataclass(frozen=True)
 class PlannedUtterance:
     """An utterance as a job's plan keeps it: model ids, its rate (times the job's speed) and the
     silence around it. ``pause_after_s`` None means the job's sentence pause (none after the job's
@@ -23,14 +35,20 @@ class PlannedUtterance:
     """It begins a sentence of the text (with ``span``)."""
     gain: float = 1.0
     """A factor on its samples (SSML ``<prosody volume>``; 0 is silent)."""
+    words: tuple[ReadWord, ...] | None = None
+    """Its words where the front end says where they are (in order, text in the submitted text);
+    None where words are found from the spaces of the text."""
 
     def to_json(self) -> list[object]:
         """``[ids, rate, after, before]``, then ``[span, sentence_start]`` where it has a span, then
-        ``gain`` where it is not 1 (after a null span if need be): plans stored before gains existed
-        read the same."""
+        ``gain`` where it is not 1 or words follow (after a null span if need be), then the words as
+        one flat list ``[first_id, end_id, text_start, text_end, ...]`` where it has them: plans
+        stored before gains or words existed read the same."""
         spoken: list[object] = [list(self.span), self.sentence_start] if self.span is not None else []
-        if self.gain != 1.0:
+        if self.gain != 1.0 or self.words is not None:
             spoken = [*(spoken or [None, False]), self.gain]
+        if self.words is not None:
+            spoken.append([n for word in self.words for n in (*word.ids, *word.text)])
         return [self.ids, self.rate, self.pause_after_s, self.pause_before_s, *spoken]
 
     @classmethod
@@ -50,4 +68,13 @@ class PlannedUtterance:
             span,
             bool(spoken[1]) if spoken else False,
             float(str(spoken[2])) if len(spoken) > 2 else 1.0,
+            _words(spoken[3]) if len(spoken) > 3 else None,
         )
+
+
+def _words(flat: object) -> tuple[ReadWord, ...]:
+    assert isinstance(flat, list)
+    numbers = [int(n) for n in flat]
+    return tuple(
+        ReadWord((numbers[k], numbers[k + 1]), (numbers[k + 2], numbers[k + 3])) for k in range(0, len(numbers), 4)
+    )

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText, PauseTooLong
 from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.phonemes import phoneme_ids, phonemize
-from tts_core.plan import PlannedUtterance
+from tts_core.plan import PlannedUtterance, ReadWord
 from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
 from tts_core.text_spans import OffsetMap
@@ -52,6 +52,9 @@ class Utterance:
     espeak-ng made of one piece share it); None where not tracked (SSML, direct synthesis)."""
     sentence_start: bool = False
     """The first utterance of a sentence (with ``span``): where a sentence mark begins."""
+    words: tuple[ReadWord, ...] | None = None
+    """Its words, text offsets in the submitted text, where the front end says where they are (a
+    :class:`WordReader`) and ``span`` is known."""
 
     @property
     def ids(self) -> list[int]:
@@ -76,6 +79,30 @@ class FrontEnd(Protocol):
         """Model input ids of phonemes given as IPA (SSML ``<phoneme>``), symbols it lacks dropped."""
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One utterance's ids as a :class:`WordReader` made them, with its words (text offsets in the
+    sentence it was given)."""
+
+    ids: list[int]
+    words: tuple[ReadWord, ...] | None = None
+
+
+@runtime_checkable
+class WordReader(Protocol):
+    """A front end that also says where its words are, for text whose words are not cut by spaces
+    (Japanese): word marks then come from its own segmentation."""
+
+    def read(self, sentence: str) -> list[Reading]:
+        """What :meth:`FrontEnd.phoneme_ids` gives, one :class:`Reading` per utterance."""
+
+
+def _read(front_end: FrontEnd, sentence: str) -> list[Reading]:
+    if isinstance(front_end, WordReader):
+        return front_end.read(sentence)
+    return [Reading(ids) for ids in front_end.phoneme_ids(sentence)]
+
+
 class PiperFrontEnd:
     """espeak-ng phonemes mapped through the voice's id map, as Piper makes them."""
 
@@ -96,7 +123,9 @@ class PiperFrontEnd:
 
 def plain(utterances: Iterable[Utterance]) -> Iterator[PlannedUtterance]:
     """Utterances of plain text: normal rate, sentence pauses, their place in the text kept."""
-    return (PlannedUtterance(u.phoneme_ids, span=u.span, sentence_start=u.sentence_start) for u in utterances)
+    return (
+        PlannedUtterance(u.phoneme_ids, span=u.span, sentence_start=u.sentence_start, words=u.words) for u in utterances
+    )
 
 
 PARAGRAPH_BREAK: Final = re.compile(r"\n[^\S\n]*\n")
@@ -169,28 +198,37 @@ def iter_utterances(
         at = normalized.find(sentence, cursor)
         cursor = at + len(sentence) if at >= 0 else cursor
         first = True
-        for piece, piece_at, ids in _located(_fit_long(sentence, front_end, max_ids), sentence, at):
+        for piece, piece_at, reading in _located(_fit_long(sentence, front_end, max_ids), sentence, at):
             span = _span(offsets, piece_at, len(piece))
-            yield Utterance(piece, ids, span, first and span is not None)
+            words = None
+            if span is not None and offsets is not None and reading.words is not None:
+                words = tuple(_located_word(offsets, piece_at, word) for word in reading.words)
+            yield Utterance(piece, reading.ids, span, first and span is not None, words)
             first = False
 
 
-def _fit_long(sentence: str, front_end: FrontEnd, max_ids: int) -> Iterator[tuple[str, list[list[int]]]]:
+def _located_word(offsets: OffsetMap, piece_at: int, word: ReadWord) -> ReadWord:
+    """A word of a piece, its text offsets moved from the piece into the submitted text."""
+    start, end = word.text
+    return ReadWord(word.ids, (offsets.start(piece_at + start), offsets.end(piece_at + end)))
+
+
+def _fit_long(sentence: str, front_end: FrontEnd, max_ids: int) -> Iterator[tuple[str, list[Reading]]]:
     """:func:`_fit` of each piece of a sentence cut to :data:`LONG_SENTENCE_CHARS` first."""
     for piece in cut_long(sentence, LONG_SENTENCE_CHARS):
         yield from _fit(piece, front_end, max_ids)
 
 
 def _located(
-    pieces: Iterable[tuple[str, list[list[int]]]], sentence: str, sentence_at: int
-) -> Iterator[tuple[str, int, list[int]]]:
+    pieces: Iterable[tuple[str, list[Reading]]], sentence: str, sentence_at: int
+) -> Iterator[tuple[str, int, Reading]]:
     """Each utterance's piece with the piece's offset in the normalised text (-1: unknown)."""
     cursor = 0
-    for piece, id_lists in pieces:
+    for piece, readings in pieces:
         inside = sentence.find(piece, cursor) if sentence_at >= 0 else -1
         cursor = inside + len(piece) if inside >= 0 else cursor
-        for ids in id_lists:
-            yield piece, sentence_at + inside if inside >= 0 else -1, ids
+        for reading in readings:
+            yield piece, sentence_at + inside if inside >= 0 else -1, reading
 
 
 def _span(offsets: OffsetMap | None, at: int, length: int) -> tuple[int, int] | None:
@@ -199,19 +237,19 @@ def _span(offsets: OffsetMap | None, at: int, length: int) -> tuple[int, int] | 
     return offsets.start(at), offsets.end(at + length)
 
 
-def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[tuple[str, list[list[int]]]]:
+def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[tuple[str, list[Reading]]]:
     """Phonemise ``sentence``; if it exceeds the budget, cut the text shorter and try each piece.
-    Returns each piece with the id lists of the utterances espeak-ng made of it.
+    Returns each piece with the readings (id lists) of the utterances espeak-ng made of it.
 
     The id budget is the only limit on an utterance's length: characters say little about how long
     the model's input becomes, phoneme ids say it exactly."""
-    id_lists = [ids for ids in front_end.phoneme_ids(sentence) if ids]
-    longest = max((len(ids) for ids in id_lists), default=0)
+    readings = [reading for reading in _read(front_end, sentence) if reading.ids]
+    longest = max((len(r.ids) for r in readings), default=0)
     if longest <= max_ids or len(sentence) <= 1:
-        return [(sentence, id_lists)] if id_lists else []
-    ids_per_char = sum(len(ids) for ids in id_lists) / len(sentence)
+        return [(sentence, readings)] if readings else []
+    ids_per_char = sum(len(r.ids) for r in readings) / len(sentence)
     limit = min(len(sentence) // 2 or 1, max(1, int(max_ids / ids_per_char * _SHRINK)))
-    fitted: list[tuple[str, list[list[int]]]] = []
+    fitted: list[tuple[str, list[Reading]]] = []
     for piece in cut_long(sentence, limit):
         fitted.extend(_fit(piece, front_end, max_ids))
     return fitted

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from tts_core.audio import FloatAudio
 from tts_core.config import BOS, EOS, PAD
+from tts_core.plan import ReadWord
 
 IdSamples = npt.NDArray[np.int64]
 """Samples of audio each input id lasts, in input order."""
@@ -80,6 +81,24 @@ def spoken_words(ids: Sequence[int], id_samples: IdSamples, word_ids: WordIds) -
     if first is not None:
         words.append((first, last, phonemes))
     return words
+
+
+def word_runs(ids: Sequence[int], id_samples: IdSamples, words: Sequence[ReadWord], word_ids: WordIds) -> list[Run]:
+    """The spoken span of each word a front end read (samples from the utterance's start), from its
+    first to the end of its last sounding id, with its phoneme count: one run per word, in order (a
+    word without a sounding id gets an empty run where its ids start)."""
+    starts = np.concatenate(([0], np.cumsum(id_samples)))
+    runs: list[Run] = []
+    for word in words:
+        first, end = word.ids
+        sounding = [i for i in range(first, end) if ids[i] not in word_ids.silent and id_samples[i] > 0]
+        if not sounding:
+            at = int(starts[min(first, len(id_samples))])
+            runs.append((at, at, 0))
+            continue
+        phonemes = sum(ids[i] not in word_ids.modifiers for i in sounding)
+        runs.append((int(starts[sounding[0]]), int(starts[sounding[-1] + 1]), phonemes))
+    return runs
 
 
 @dataclass(frozen=True)

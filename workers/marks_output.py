@@ -19,7 +19,7 @@ from tts_core.mark_builder import MarkBuilder
 from tts_core.marks import Mark, MarkType, marks_to_json
 from tts_core.plan import PlannedUtterance
 from tts_core.subtitles import Cue, build_cues, to_srt, to_webvtt
-from tts_core.timing import SegmentTiming, UtteranceTiming, Weigh, WordIds, spoken_words
+from tts_core.timing import SegmentTiming, UtteranceTiming, Weigh, WordIds, spoken_words, word_runs
 from ttsq.constants import job_object_key
 from ttsq.jobs import JobRecord, JobResult
 from ttsq.storage import ObjectStore
@@ -41,7 +41,8 @@ def segment_timing(
     word_ids: WordIds | None,
 ) -> SegmentTiming:
     """Where each utterance and its spoken words lie in the segment's audio, laid out exactly as
-    ``tts_core.audio.timed_pcm`` lays out the samples."""
+    ``tts_core.audio.timed_pcm`` lays out the samples: the words its front end read (one run each),
+    else the runs between word breaks."""
     position = 0
     timings: list[UtteranceTiming] = []
     for utterance, result, before, after in zip(utterances, results, before_s, after_s, strict=True):
@@ -49,7 +50,12 @@ def segment_timing(
         end = start + len(result.audio)
         words = None
         if word_ids is not None and result.id_samples is not None:
-            words = [(start + s, start + e, n) for s, e, n in spoken_words(utterance.ids, result.id_samples, word_ids)]
+            runs = (
+                spoken_words(utterance.ids, result.id_samples, word_ids)
+                if utterance.words is None
+                else word_runs(utterance.ids, result.id_samples, utterance.words, word_ids)
+            )
+            words = [(start + s, start + e, n) for s, e, n in runs]
         timings.append(UtteranceTiming(start, end, words))
         position = end + round(after * sample_rate)
     return SegmentTiming(position, timings)
