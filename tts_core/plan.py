@@ -7,6 +7,27 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class MarkPoint:
+    """An SSML ``<mark>`` as a plan keeps it: its name and the element's span in the submitted SSML.
+    It is heard where the utterance that holds it starts to sound, or, ``after``, where it ends (a
+    mark after the document's last speech)."""
+
+    name: str
+    start: int
+    end: int
+    after: bool = False
+
+    def to_json(self) -> list[object]:
+        return [self.name, self.start, self.end, self.after]
+
+    @classmethod
+    def from_json(cls, data: object) -> MarkPoint:
+        assert isinstance(data, list)
+        name, start, end, after = data
+        return cls(str(name), int(start), int(end), bool(after))
+
+
+@dataclass(frozen=True)
 class PlannedUtterance:
     """An utterance as a job's plan keeps it: model ids, its rate (times the job's speed) and the
     silence around it. ``pause_after_s`` None means the job's sentence pause (none after the job's
@@ -23,14 +44,22 @@ class PlannedUtterance:
     """It begins a sentence of the text (with ``span``)."""
     gain: float = 1.0
     """A factor on its samples (SSML ``<prosody volume>``; 0 is silent)."""
+    source: tuple[int, int] | None = None
+    """Offsets in the submitted SSML of what it was read from (SSML only): what its phoneme marks
+    point at."""
+    marks: tuple[MarkPoint, ...] = ()
+    """SSML ``<mark>`` elements heard where it starts (or, ``after``, ends)."""
 
     def to_json(self) -> list[object]:
         """``[ids, rate, after, before]``, then ``[span, sentence_start]`` where it has a span, then
-        ``gain`` where it is not 1 (after a null span if need be): plans stored before gains existed
-        read the same."""
+        ``gain`` where it is not 1, then ``[source, marks]`` where it has either (each after the
+        defaults of those before it): plans stored before gains or SSML marks existed read the same."""
         spoken: list[object] = [list(self.span), self.sentence_start] if self.span is not None else []
-        if self.gain != 1.0:
+        if self.gain != 1.0 or self.source is not None or self.marks:
             spoken = [*(spoken or [None, False]), self.gain]
+        if self.source is not None or self.marks:
+            source = None if self.source is None else list(self.source)
+            spoken += [source, [m.to_json() for m in self.marks]]
         return [self.ids, self.rate, self.pause_after_s, self.pause_before_s, *spoken]
 
     @classmethod
@@ -50,4 +79,13 @@ class PlannedUtterance:
             span,
             bool(spoken[1]) if spoken else False,
             float(str(spoken[2])) if len(spoken) > 2 else 1.0,
+            _span(spoken[3]) if len(spoken) > 3 else None,
+            tuple(MarkPoint.from_json(m) for m in spoken[4]) if len(spoken) > 4 else (),  # type: ignore[attr-defined]
         )
+
+
+def _span(data: object) -> tuple[int, int] | None:
+    if data is None:
+        return None
+    assert isinstance(data, list)
+    return int(data[0]), int(data[1])
