@@ -129,7 +129,10 @@ class SegmentStore:
         """Count segment ``index`` once, as made by ``attempt`` (whose part and ``timing`` then stand
         for it); returns (this attempt won it, segments done so far)."""
         keys = [job_done_key(job_id), job_stats_key(job_id), job_events_channel(job_id), job_timings_key(job_id)]
-        encoded_timing = "" if timing is None else json.dumps(timing.to_json(), separators=(",", ":"))
+        # UTF-8, not \u escapes: a phoneme's IPA letter is 2 bytes so, 6 escaped (phoneme marks).
+        encoded_timing = (
+            "" if timing is None else json.dumps(timing.to_json(), separators=(",", ":"), ensure_ascii=False)
+        )
         args: list[int | str] = [
             index,
             round(synthesis_ms * 1000),
