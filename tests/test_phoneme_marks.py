@@ -177,6 +177,19 @@ def test_phonemes_of_ssml_point_at_what_they_were_read_from(client: httpx.Client
     assert visemes == ["p", "a", "p"]
 
 
+def test_a_voice_that_times_no_phonemes_hears_ssml_marks_where_its_utterances_start(client: httpx.Client) -> None:
+    """Kokoro's graph gives no durations: a mark is heard where the speech after it begins."""
+    source = '<speak><mark name="start"/>今日は。<break time="1s"/><mark name="weather"/>良い天気ですね。</speak>'
+    body = {"text": source, "text_type": "ssml", "voice": "ja_JP-kokoro-jf_alpha", "marks": ["ssml"]}
+    marks, samples, rate = marks_and_audio(client, body)
+    assert [(m.type, m.value) for m in marks] == [("ssml", "start"), ("ssml", "weather")]
+    assert marks[0].start_ms == 0
+    assert marks[1].start_ms >= 1000, "after the first sentence and the second of silence"
+    gap = samples[(marks[1].start_ms - 500) * rate // 1000 : (marks[1].start_ms - 100) * rate // 1000]
+    assert not gap.any(), "the break is just before it"
+    assert marks[1].start_ms < round(len(samples) * 1000 / rate)
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [
