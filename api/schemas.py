@@ -15,7 +15,7 @@ from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
 from tts_core.errors import UnsupportedFormat
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
 from tts_core.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
-from tts_core.marks import MarkType
+from tts_core.marks import MARK_TYPES, MarkType
 from tts_core.speech_markup import VOLUME_RANGE_DB
 from ttsq.jobs import JobOptions, LoudnessOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
@@ -159,15 +159,16 @@ class JobCreate(RequestBody):
     )
     marks: list[MarkType] = Field(
         default_factory=list,
-        max_length=2,
-        description="Timing marks to store beside the audio: `sentence`, `word` or both (plain text only; "
-        "word marks need a Piper voice). The result then links `marks.json` (`marks_url`) and WebVTT and "
-        "SRT subtitles (`subtitles_url`, `srt_url`).",
+        max_length=len(MARK_TYPES),
+        description="Timing marks to store beside the audio, any of `sentence`, `word` (plain text), `phoneme`, "
+        "`viseme` (plain text or SSML; word, phoneme and viseme marks need a voice whose model times its input: "
+        "Piper) and `ssml` (SSML `<mark>` elements). The result then links `marks.json` (`marks_url`) and "
+        "WebVTT and SRT subtitles (`subtitles_url`, `srt_url`).",
     )
     text_type: TextType = Field(
         TextType.TEXT,
         description="text, or ssml: the documented SSML subset (speak, p, s, break, prosody rate, say-as, sub, "
-        "phoneme); characters are counted on the spoken text.",
+        "phoneme, mark); characters are counted on the spoken text.",
     )
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = Field(
         None,
@@ -306,7 +307,7 @@ class BatchDefaults(RequestBody):
     sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     text_type: TextType | None = None
-    marks: list[MarkType] | None = Field(None, max_length=2, description="As a job's `marks`.")
+    marks: list[MarkType] | None = Field(None, max_length=len(MARK_TYPES), description="As a job's `marks`.")
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None
 
     @field_validator("marks")

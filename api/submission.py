@@ -34,8 +34,9 @@ from api.metrics import oldest_age_s
 from api.schemas import BatchCreate, JobCreate
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
-from tts_core.engines import engine_of
+from tts_core.engines import SpeechEngine, engine_of
 from tts_core.errors import InvalidSsml, MarksUnsupported, TextTooLong, TTSError
+from tts_core.marks import MarkType
 from tts_core.speech_markup import SsmlDocument, parse_ssml
 from tts_core.text import check_text
 from tts_core.voice_info import VoiceInfo
@@ -225,17 +226,37 @@ def parsed_text(request: JobCreate, language: str, max_chars: int) -> tuple[str,
     return document.spoken_text, document
 
 
+MARKS_NEED: Final[dict[str, str]] = {
+    "sentence": "are made for plain text only",
+    "word": "need plain text and a voice whose model times its input",
+    "phoneme": "need a voice whose model times its phonemes",
+    "viseme": "need a voice whose model times its phonemes",
+    "ssml": "come from the <mark> elements of SSML, so need text_type ssml",
+}
+"""Why a kind of mark may be refused, said in the refusal."""
+
+
+def marks_available(text_type: TextType, engine: SpeechEngine) -> list[MarkType]:
+    """The marks a job of this text type can have with a voice of this engine: sentence and word
+    marks point at plain text (words need a model that times its input), ssml marks come from SSML,
+    phoneme and viseme marks need a model that times its phonemes (plain text or SSML)."""
+    kinds: list[MarkType] = ["sentence"] if text_type is TextType.TEXT else ["ssml"]
+    if text_type is TextType.TEXT and engine.times_words:
+        kinds.append("word")
+    if engine.times_phonemes:
+        kinds += ["phoneme", "viseme"]
+    return kinds
+
+
 def check_marks(request: JobCreate, voice: VoiceInfo) -> None:
-    """Marks point at characters of plain text, and word marks need a model that times its input."""
-    if not request.marks:
-        return
-    if request.text_type is TextType.SSML:
-        raise MarksUnsupported("marks are made for plain text only, not for text_type ssml")
-    if "word" in request.marks and not engine_of(voice).times_words:
-        raise MarksUnsupported(
-            f"word marks need a voice whose model times its words; {voice.id} ({voice.engine.value}) "
-            "gives sentence marks only"
-        )
+    """Refuse the first kind of mark the job cannot have, naming what it needs and what it can have."""
+    allowed = marks_available(request.text_type, engine_of(voice))
+    for kind in request.marks:
+        if kind not in allowed:
+            raise MarksUnsupported(
+                f"{kind} marks {MARKS_NEED[kind]}: {voice.id} ({voice.engine.value}) gives {', '.join(allowed)} "
+                f"marks only with text_type {request.text_type.value} (the values marks may hold)"
+            )
 
 
 def check_tag_count(source: str, limit: int) -> None:

@@ -19,9 +19,14 @@ from tts_core.marks import MarkType
 REF_CHARS: Final = 16
 """Hex digits of a chapter's ref (64 bits of sha256: no two chapters of a book collide)."""
 
-MARKS: Final[dict[str, tuple[MarkType, ...]]] = {"none": (), "sentence": ("sentence",), "word": ("sentence", "word")}
+MARKS: Final[dict[str, tuple[MarkType, ...]]] = {
+    "none": (),
+    "sentence": ("sentence",),
+    "word": ("sentence", "word"),
+    "viseme": ("sentence", "word", "phoneme", "viseme"),
+}
 """``--marks`` choices and the job ``marks`` each asks for: word marks come with sentence marks,
-which the subtitles are cut from."""
+which the subtitles are cut from; visemes (a narrating avatar's lips) with their phonemes and words."""
 
 SIDE_FILES: Final = {"subtitles": ".vtt", "srt": ".srt", "marks": ".marks.json"}
 """What a chapter with marks gets beside its audio: the result's ``<kind>_url``, saved as

@@ -170,7 +170,7 @@ def test_a_job_without_marks_links_no_marks(client: httpx.Client) -> None:
     [
         ({"text": "<speak>Hi.</speak>", "text_type": "ssml", "marks": ["sentence"]}, "plain text"),
         ({"text": "Hi.", "marks": ["word", "word"]}, "marks"),
-        ({"text": "Hi.", "marks": ["phoneme"]}, "marks"),
+        ({"text": "Hi.", "marks": ["syllable"]}, "marks"),
     ],
 )
 def test_marks_that_cannot_be_made_are_refused(client: httpx.Client, body: dict[str, Any], named: str) -> None:

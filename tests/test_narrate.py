@@ -193,6 +193,23 @@ def test_other_marks_narrate_again_and_word_marks_are_downloaded(
         assert (out / chapter["subtitles_file"]).read_text().startswith("WEBVTT")
 
 
+def test_viseme_marks_are_narrated_with_their_phonemes_inside_the_words(api_url: str, tmp_path: Path) -> None:
+    book = tmp_path / "lips.md"
+    book.write_text("# Lips\n\n## One\n\nBob made a map.\n")
+    out = tmp_path / "out"
+    lips = narrate(book, out, api_url, "--marks", "viseme", "--format", "wav")
+    assert lips.returncode == 0, lips.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["marks"] == ["sentence", "word", "phoneme", "viseme"]
+    marks = json.loads((out / manifest["chapters"][0]["marks_file"]).read_text())
+    words = {(m["text_start"], m["text_end"]): m for m in marks if m["type"] == "word"}
+    visemes = [m for m in marks if m["type"] == "viseme"]
+    assert [v["value"] for v in visemes if v["text_start"] == 0] == ["p", "a", "p"]  # Bob
+    for viseme in visemes:
+        word = words[viseme["text_start"], viseme["text_end"]]
+        assert word["start_ms"] <= viseme["start_ms"] < viseme["end_ms"] <= word["end_ms"]
+
+
 def test_ctrl_c_leaves_the_batch_running_and_the_printed_command_resumes_it(
     api_url: str, client: httpx.Client, worker: ManagedProcess, tmp_path: Path
 ) -> None:

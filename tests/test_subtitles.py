@@ -261,7 +261,7 @@ def test_marks_json_round_trip() -> None:
 @pytest.mark.parametrize(
     ("change", "error"),
     [
-        ({"type": "phoneme"}, "type must be one of sentence, word"),
+        ({"type": "syllable"}, "type must be one of sentence, word, phoneme, viseme, ssml"),
         ({"start_ms": "0"}, "start_ms must be an integer"),
         ({"text_end": True}, "text_end must be an integer"),
         ({"value": None}, "value must be a string"),

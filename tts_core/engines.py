@@ -68,6 +68,9 @@ class SpeechEngine(ABC):
     """The engine as users see it (``GET /v1/voices``'s ``engine``) and the registry knows it."""
     times_words: ClassVar[bool]
     """Its model says how long each input id lasts, so word marks can be made."""
+    times_phonemes: ClassVar[bool] = False
+    """Its model says how long each input id lasts and its ids are phoneme symbols (its model's
+    ``word_ids`` has ``symbols``), so phoneme and viseme marks can be made."""
     batches: ClassVar[bool]
     """One inference call takes several utterances, so each batch shape is worth preparing at start."""
     seconds_per_id: ClassVar[float]

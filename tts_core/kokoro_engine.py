@@ -36,6 +36,7 @@ class KokoroEngine(SpeechEngine):
 
     name = "kokoro"
     times_words = True
+    times_phonemes = True
     batches = False
     seconds_per_id = 0.062
     """Measured 0.060 s on Japanese prose: an id is a whole phoneme, with no pads between."""

@@ -7,16 +7,32 @@ its words are the letter-or-digit runs of that text, matched to the spoken words
 ``tts_core.timing.allocate``, unless the front end said where its words are (Japanese, which has no
 spaces: ``PlannedUtterance.words``), when each such word has its own run. Marks come out one
 sentence at a time, so a book's marks never have to be held at once.
+
+Where the timings have phonemes, each goes to the word it is mostly heard in and is kept within
+that word's mark, so a phoneme or viseme never strays outside its word; a viseme is its phoneme's,
+and a pause of at least :data:`SIL_MIN_MS` between two phonemes is a ``sil`` viseme. An SSML
+utterance has no sentence or words: its phonemes point at the SSML it was read from, and each of
+its ``<mark>`` elements is heard where its speech starts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
+from typing import Final
 
-from tts_core.marks import Mark, MarkType
+from tts_core.marks import MARK_TYPES, Mark, MarkType
 from tts_core.plan import PlannedUtterance, ReadWord
 from tts_core.text_spans import raw_tokens
-from tts_core.timing import Run, Span, UtteranceTiming, Weigh, allocate, letter_weight
+from tts_core.timing import Phone, Run, Span, UtteranceTiming, Weigh, allocate, letter_weight
+from tts_core.visemes import SIL, viseme_of
+
+SIL_MIN_MS: Final = 50
+"""The shortest pause between phonemes given a ``sil`` viseme: a comma's or a sentence's pause is
+longer, the breath between two words of a phrase shorter (the mouth moves straight on)."""
+
+_ORDER: Final = {kind: rank for rank, kind in enumerate(("sentence", "ssml", "word", "phoneme", "viseme"))}
+"""How marks that start together are written: a sentence before its words, a word before its phonemes."""
 
 
 @dataclass
@@ -36,7 +52,8 @@ class _Word:
 
 class MarkBuilder:
     """Feed every utterance of a job in order with :meth:`add`, then :meth:`finish`; both return the
-    marks completed so far: a sentence mark, then its word marks where the timings have words."""
+    marks completed so far: a sentence mark, then its word marks where the timings have words, and
+    phoneme and viseme marks where they have phonemes; SSML marks and phonemes utterance by utterance."""
 
     def __init__(self, text: str, sample_rate: int, weigh: Weigh = letter_weight) -> None:
         """``weigh`` guesses a word's phonemes, to match words with what the model voiced."""
@@ -44,11 +61,12 @@ class MarkBuilder:
         self._rate = sample_rate
         self._weigh = weigh
         self._pieces: list[_Piece] = []
-        self._last_end_ms = {"sentence": 0, "word": 0}
+        self._last_end_ms = dict.fromkeys(MARK_TYPES, 0)
+        self._last_phoneme: Mark | None = None
 
     def add(self, utterance: PlannedUtterance, timing: UtteranceTiming) -> list[Mark]:
-        if utterance.span is None:  # not plain text: nothing to point at
-            return []
+        if utterance.span is None:  # not plain text: no sentence or words to point at
+            return _in_order(self._unspanned(utterance, timing))
         if self._pieces and self._pieces[-1].span == utterance.span:
             self._pieces[-1].timings.append(timing)
             self._pieces[-1].read.append(utterance.words)
@@ -66,9 +84,12 @@ class MarkBuilder:
             return []
         start, end = pieces[0].span[0], pieces[-1].span[1]
         audio = (pieces[0].timings[0].start, pieces[-1].timings[-1].end)
-        marks = [self._mark("sentence", start, end, audio)]
-        marks.extend(self._mark("word", w.text_start, w.text_end, w.audio) for w in self._sentence_words(pieces))
-        return marks
+        sentence = self._mark("sentence", start, end, audio)
+        words = self._sentence_words(pieces)
+        word_marks = [self._mark("word", w.text_start, w.text_end, w.audio) for w in words]
+        phones = [p for piece in pieces for t in piece.timings for p in t.phonemes or ()]
+        marks = [sentence, *word_marks, *self._sounds(phones, words, word_marks, sentence)]
+        return _in_order(marks)
 
     def _sentence_words(self, pieces: list[_Piece]) -> list[_Word]:
         words: list[_Word] = []
@@ -97,6 +118,60 @@ class MarkBuilder:
         audio = allocate([self._text[s:e] for s, e in words], runs, whole, self._weigh)
         return [_Word(s, e, a) for (s, e), a in zip(words, audio, strict=True)]
 
+    def _sounds(self, phones: list[Phone], words: list[_Word], word_marks: list[Mark], sentence: Mark) -> list[Mark]:
+        """Phoneme and viseme marks of a sentence: each phoneme within the word it is mostly heard in
+        (the sentence, if it has no words)."""
+        starts = [w.audio[0] for w in words]
+        marks: list[Mark] = []
+        for start, end, ipa in phones:
+            owner = sentence
+            if words:
+                middle = (start + end) // 2
+                at = max(0, bisect_right(starts, middle) - 1)
+                if at + 1 < len(words) and middle - words[at].audio[1] > words[at + 1].audio[0] - middle:
+                    at += 1  # in the gap between two words, nearer the next
+                owner = word_marks[at]
+            marks.extend(self._phoneme(ipa, (start, end), owner))
+        return marks
+
+    def _unspanned(self, utterance: PlannedUtterance, timing: UtteranceTiming) -> list[Mark]:
+        """An SSML utterance's marks: its ``<mark>`` elements, and its phonemes pointing at its source."""
+        heard = timing.words[0][0] if timing.words else timing.start
+        marks = [self._point(m.name, m.start, m.end, timing.end if m.after else heard) for m in utterance.marks]
+        if utterance.source is not None:
+            text_start, text_end = utterance.source
+            whole = Mark("phoneme", 0, self._ms(timing.end), text_start, text_end, "")
+            for start, end, ipa in timing.phonemes or ():
+                marks.extend(self._phoneme(ipa, (start, end), whole))
+        return marks
+
+    def _phoneme(self, ipa: str, audio: Span, owner: Mark) -> list[Mark]:
+        """A phoneme's mark and its viseme's, kept within ``owner``'s time and pointing at its text;
+        a ``sil`` viseme before them if the pause since the last phoneme is long enough. None if
+        nothing of it is left inside ``owner`` (a phoneme shorter than a millisecond)."""
+        start_ms = max(self._ms(audio[0]), owner.start_ms, self._last_end_ms["phoneme"])
+        end_ms = min(self._ms(audio[1]), owner.end_ms)
+        if end_ms <= start_ms:
+            return []
+        phoneme = Mark("phoneme", start_ms, end_ms, owner.text_start, owner.text_end, ipa)
+        marks = [phoneme]
+        last, self._last_phoneme = self._last_phoneme, phoneme
+        self._last_end_ms["phoneme"] = end_ms
+        if last is not None and start_ms - last.end_ms >= SIL_MIN_MS:
+            same = (last.text_start, last.text_end) == (phoneme.text_start, phoneme.text_end)
+            between = (
+                (last.text_start, last.text_end) if same else (last.text_end, max(last.text_end, phoneme.text_start))
+            )
+            marks.append(Mark("viseme", last.end_ms, start_ms, *between, SIL))
+        marks.append(replace(phoneme, type="viseme", value=viseme_of(ipa)))
+        return marks
+
+    def _point(self, name: str, text_start: int, text_end: int, samples: int) -> Mark:
+        """An SSML mark: a point in time, never before the one before it."""
+        at = max(self._ms(samples), self._last_end_ms["ssml"])
+        self._last_end_ms["ssml"] = at
+        return Mark("ssml", at, at, text_start, text_end, name)
+
     def _mark(self, kind: MarkType, text_start: int, text_end: int, audio: Span) -> Mark:
         start_ms = max(self._ms(audio[0]), self._last_end_ms[kind])
         end_ms = max(self._ms(audio[1]), start_ms + 1)
@@ -116,6 +191,12 @@ def _read_words(piece: _Piece) -> list[_Word] | None:
             return None
         words.extend(_Word(w.text[0], w.text[1], (run[0], run[1])) for w, run in zip(read, timing.words, strict=True))
     return words
+
+
+def _in_order(marks: list[Mark]) -> list[Mark]:
+    """Marks as Polly writes them: by time, a sentence before its words and a word before its sounds
+    where they start together (each type's own order kept)."""
+    return sorted(marks, key=lambda m: (m.start_ms, _ORDER[m.type]))
 
 
 def _letters(text: str, start: int, end: int) -> tuple[int, int] | None:

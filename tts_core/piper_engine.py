@@ -44,6 +44,7 @@ class PiperEngine(SpeechEngine):
 
     name = "piper"
     times_words = True
+    times_phonemes = True
     batches = True
     seconds_per_id = 0.027
     """Piper's ids put a pad between phonemes, so each is worth little (measured 0.024 to 0.026 s on

@@ -22,8 +22,8 @@ from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText, PauseTooLong
 from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.phonemes import phoneme_ids, phonemize
-from tts_core.plan import PlannedUtterance, ReadWord
-from tts_core.speech_markup import Boundary, Break, Speech, SsmlDocument
+from tts_core.plan import MarkPoint, PlannedUtterance, ReadWord
+from tts_core.speech_markup import Boundary, Break, MarkElement, Speech, SsmlDocument
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
 from tts_core.text_spans import OffsetMap
 
@@ -302,7 +302,9 @@ def plan_ssml(
     """Timed utterances of an SSML document: breaks become exact pauses (several in a row add up, to
     at most ``MAX_PAUSE_AT_ONE_PLACE_S``; a break replaces the sentence or paragraph pause at its
     place), ``<p>`` ends get the paragraph pause, ``<s>`` ends the sentence pause, runs of another
-    rate or an IPA word join without a pause.
+    rate or an IPA word join without a pause. A ``<mark>`` goes with the utterance after it (or,
+    after the last speech, with the last utterance, heard at its end); each utterance keeps the span
+    of SSML it was read from.
 
     Raises :class:`EmptyText` if nothing in it is speakable, :class:`PauseTooLong` for too long a pause.
     """
@@ -318,14 +320,18 @@ def iter_ssml(
     boundary: str | None = None
     lead = 0.0
     spoken = 0
+    marks: list[MarkPoint] = []
     for piece in document.pieces:
         if isinstance(piece, Break):
             owed_break, lead = _added_break(piece.seconds, held is not None, owed_break, lead, spoken)
         elif isinstance(piece, Boundary):
             boundary = "paragraph" if "paragraph" in (boundary, piece.kind) else piece.kind
+        elif isinstance(piece, MarkElement):
+            marks.append(MarkPoint(piece.name, piece.start, piece.end))
         else:
             for n, utterance in enumerate(_speech_utterances(piece, front_end, max_ids)):
                 if n == 0:
+                    utterance, marks = _with_marks(utterance, marks), []
                     spoken += 1
                     if held is not None:
                         yield replace(held, pause_after_s=between(owed_break, boundary, paragraph_pause_s))
@@ -338,7 +344,12 @@ def iter_ssml(
                 held = utterance
     if held is None:
         raise EmptyText("the SSML has nothing to speak")
+    held = _with_marks(held, [replace(m, after=True) for m in marks])
     yield held if owed_break is None else replace(held, pause_after_s=owed_break)
+
+
+def _with_marks(utterance: PlannedUtterance, marks: list[MarkPoint]) -> PlannedUtterance:
+    return replace(utterance, marks=(*utterance.marks, *marks)) if marks else utterance
 
 
 def _added_break(
@@ -360,14 +371,14 @@ def _speech_utterances(piece: Speech, front_end: FrontEnd, max_ids: int) -> Iter
     or its IPA cut into pieces within the budget, which join without a pause."""
     if piece.ipa is not None:
         for ids in ipa_pieces(piece.ipa, front_end, max_ids):
-            yield PlannedUtterance(ids, rate=piece.rate, pause_after_s=0.0, gain=piece.gain)
+            yield PlannedUtterance(ids, rate=piece.rate, pause_after_s=0.0, gain=piece.gain, source=piece.source)
         return
     try:
         utterances = plan_utterances(piece.text, front_end, max_ids)
     except EmptyText:  # punctuation only, say
         return
     for utterance in utterances:
-        yield PlannedUtterance(utterance.phoneme_ids, rate=piece.rate, gain=piece.gain)
+        yield PlannedUtterance(utterance.phoneme_ids, rate=piece.rate, gain=piece.gain, source=piece.source)
 
 
 def ipa_pieces(ipa: str, front_end: FrontEnd, max_ids: int) -> Iterator[list[int]]:

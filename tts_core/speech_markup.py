@@ -2,7 +2,12 @@
 
 Subset: ``<speak>`` (``xml:lang``), ``<p>``, ``<s>``, ``<break time="…"|strength="…"/>``,
 ``<prosody rate="…" volume="…">``, ``<say-as interpret-as="characters|cardinal|ordinal|date|telephone">``,
-``<sub alias="…">`` and ``<phoneme alphabet="ipa" ph="…">``. Anything else is refused, naming it.
+``<sub alias="…">``, ``<phoneme alphabet="ipa" ph="…">`` and ``<mark name="…"/>``. Anything else is
+refused, naming it.
+
+Each piece of speech keeps the span of the source it was read from, and each ``<mark>`` its
+element's span (offsets in characters of the submitted SSML), for timing marks; a ``<mark>`` ends
+the text before it, so that its time is where the speech after it starts.
 
 The XML parser is ``defusedxml``'s SAX reader: DTDs, entity declarations (so no entity expansion
 bombs) and external references are refused before anything is expanded. Every error is an
@@ -34,6 +39,8 @@ MAX_PHONEME_CHARS: Final = 1000
 """Longest ``ph`` of one ``<phoneme>``: a word's or a name's pronunciation is tens of symbols. The
 spoken text a job is limited by is the element's own text (one letter can carry a ``ph``), so the
 pronunciation needs a bound of its own; the planner also cuts a long one to the id budget."""
+MAX_MARK_NAME_CHARS: Final = 256
+"""Longest ``<mark name>``: a name is a label for the client's code, and each is stored with the job."""
 RATE_RANGE: Final = (0.5, 2.0)
 BREAK_STRENGTHS: Final = {"none": 0.0, "x-weak": 0.1, "weak": 0.2, "medium": 0.4, "strong": 0.7, "x-strong": 1.0}
 RATE_WORDS: Final = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5}
@@ -46,7 +53,7 @@ VOLUME_RANGE_DB: Final = (-40.0, 12.0)
 
 SAY_AS: Final = ("characters", "cardinal", "ordinal", "date", "telephone")
 DATE_FORMATS: Final = ("mdy", "dmy", "ymd", "md", "dm", "ym", "my", "y", "m", "d")
-_INLINE: Final = frozenset({"break", "prosody", "say-as", "sub", "phoneme"})
+_INLINE: Final = frozenset({"break", "prosody", "say-as", "sub", "phoneme", "mark"})
 _PARENTS: Final[dict[str, frozenset[str]]] = {
     "p": frozenset({"speak"}),
     "s": frozenset({"speak", "p"}),
@@ -61,6 +68,7 @@ _ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
     "say-as": frozenset({"interpret-as", "format"}),
     "sub": frozenset({"alias"}),
     "phoneme": frozenset({"alphabet", "ph"}),
+    "mark": frozenset({"name"}),
 }
 _TIME: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s)")
 _PERCENT: Final = re.compile(r"([+-]?)(\d+(?:\.\d+)?)%")
@@ -78,6 +86,10 @@ class Speech:
     rate: float = 1.0
     ipa: str | None = None
     gain: float = 1.0
+    source: tuple[int, int] | None = field(default=None, compare=False)
+    """Offsets in the SSML source of what it was read from: its text, or the whole element it came
+    from (``<say-as>``, ``<sub>``, ``<phoneme>``); runs joined into one piece span them all. Where it
+    came from, not what is said: pieces compare equal without it."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,16 @@ class Boundary:
     kind: Literal["sentence", "paragraph"]
 
 
-Piece = Speech | Break | Boundary
+@dataclass(frozen=True)
+class MarkElement:
+    """A ``<mark name="…"/>``: its name and the element's offsets in the SSML source."""
+
+    name: str
+    start: int
+    end: int
+
+
+Piece = Speech | Break | Boundary | MarkElement
 
 
 @dataclass(frozen=True)
@@ -117,17 +138,23 @@ class _Open:
     line: int
     column: int
     attributes: dict[str, str]
+    offset: int
+    """Where its start tag begins in the source."""
     text: list[str] = field(default_factory=list)
 
 
 class _Handler(ContentHandler):
-    def __init__(self, default_lang: str) -> None:
+    def __init__(self, default_lang: str, source: str) -> None:
         super().__init__()
         self.lang: str | None = None
         self._default_lang = default_lang
+        self._source = source
+        self._line_starts = [0, *(m.end() for m in re.finditer("\n", source))]
         self._open: list[_Open] = []
         self._pieces: list[Piece] = []
         self._buffer: list[str] = []
+        self._buffer_spans: list[tuple[int, int]] = []
+        """Source offsets of the text in ``_buffer`` that is not space."""
         self._position: Locator | None = None
 
     def setDocumentLocator(self, locator: Locator) -> None:
@@ -137,6 +164,20 @@ class _Handler(ContentHandler):
         if self._position is None:
             return 1, 1
         return self._position.getLineNumber() or 1, (self._position.getColumnNumber() or 0) + 1
+
+    def _offset(self) -> int:
+        """Where the parser is, in characters of the source (expat counts columns in characters)."""
+        line, column = self._where()
+        return min(self._line_starts[min(line, len(self._line_starts)) - 1] + column - 1, len(self._source))
+
+    def _element_end(self, element: _Open) -> int:
+        """At an end tag: where the element ends in the source, past its ``/>`` if its start tag
+        closes it, else past its end tag (where the parser now is)."""
+        tag_end = _tag_end(self._source, element.offset)
+        if self._source[tag_end - 2 : tag_end] == "/>":
+            return tag_end
+        close = self._source.find(">", self._offset())
+        return close + 1 if close >= 0 else tag_end
 
     def fail(self, message: str) -> InvalidSsml:
         return InvalidSsml(message, *self._where())
@@ -159,6 +200,8 @@ class _Handler(ContentHandler):
         self._check(name, attributes)
         if self._open and self._open[-1].name in {"say-as", "sub", "phoneme"}:
             raise self.fail(f"<{self._open[-1].name}> holds text only, not <{name}>")
+        if self._open and self._open[-1].name == "mark":
+            raise self.fail(f"<mark> holds nothing, not <{name}>")
         rate, volume_db = self._rate, self._volume_db
         if name == "speak":
             self.lang = attributes.get("xml:lang")
@@ -171,14 +214,19 @@ class _Handler(ContentHandler):
             volume_db = self._prosody_volume(attributes, volume_db)
         elif name in {"p", "s"}:
             self._flush()
-            if self._pieces and isinstance(self._pieces[-1], Speech):  # text before it ends there
+            spoken = [p for p in self._pieces if not isinstance(p, MarkElement)]
+            if spoken and isinstance(spoken[-1], Speech):  # text before it ends there
                 self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
+        elif name == "mark":
+            self._flush()
         line, column = self._where()
-        self._open.append(_Open(name, rate, volume_db, line, column, attributes))
+        self._open.append(_Open(name, rate, volume_db, line, column, attributes, self._offset()))
 
     def endElement(self, name: str) -> None:
         element = self._open.pop()
-        if name in {"say-as", "sub", "phoneme"}:
+        if name == "mark":
+            self._mark(element)
+        elif name in {"say-as", "sub", "phoneme"}:
             self._flush()
             self._special(element)
         elif name in {"p", "s", "prosody"}:
@@ -191,18 +239,36 @@ class _Handler(ContentHandler):
     def characters(self, content: str) -> None:
         if not self._open:
             return
-        if self._open[-1].name in {"say-as", "sub", "phoneme"}:
+        if self._open[-1].name == "mark":
+            if content.strip():
+                raise self.fail("<mark> holds no text")
+        elif self._open[-1].name in {"say-as", "sub", "phoneme"}:
             self._open[-1].text.append(content)
         else:
             self._buffer.append(content)
+            self._note_source(content)
+
+    def _note_source(self, content: str) -> None:
+        """Where the chunk's non-space text lies in the source (an entity's chunk: the reference)."""
+        at = self._offset()
+        if self._source.startswith(content, at):
+            first = len(content) - len(content.lstrip())
+            last = len(content.rstrip())
+            if last > first:
+                self._buffer_spans.append((at + first, at + last))
+        elif content.strip():
+            close = self._source.find(";", at)
+            self._buffer_spans.append((at, close + 1 if close >= 0 else at + 1))
 
     def _flush(self, element: _Open | None = None) -> None:
         """Text gathered so far, spoken as ``element`` (the one closing) says, else as the innermost."""
         text = _SPACES.sub(" ", "".join(self._buffer)).strip()
+        spans, self._buffer_spans = self._buffer_spans, []
         self._buffer.clear()
         if text:
             rate, volume_db = (self._rate, self._volume_db) if element is None else (element.rate, element.volume_db)
-            self._speak(Speech(text, rate, gain=gain_of(volume_db)))
+            source = (spans[0][0], spans[-1][1]) if spans else None
+            self._speak(Speech(text, rate, gain=gain_of(volume_db), source=source))
 
     def _speak(self, piece: Speech) -> None:
         """Append, merging with the previous run of the same rate and gain (one text for the front end)."""
@@ -213,17 +279,30 @@ class _Handler(ContentHandler):
             and piece.ipa is None
             and (last.rate, last.gain) == (piece.rate, piece.gain)
         ):
-            self._pieces[-1] = Speech(f"{last.text}{self._joint}{piece.text}", piece.rate, gain=piece.gain)
+            source = _joined(last.source, piece.source)
+            self._pieces[-1] = Speech(
+                f"{last.text}{self._joint}{piece.text}", piece.rate, gain=piece.gain, source=source
+            )
         else:
             self._pieces.append(piece)
 
+    def _mark(self, element: _Open) -> None:
+        name = element.attributes.get("name", "")
+        if not name.strip():
+            raise InvalidSsml("<mark> needs a non-empty name", element.line, element.column)
+        if len(name) > MAX_MARK_NAME_CHARS:
+            message = f"<mark> name has {len(name)} characters; at most {MAX_MARK_NAME_CHARS}"
+            raise InvalidSsml(message, element.line, element.column)
+        self._pieces.append(MarkElement(name, element.offset, self._element_end(element)))
+
     def _special(self, element: _Open) -> None:
         inner = _SPACES.sub(" ", "".join(element.text)).strip()
+        source = (element.offset, self._element_end(element))
         if element.name == "sub":
             alias = element.attributes.get("alias", "").strip()
             if not alias:
                 raise InvalidSsml("<sub> needs a non-empty alias", element.line, element.column)
-            self._speak(Speech(alias, element.rate, gain=gain_of(element.volume_db)))
+            self._speak(Speech(alias, element.rate, gain=gain_of(element.volume_db), source=source))
         elif element.name == "phoneme":
             ph = element.attributes.get("ph", "").strip()
             if element.attributes.get("alphabet") != "ipa" or not ph:
@@ -231,11 +310,11 @@ class _Handler(ContentHandler):
             if len(ph) > MAX_PHONEME_CHARS:
                 message = f"<phoneme> ph has {len(ph)} characters; at most {MAX_PHONEME_CHARS}"
                 raise InvalidSsml(message, element.line, element.column)
-            self._speak(Speech(inner or ph, element.rate, ipa=ph, gain=gain_of(element.volume_db)))
+            self._speak(Speech(inner or ph, element.rate, ipa=ph, gain=gain_of(element.volume_db), source=source))
         else:
             spoken = self._say_as(element, inner)
             if spoken:
-                self._speak(Speech(spoken, element.rate, gain=gain_of(element.volume_db)))
+                self._speak(Speech(spoken, element.rate, gain=gain_of(element.volume_db), source=source))
 
     def _say_as(self, element: _Open, inner: str) -> str:
         kind = element.attributes.get("interpret-as", "")
@@ -313,6 +392,26 @@ class _Handler(ContentHandler):
         return SsmlDocument(self.lang, tuple(self._pieces))
 
 
+def _tag_end(source: str, start: int) -> int:
+    """Just past the ``>`` of the tag starting at ``start`` (a ``>`` inside a quoted value is text)."""
+    quote = ""
+    for at in range(start, len(source)):
+        ch = source[at]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ">":
+            return at + 1
+    return len(source)
+
+
+def _joined(first: tuple[int, int] | None, second: tuple[int, int] | None) -> tuple[int, int] | None:
+    if first is None or second is None:
+        return first or second
+    return min(first[0], second[0]), max(first[1], second[1])
+
+
 def _characters(inner: str, lang: str, _: str) -> str:
     return " ".join(ch for ch in inner if not ch.isspace())
 
@@ -379,7 +478,7 @@ def parse_ssml(source: str, default_lang: str = "en") -> SsmlDocument:
     well-formed XML in the supported subset."""
     if (declaration := _DOCTYPE.search(source)) is not None:  # refused before any parsing
         raise InvalidSsml("DTDs and entity declarations are not allowed", *_position(source, declaration.start()))
-    handler = _Handler(default_lang)
+    handler = _Handler(default_lang, source)
     try:
         defusedxml.sax.parseString(source.encode("utf-8"), handler)
     except xml.sax.SAXParseException as e:

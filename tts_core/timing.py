@@ -9,7 +9,7 @@ at commas and sentence ends stay outside every word.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Final
 
@@ -32,6 +32,8 @@ Span = tuple[int, int]
 """Start and end (exclusive) in samples."""
 Run = tuple[int, int, int]
 """A spoken word as the model voiced it: start and end in samples, and how many phonemes it has."""
+Phone = tuple[int, int, str]
+"""A phoneme as the model voiced it: start and end in samples, and its IPA (``tts_core.phoneme_timing``)."""
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,21 @@ class WordIds:
     silent: frozenset[int]
     modifiers: frozenset[int]
     """Stress and length marks: they sound with a phoneme, but are not one."""
+    symbols: Mapping[int, str] = field(default_factory=dict, compare=False)
+    """The symbol each id stands for (phoneme marks); empty where the model's ids are not symbols."""
 
     @classmethod
     def of(cls, id_map: Mapping[str, Sequence[int]]) -> WordIds:
-        """From a Piper voice's phoneme id map."""
+        """From a voice's symbol-to-ids map (Piper's ``phoneme_id_map``; any model whose ids are symbols)."""
 
         def ids(symbols: Iterable[str]) -> frozenset[int]:
             return frozenset(i for symbol in symbols for i in id_map.get(symbol, ()))
 
-        return cls(ids(WORD_BREAK), ids(SILENT_SYMBOLS), ids(MODIFIER_SYMBOLS))
+        symbols: dict[int, str] = {}
+        for symbol, mapped in id_map.items():
+            for i in mapped:
+                symbols.setdefault(i, symbol)
+        return cls(ids(WORD_BREAK), ids(SILENT_SYMBOLS), ids(MODIFIER_SYMBOLS), symbols)
 
 
 def spoken_words(ids: Sequence[int], id_samples: IdSamples, word_ids: WordIds) -> list[Run]:
@@ -105,24 +113,62 @@ def word_runs(ids: Sequence[int], id_samples: IdSamples, words: Sequence[ReadWor
 class UtteranceTiming:
     """Where one utterance's audio lies (samples from the start of its segment, or of the job once
     shifted) and its spoken words within it (same origin); ``words`` None if the model gives no
-    durations (Kokoro)."""
+    durations (Kokoro). ``phonemes`` (same origin) only where the job asked for phoneme or viseme
+    marks and the model times its ids."""
 
     start: int
     end: int
     words: list[Run] | None
+    phonemes: list[Phone] | None = None
 
     def shifted(self, by: int) -> UtteranceTiming:
         words = None if self.words is None else [(s + by, e + by, n) for s, e, n in self.words]
-        return UtteranceTiming(self.start + by, self.end + by, words)
+        phonemes = None if self.phonemes is None else [(s + by, e + by, p) for s, e, p in self.phonemes]
+        return UtteranceTiming(self.start + by, self.end + by, words, phonemes)
 
     def to_json(self) -> list[object]:
-        return [self.start, self.end, self.words]
+        """``[start, end, words]``, then the phonemes where there are (:func:`phones_to_json`):
+        timings stored before phonemes existed read the same."""
+        data: list[object] = [self.start, self.end, self.words]
+        if self.phonemes is not None:
+            data.append(phones_to_json(self.phonemes, self.start))
+        return data
 
     @classmethod
     def from_json(cls, data: list[object]) -> UtteranceTiming:
-        start, end, words = data
+        start, end, words, *more = data
         spans = None if words is None else [(int(w[0]), int(w[1]), int(w[2])) for w in words]  # type: ignore[attr-defined]
-        return cls(int(str(start)), int(str(end)), spans)
+        first = int(str(start))
+        phonemes = phones_from_json(more[0], first) if more else None
+        return cls(first, int(str(end)), spans, phonemes)
+
+
+def phones_to_json(phones: Sequence[Phone], origin: int) -> list[object]:
+    """Phonemes compactly, as a book has about one for each character of its text: their IPA joined
+    by spaces (no phoneme has one), then each one's gap after the one before (from ``origin`` for the
+    first) and its length, flat: about 12 bytes a phoneme as stored (UTF-8), not some 25."""
+    flat: list[int] = []
+    at = origin
+    for start, end, _ in phones:
+        flat += [start - at, end - start]
+        at = end
+    return [" ".join(p for _, _, p in phones), flat]
+
+
+def phones_from_json(data: object, origin: int) -> list[Phone]:
+    """:func:`phones_to_json` read back."""
+    assert isinstance(data, list)
+    values, flat = data
+    assert isinstance(values, str)
+    assert isinstance(flat, list)
+    names = values.split(" ") if values else []
+    phones: list[Phone] = []
+    at = origin
+    for index, name in enumerate(names):
+        start = at + int(flat[2 * index])
+        at = start + int(flat[2 * index + 1])
+        phones.append((start, at, name))
+    return phones
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,10 @@ class SegmentStore:
             job_timings_key(job_id),
             job_levels_key(job_id),
         ]
-        encoded_timing = "" if timing is None else json.dumps(timing.to_json(), separators=(",", ":"))
+        # UTF-8, not \u escapes: a phoneme's IPA letter is 2 bytes so, 6 escaped (phoneme marks).
+        encoded_timing = (
+            "" if timing is None else json.dumps(timing.to_json(), separators=(",", ":"), ensure_ascii=False)
+        )
         encoded_level = "" if level is None else json.dumps(level.to_json(), separators=(",", ":"))
         args: list[int | str] = [
             index,

@@ -4,7 +4,7 @@ Segments record where their utterances and spoken words lie (``segment_timing``,
 segment); the task that stores the audio walks them in order through a ``MarkBuilder`` and writes
 ``marks.json`` (the kinds the job asked for) to a temporary file as it goes, and WebVTT and SRT
 subtitles cut from every sentence's marks (words help place the cuts even if only sentences were
-asked for).
+asked for). Phonemes are timed and kept only for a job that asks for phoneme or viseme marks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import BinaryIO, Final
 
 from tts_core.batching import BatchResult
 from tts_core.mark_builder import MarkBuilder
-from tts_core.marks import Mark, MarkType, marks_to_json
+from tts_core.marks import SOUND_MARK_TYPES, Mark, MarkType, marks_to_json
+from tts_core.phoneme_timing import spoken_phonemes
 from tts_core.plan import PlannedUtterance
 from tts_core.subtitles import Cue, build_cues, to_srt, to_webvtt
 from tts_core.timing import SegmentTiming, UtteranceTiming, Weigh, WordIds, spoken_words, word_runs
@@ -39,16 +40,17 @@ def segment_timing(
     after_s: Sequence[float],
     sample_rate: int,
     word_ids: WordIds | None,
+    phonemes: bool = False,
 ) -> SegmentTiming:
-    """Where each utterance and its spoken words lie in the segment's audio, laid out exactly as
-    ``tts_core.audio.timed_pcm`` lays out the samples: the words its front end read (one run each),
-    else the runs between word breaks."""
+    """Where each utterance and its spoken words (and, with ``phonemes``, its phonemes) lie in the
+    segment's audio, laid out exactly as ``tts_core.audio.timed_pcm`` lays out the samples: the
+    words its front end read (one run each), else the runs between word breaks."""
     position = 0
     timings: list[UtteranceTiming] = []
     for utterance, result, before, after in zip(utterances, results, before_s, after_s, strict=True):
         start = position + round(before * sample_rate)
         end = start + len(result.audio)
-        words = None
+        words = phones = None
         if word_ids is not None and result.id_samples is not None:
             runs = (
                 spoken_words(utterance.ids, result.id_samples, word_ids)
@@ -56,9 +58,17 @@ def segment_timing(
                 else word_runs(utterance.ids, result.id_samples, utterance.words, word_ids)
             )
             words = [(start + s, start + e, n) for s, e, n in runs]
-        timings.append(UtteranceTiming(start, end, words))
+            if phonemes:
+                voiced = spoken_phonemes(utterance.ids, result.id_samples, word_ids)
+                phones = [(start + s, start + e, p) for s, e, p in voiced]
+        timings.append(UtteranceTiming(start, end, words, phones))
         position = end + round(after * sample_rate)
     return SegmentTiming(position, timings)
+
+
+def wants_phonemes(marks: Iterable[MarkType]) -> bool:
+    """Whether a job's marks are made from phonemes, so its segments must keep them."""
+    return any(kind in SOUND_MARK_TYPES for kind in marks)
 
 
 def marks_keys(record: JobRecord, attempt: str) -> dict[str, str]:

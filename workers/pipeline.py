@@ -45,7 +45,7 @@ from ttsq.quotas import usage_day
 from ttsq.settings import Settings
 from ttsq.stores import Stores
 from ttsq.tenants import Limits
-from workers.marks_output import marks_keys, segment_timing, store_marks
+from workers.marks_output import marks_keys, segment_timing, store_marks, wants_phonemes
 from workers.steps import StepRun
 
 if TYPE_CHECKING:
@@ -134,7 +134,8 @@ def _speak(
     timing = None
     if record.options.marks:
         word_ids = ctx.engine.word_ids(record.voice)
-        timing = segment_timing(utterances, ordered, before, after, sample_rate, word_ids)
+        phonemes = wants_phonemes(record.options.marks)
+        timing = segment_timing(utterances, ordered, before, after, sample_rate, word_ids, phonemes)
     pcm, level = _level_segment(ctx, record, pcm, sample_rate)
     return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate, timing, level)
 
