@@ -227,8 +227,8 @@ def say(
     default="sentence",
     show_default=True,
     help="Timing marks per chapter, downloaded as NN-title.vtt, .srt and .marks.json: sentence, "
-    "word (sentence and word marks; needs a Piper voice), viseme (sentence, word, phoneme and viseme marks, "
-    "for lip-sync; needs a Piper voice), or none (audio only).",
+    "word (sentence and word marks), viseme (sentence, word, phoneme and viseme marks, "
+    "for lip-sync), or none (audio only).",
 )
 @click.option(
     "--loudness",

@@ -15,9 +15,12 @@ import numpy.typing as npt
 import pytest
 import soundfile
 
+from api.submission import marks_available
 from tests.conftest import wait_for_job
+from tts_core.kokoro_engine import KokoroEngine
 from tts_core.marks import Mark, check_marks, marks_from_json
 from tts_core.visemes import SIL, viseme_of
+from ttsq.jobs import TextType
 
 STILL = {"noise_scale": 0.0, "noise_w": 0.0, "format": "wav"}
 """No sampling noise: the same text gives the same audio, run after run."""
@@ -177,13 +180,16 @@ def test_phonemes_of_ssml_point_at_what_they_were_read_from(client: httpx.Client
     assert visemes == ["p", "a", "p"]
 
 
-def test_a_voice_that_times_no_phonemes_hears_ssml_marks_where_its_utterances_start(client: httpx.Client) -> None:
-    """Kokoro's graph gives no durations: a mark is heard where the speech after it begins."""
+def test_a_japanese_voice_hears_ssml_marks_where_the_speech_after_them_starts(client: httpx.Client) -> None:
+    """Kokoro's graph times its ids too: a mark is heard at the first phoneme after it."""
     source = '<speak><mark name="start"/>今日は。<break time="1s"/><mark name="weather"/>良い天気ですね。</speak>'
-    body = {"text": source, "text_type": "ssml", "voice": "ja_JP-kokoro-jf_alpha", "marks": ["ssml"]}
-    marks, samples, rate = marks_and_audio(client, body)
-    assert [(m.type, m.value) for m in marks] == [("ssml", "start"), ("ssml", "weather")]
-    assert marks[0].start_ms == 0
+    body = {"text": source, "text_type": "ssml", "voice": "ja_JP-kokoro-jf_alpha", "marks": ["ssml", "phoneme"]}
+    found, samples, rate = marks_and_audio(client, body)
+    marks = [m for m in found if m.type == "ssml"]
+    phonemes = [m for m in found if m.type == "phoneme"]
+    assert [m.value for m in marks] == ["start", "weather"]
+    assert marks[0].start_ms == phonemes[0].start_ms
+    assert marks[1].start_ms == min(p.start_ms for p in phonemes if p.start_ms >= marks[1].start_ms)
     assert marks[1].start_ms >= 1000, "after the first sentence and the second of silence"
     gap = samples[(marks[1].start_ms - 500) * rate // 1000 : (marks[1].start_ms - 100) * rate // 1000]
     assert not gap.any(), "the break is just before it"
@@ -193,11 +199,6 @@ def test_a_voice_that_times_no_phonemes_hears_ssml_marks_where_its_utterances_st
 @pytest.mark.parametrize(
     ("body", "named"),
     [
-        (
-            {"text": "こんにちは。", "voice": "ja_JP-kokoro-jf_alpha", "marks": ["phoneme"]},
-            "phoneme marks need a voice",
-        ),
-        ({"text": "こんにちは。", "voice": "ja_JP-kokoro-jf_alpha", "marks": ["viseme"]}, "gives sentence marks only"),
         ({"text": "Hi.", "marks": ["ssml"]}, "ssml marks come from the <mark> elements of SSML"),
         ({"text": "<speak>Hi.</speak>", "text_type": "ssml", "marks": ["word"]}, "gives ssml, phoneme, viseme"),
         ({"text": "<speak>Hi.</speak>", "text_type": "ssml", "marks": ["sentence"]}, "plain text only"),
@@ -213,6 +214,27 @@ def test_marks_a_job_cannot_have_are_refused_and_no_job_is_made(
     assert answer.status_code == 422, answer.text
     assert named in answer.json()["error"]["message"]
     assert [job["id"] for job in client.get("/v1/jobs").json()["jobs"]] == before
+
+
+@pytest.mark.parametrize(
+    ("times_words", "times_phonemes", "text_type", "allowed"),
+    [
+        (True, True, TextType.TEXT, ["sentence", "word", "phoneme", "viseme"]),
+        (True, True, TextType.SSML, ["ssml", "phoneme", "viseme"]),
+        (False, False, TextType.TEXT, ["sentence"]),
+        (False, False, TextType.SSML, ["ssml"]),
+    ],
+)
+def test_the_marks_a_job_can_have_follow_its_engine_and_text_type(
+    times_words: bool, times_phonemes: bool, text_type: TextType, allowed: list[str]
+) -> None:
+    """Every engine ttsq ships times its ids; one that does not (a plugin's) gives no word, phoneme or viseme marks."""
+
+    class Untimed(KokoroEngine):
+        pass
+
+    Untimed.times_words, Untimed.times_phonemes = times_words, times_phonemes
+    assert marks_available(text_type, Untimed()) == allowed
 
 
 def test_a_batch_takes_every_kind_of_mark_in_its_defaults(client: httpx.Client) -> None:
