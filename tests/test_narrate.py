@@ -206,6 +206,9 @@ def test_viseme_marks_are_narrated_with_their_phonemes_inside_the_words(api_url:
     visemes = [m for m in marks if m["type"] == "viseme"]
     assert [v["value"] for v in visemes if v["text_start"] == 0] == ["p", "a", "p"]  # Bob
     for viseme in visemes:
+        if viseme["value"] == "sil":  # a pause between two words (sampled durations may leave one mid-phrase)
+            assert viseme["text_start"] not in {start for start, _ in words}
+            continue
         word = words[viseme["text_start"], viseme["text_end"]]
         assert word["start_ms"] <= viseme["start_ms"] < viseme["end_ms"] <= word["end_ms"]
 
