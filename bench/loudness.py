@@ -105,7 +105,8 @@ def chapters(stack: BenchStack, text: str) -> dict[str, Any]:
     body = {"defaults": {"format": "wav", "loudness": {"preset": "audiobook"}}, "items": items}
     response = stack.http.post("/v1/batches", json=body)
     response.raise_for_status()
-    jobs = [Submitted(item["job_id"], time.time()) for item in response.json()["items"]]
+    batch = stack.http.get(f"/v1/batches/{response.json()['id']}", params={"limit": 200}).json()
+    jobs = [Submitted(item["job_id"], time.time()) for item in batch["items"]]
     found = [levels(*fetched(stack, job)) for job in jobs]
     return {
         "chapters": found,
@@ -215,8 +216,17 @@ def main() -> None:
     args = parser.parse_args()
     sections = args.sections.split(",")
     result: dict[str, Any] = {"started_at": datetime.now(UTC).isoformat(), "machine": describe()}
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-loudness.json"
+
+    def save(name: str, found: Any) -> None:
+        """Each section's results written as it ends, so a later section's failure loses none."""
+        result[name] = found
+        out.write_text(json.dumps(result, indent=2, default=str))
+        print(table({name: found}), flush=True)
+
     if "assembly" in sections:
-        result["assembly"] = assembly(args.hours)
+        save("assembly", assembly(args.hours))
     if {"voices", "book", "chapters"} & set(sections):
         with tempfile.TemporaryDirectory(prefix="ttsq-bench-") as root:
             stack = BenchStack(Path(root))
@@ -224,18 +234,15 @@ def main() -> None:
                 stack.start_workers(1)
                 text = book_text()
                 if "voices" in sections:
-                    result["voices"] = voices(stack)
+                    save("voices", voices(stack))
                 if "book" in sections:
-                    result["book"] = book(stack, text)
+                    save("book", book(stack, text))
                 if "chapters" in sections:
-                    result["chapters"] = chapters(stack, text)
+                    save("chapters", chapters(stack, text))
             finally:
                 stack.close()
     result["finished_at"] = datetime.now(UTC).isoformat()
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-loudness.json"
     out.write_text(json.dumps(result, indent=2, default=str))
-    print(table(result))
     print(f"\nwritten to {out}")
 
 
