@@ -60,36 +60,26 @@ class _PcmSink(Protocol):
     def close(self) -> object: ...
 
 
-class _Resampled:
-    """A sink fed at the voice's rate that hands the file's rate on to the encoder."""
+class _Stage(Protocol):
+    """A streaming step on PCM that may hold some back until its finish (a resampler, the limiter)."""
 
-    def __init__(self, encoder: _PcmSink, resampler: StreamResampler) -> None:
+    def push(self, pcm: PCM16) -> PCM16: ...
+    def finish(self) -> PCM16: ...
+
+
+class _Through:
+    """A sink that passes the PCM through ``stage`` (the file's rate, a leveling) on to the encoder."""
+
+    def __init__(self, encoder: _PcmSink, stage: _Stage) -> None:
         self._encoder = encoder
-        self._resampler = resampler
+        self._stage = stage
 
     def write(self, pcm: PCM16) -> None:
-        if (out := self._resampler.push(pcm)).size:
+        if (out := self._stage.push(pcm)).size:
             self._encoder.write(out)
 
     def close(self) -> None:
-        if (tail := self._resampler.finish()).size:
-            self._encoder.write(tail)
-        self._encoder.close()
-
-
-class _Limited:
-    """A sink that levels the voice's PCM (one gain, the true-peak limiter) before handing it on."""
-
-    def __init__(self, encoder: _PcmSink, limiter: PeakLimiter) -> None:
-        self._encoder = encoder
-        self._limiter = limiter
-
-    def write(self, pcm: PCM16) -> None:
-        if (out := self._limiter.push(pcm)).size:
-            self._encoder.write(out)
-
-    def close(self) -> None:
-        if (tail := self._limiter.finish()).size:
+        if (tail := self._stage.finish()).size:
             self._encoder.write(tail)
         self._encoder.close()
 
@@ -102,7 +92,7 @@ def _open_sink(
     encoder = _open_encoder(out, output, voice_rate)
     if leveling is None:
         return encoder
-    return _Limited(encoder, PeakLimiter(leveling.gain_db, leveling.true_peak_db, voice_rate))
+    return _Through(encoder, PeakLimiter(leveling.gain_db, leveling.true_peak_db, voice_rate))
 
 
 def _open_encoder(out: BinaryIO | io.RawIOBase, output: AudioOutput, voice_rate: int) -> _PcmSink:
@@ -114,7 +104,7 @@ def _open_encoder(out: BinaryIO | io.RawIOBase, output: AudioOutput, voice_rate:
     else:
         container, subtype = _SNDFILE[output.format]
         encoder = soundfile.SoundFile(out, "w", rate, 1, subtype, format=container)
-    return encoder if rate == voice_rate else _Resampled(encoder, StreamResampler(voice_rate, rate))
+    return encoder if rate == voice_rate else _Through(encoder, StreamResampler(voice_rate, rate))
 
 
 def encode(pcm: PCM16, voice_rate: int, output: AudioOutput, leveling: Leveling | None = None) -> EncodedAudio:
@@ -237,7 +227,7 @@ class StreamEncoder:
             return _open_sink(self._sink, output, voice_rate)
         rate = (pcm_rate or voice_rate) if output is None else output.rate_for(voice_rate)
         raw = _RawPcm(self._sink, b"" if output is None else _streaming_wav_header(rate))
-        return raw if rate == voice_rate else _Resampled(raw, StreamResampler(voice_rate, rate))
+        return raw if rate == voice_rate else _Through(raw, StreamResampler(voice_rate, rate))
 
     def write(self, pcm: PCM16) -> bytes:
         self._guarded(lambda: self._encoder.write(np.asarray(pcm, dtype=np.int16)))
