@@ -127,14 +127,17 @@ def test_leveling_lands_on_the_target_even_where_the_limiter_takes_level_back() 
     [
         ({"preset": "loud"}, "loudness.preset: Input should be 'podcast', 'broadcast' or 'audiobook'"),
         ({"target_lufs": -5.0}, "loudness.target_lufs: Input should be less than or equal to -10"),
-        ({"target_lufs": -12, "true_peak_db": -3}, "speech needs at least 12 between them"),
+        (
+            {"target_lufs": -12, "true_peak_db": -3},
+            "loudness: target_lufs -12 is 9 LU under its true_peak_db -3; speech needs at least 12",
+        ),
         ({"target_lufs": -31}, "loudness.target_lufs: Input should be greater than or equal to -30"),
         ({"target_lufs": True}, "loudness.target_lufs: Input should be a valid number"),
         ({"target_lufs": "-16"}, "loudness.target_lufs: Input should be a valid number"),
         ({"target_lufs": -16, "true_peak_db": 1.0}, "loudness.true_peak_db: Input should be less than or equal to 0"),
         ({"true_peak_db": -2.0}, "true_peak_db goes with target_lufs"),
-        ({"preset": "podcast", "target_lufs": -16}, "either preset or target_lufs"),
-        ({}, "loudness needs preset or target_lufs"),
+        ({"preset": "podcast", "target_lufs": -16}, "loudness: give either preset or target_lufs"),
+        ({}, "loudness: give preset or target_lufs"),
         ({"preset": "podcast", "gain": 3}, "loudness.gain: Extra inputs are not permitted"),
     ],
 )

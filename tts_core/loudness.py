@@ -67,12 +67,12 @@ def loudness_target(
     Raises ``ValueError`` naming the problem (the API checks the same before a job exists)."""
     if preset is not None:
         if target_lufs is not None or true_peak_db is not None:
-            raise ValueError("loudness: give either preset or target_lufs (with true_peak_db), not both")
+            raise ValueError("give either preset or target_lufs (with true_peak_db), not both")
         if preset not in PRESETS:
             raise ValueError(f"loudness.preset must be one of {', '.join(LOUDNESS_PRESETS)}, not {preset!r}")
         return PRESETS[preset]
     if target_lufs is None:
-        raise ValueError("loudness needs preset or target_lufs")
+        raise ValueError("give preset or target_lufs")
     ceiling = DEFAULT_TRUE_PEAK_DB if true_peak_db is None else true_peak_db
     for name, value, (low, high) in (
         ("target_lufs", target_lufs, TARGET_LUFS_RANGE),
@@ -82,7 +82,7 @@ def loudness_target(
             raise ValueError(f"loudness.{name} must be within {low:g} to {high:g}, not {value:g}")
     if ceiling - target_lufs < MIN_HEADROOM_LU:
         raise ValueError(
-            f"loudness: target_lufs {target_lufs:g} is {ceiling - target_lufs:g} LU under its true_peak_db "
+            f"target_lufs {target_lufs:g} is {ceiling - target_lufs:g} LU under its true_peak_db "
             f"{ceiling:g}; speech needs at least {MIN_HEADROOM_LU:g} between them"
         )
     return LoudnessTarget("lufs", target_lufs, ceiling)
