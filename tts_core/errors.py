@@ -13,7 +13,8 @@ Exception tree::
     │   ├── MarksUnsupported    timing marks asked for where they cannot be made
     │   ├── InvalidSsml         SSML malformed or outside the supported subset (says where)
     │   ├── PauseTooLong        breaks in a row add up to too much silence at one place
-    │   └── TooMuchSilence      a job's pauses together pass its allowance
+    │   ├── TooMuchSilence      a job's pauses together pass its allowance
+    │   └── InvalidLexicon      a pronunciation lexicon malformed, unsafe or unusable (says where)
     ├── VoiceLoadError          a voice's model or config cannot be read
     ├── DeviceUnavailable       CUDA was required but cannot be used
     └── SynthesisError          inference or encoding failed
@@ -119,6 +120,12 @@ class TooMuchSilence(InvalidInput, code="too_much_silence"):
         )
         self.silence_s = silence_s
         self.allowed_s = allowed_s
+
+
+class InvalidLexicon(InvalidInput, code="invalid_lexicon"):
+    """A pronunciation lexicon (W3C PLS or JSON) is malformed, unsafe (a DTD, entities), over its
+    limits, or holds an entry its voices cannot say; the message names the line and column or the
+    entry."""
 
 
 class VoiceLoadError(TTSError, code="voice_load_error"):
