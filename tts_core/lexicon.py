@@ -89,3 +89,14 @@ def primary_language(tag: str) -> str:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+SMALL_KANA: Final = frozenset("ァィゥェォャュョヮヵヶ")
+"""Katakana that join the mora before them (a small ッ and the long-vowel mark ー are moras of their own)."""
+ACCENT_MARK: Final = "'"
+"""In a reading, written after the mora that carries the accent nucleus (``ナツ'メ``: accent 2)."""
+
+
+def mora_count(katakana: str) -> int:
+    """Moras of a katakana reading (the accent mark not counted)."""
+    return sum(ch not in SMALL_KANA and ch != ACCENT_MARK for ch in katakana)
