@@ -31,6 +31,7 @@ from tts_core.timing import TimedAudio, Weigh, WordIds, letter_weight
 from tts_core.voice_info import VoiceInfo
 
 if TYPE_CHECKING:
+    from tts_core.pronunciation import Pronunciation
     from tts_core.segments import FrontEnd
 
 
@@ -90,6 +91,17 @@ class SpeechEngine(ABC):
     @abstractmethod
     def front_end(self, info: VoiceInfo) -> FrontEnd:
         """The voice's text front end: its sentences, its model's ids and their limit per utterance."""
+
+    def spoken_front_end(self, info: VoiceInfo, pronunciation: Pronunciation) -> FrontEnd:
+        """The voice's front end reading text as ``pronunciation`` says (lexicons, normalisation)."""
+        from tts_core.spoken_front_end import SpokenFrontEnd
+
+        return SpokenFrontEnd(self.front_end(info), pronunciation)
+
+    def unspeakable_phonemes(self, info: VoiceInfo, ipa: str) -> str | None:
+        """Why the voice cannot say a lexicon entry's IPA (the symbols it lacks), or None if it can;
+        by default an engine says no IPA from a lexicon."""
+        return f"{self.name} voices do not take IPA lexicon entries"
 
     def word_weight(self, info: VoiceInfo) -> Weigh:
         """How many phonemes a written word of the voice's text becomes, to match written words with

@@ -68,6 +68,14 @@ class PiperEngine(SpeechEngine):
 
         return PiperFrontEnd(piper_source(info).config)
 
+    def unspeakable_phonemes(self, info: VoiceInfo, ipa: str) -> str | None:
+        """Symbols outside the voice's phoneme map (spaces aside)."""
+        known = piper_source(info).config.phoneme_id_map
+        missing = sorted({symbol for symbol in ipa if not symbol.isspace() and symbol not in known})
+        if not missing:
+            return None
+        return f"voice {info.id} has no phoneme {', '.join(repr(m) for m in missing)}"
+
     def word_weight(self, info: VoiceInfo) -> Weigh:
         """The phonemes espeak-ng makes of the word, as the voice reads it."""
         return espeak_weight(piper_source(info).config.espeak_voice)

@@ -14,7 +14,7 @@ at a segment limit has phonemised only what came before it, and a sentence longe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar, runtime_checkable
 
@@ -24,6 +24,7 @@ from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.phonemes import phoneme_ids, phonemize
 from tts_core.plan import MarkPoint, PlannedUtterance, ReadWord
 from tts_core.speech_markup import Boundary, Break, MarkElement, Speech, SsmlDocument
+from tts_core.spoken_text import SpokenPart
 from tts_core.text import cut_long, has_speech, normalize_text, split_sentences
 from tts_core.text_spans import OffsetMap
 
@@ -119,6 +120,67 @@ class PiperFrontEnd:
 
     def ipa_ids(self, ipa: str) -> list[int]:
         return phoneme_ids(list(ipa), self._config.phoneme_id_map)
+
+    def read_parts(self, parts: Sequence[SpokenPart]) -> list[Reading]:
+        """Text runs phonemised by espeak-ng and IPA runs spliced in as words of the sentence around
+        them (one utterance, not one per pronunciation), so a lexicon's IPA keeps the sentence's flow."""
+        sentences: list[list[str]] = []
+        continues = False
+        for index, part in enumerate(parts):
+            if part.ipa:
+                word = [" ", *part.text, " "]
+                if sentences:
+                    sentences[-1] = _joined(sentences[-1], word)
+                else:
+                    sentences.append(word[1:])
+                continues = True
+                continue
+            pieces = self._phonemes_before(part.text, index + 1 < len(parts))
+            if continues and pieces and sentences:
+                sentences[-1] = _joined(sentences[-1], pieces.pop(0))
+            sentences.extend(pieces)
+            continues = False
+        return [Reading(phoneme_ids(_trimmed(s), self._config.phoneme_id_map)) for s in sentences if _trimmed(s)]
+
+    def _phonemes_before(self, text: str, before_ipa: bool) -> list[list[str]]:
+        """Phonemes of a text run; one that ends in a word before IPA is read with a stand-in word
+        after it (then dropped), since espeak-ng says a last word as it would end a sentence ("a"
+        as the letter's name)."""
+        if not has_speech(text):  # punctuation between pronunciations: espeak-ng would name it ("exclamation")
+            marks = [ch for ch in text.strip() if ch in self._config.phoneme_id_map]
+            return [marks] if marks else []
+        stripped = text.rstrip()
+        if not (before_ipa and stripped and stripped[-1].isalnum()):
+            return phonemize(text, self._config.espeak_voice)
+        sentences = phonemize(f"{stripped} {STAND_IN_WORD}", self._config.espeak_voice)
+        stand_in = [" ", *STAND_IN_PHONEMES]
+        if sentences and sentences[-1][-len(stand_in) :] == stand_in:
+            sentences[-1] = sentences[-1][: -len(stand_in)]
+            return [s for s in sentences if s]
+        return phonemize(text, self._config.espeak_voice)
+
+
+def _joined(first: list[str], second: list[str]) -> list[str]:
+    """Two phoneme runs as one, with one space where both bring one."""
+    if first and second and first[-1] == " " and (second[0] == " " or not second[0].isalpha()):
+        first = first[:-1]  # one space, and none before punctuation (as espeak-ng writes it)
+    return [*first, *second]
+
+
+def _trimmed(phonemes: list[str]) -> list[str]:
+    start, end = 0, len(phonemes)
+    while start < end and phonemes[start] == " ":
+        start += 1
+    while end > start and phonemes[end - 1] == " ":
+        end -= 1
+    return phonemes[start:end]
+
+
+STAND_IN_WORD: Final = "thing"
+"""Read after a text run that IPA follows, so its last word is said as mid-sentence."""
+STAND_IN_PHONEMES: Final = ("θ", "ˈ", "\u026a", "ŋ")
+"""What espeak-ng (en-us) makes of :data:`STAND_IN_WORD`; where its output ends otherwise, the run
+is read alone."""
 
 
 def plain(utterances: Iterable[Utterance]) -> Iterator[PlannedUtterance]:

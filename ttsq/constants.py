@@ -188,6 +188,29 @@ def rate_key(tenant: str, second: int) -> str:
     return f"{KEY_PREFIX}:rate:{tenant}:{second}"
 
 
+def lexicons_key(tenant: str) -> str:
+    """Hash: a tenant's lexicons by name, each its current version's summary (JSON)."""
+    return f"{KEY_PREFIX}:lexicons:{tenant}"
+
+
+def lexicon_versions_key(tenant: str) -> str:
+    """Hash: the last version number given to each lexicon name of a tenant (never reset, so a
+    lexicon deleted and stored again never reuses a version a worker may have cached)."""
+    return f"{KEY_PREFIX}:lexicons:{tenant}:versions"
+
+
+def lexicon_version_key(tenant: str, name: str, version: int) -> str:
+    """Hash: one version of a lexicon (the document as uploaded, its content type, its entries as
+    JSON). The current version persists; a replaced or deleted one expires after the job TTL, so
+    jobs submitted before the change still plan with what they were given."""
+    return f"{lexicon_version_prefix(tenant, name)}{version}"
+
+
+def lexicon_version_prefix(tenant: str, name: str) -> str:
+    """What the keys of a lexicon's versions start with (its store script adds the number)."""
+    return f"{KEY_PREFIX}:lexicon:{tenant}:{name}:"
+
+
 def idempotency_key(tenant: str, key_hash: str) -> str:
     return f"{KEY_PREFIX}:idempotency:{tenant}:{key_hash}"
 

@@ -6,6 +6,7 @@ Exception tree (the HTTP status the API gives each is decided in ``api/errors.py
     ├── JobNotFound             no record under that id (never created, expired, another tenant's)
     ├── BatchNotFound           no batch under that id (never created, expired, another tenant's)
     ├── TenantNotFound          no tenant (API key) with that id or name
+    ├── LexiconNotFound         no lexicon of that name (never stored, deleted, another tenant's)
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
     ├── WorkerCrashed           a step stopped its worker too many times without finishing
     ├── Stalled                 a job's work vanished more often than the sweeper re-queues it
@@ -18,6 +19,7 @@ Exception tree (the HTTP status the API gives each is decided in ``api/errors.py
     │   ├── PlanTooLong         a text plans into more segments than a job may have
     │   ├── WebhookUrlRefused   a webhook URL ttsq will not send to
     │   ├── InvalidCursor       a list cursor that no page gave out
+    │   ├── LexiconRefused      a lexicon a job cannot use, or one past the tenant's limits
     │   └── InvalidIdempotencyKey  an empty, over-long or non-ASCII Idempotency-Key
     └── TransientError          an outage: retrying later can succeed
         ├── StorageUnavailable  the object store cannot be reached or answers 5xx
@@ -65,6 +67,14 @@ class BatchNotFound(ServiceError, code="batch_not_found"):
     def __init__(self, batch_id: str) -> None:
         super().__init__(f"no batch with id {batch_id!r}")
         self.batch_id = batch_id
+
+
+class LexiconNotFound(ServiceError, code="lexicon_not_found"):
+    """No lexicon of that name for this tenant (never stored, deleted, or another tenant's)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no lexicon named {name!r}")
+        self.name = name
 
 
 class TenantNotFound(ServiceError, code="tenant_not_found"):
@@ -133,6 +143,12 @@ class PlanTooLong(RequestRefused, code="plan_too_long"):
 
 class WebhookUrlRefused(RequestRefused, code="webhook_url_refused"):
     """A webhook URL ttsq will not send to; the message names the reason."""
+
+
+class LexiconRefused(RequestRefused, code="lexicon_refused"):
+    """A job names a lexicon it cannot use (unknown, of another language than its voice, more than
+    allowed, an entry the voice cannot say), or a lexicon would pass the tenant's limits; the message
+    names which."""
 
 
 class InvalidCursor(RequestRefused, code="invalid_cursor"):

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, Final, cast
 
 import redis
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
@@ -110,6 +110,30 @@ class LoudnessOption(BaseModel):
         return loudness_target(self.preset, self.target_lufs, self.true_peak_db)
 
 
+class LexiconUse(BaseModel):
+    """A lexicon as a job applies it: its name and the version current when the job was submitted."""
+
+    name: str
+    version: int
+
+
+class NormalizeOption(BaseModel):
+    """Which text normalisation rules a job applies (``tts_core.normalization``); all on by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    urls: bool = True
+    emails: bool = True
+    phones: bool = True
+    units: bool = True
+    currency: bool = True
+    ordinals: bool = True
+    years: bool = True
+    times: bool = True
+    abbreviations: bool = True
+    numbers: bool = True
+
+
 class JobOptions(BaseModel):
     """Synthesis options as the job was accepted (validated, defaults filled)."""
 
@@ -132,6 +156,11 @@ class JobOptions(BaseModel):
     """Bits per second of an Opus or AAC file; None: the format's default for speech."""
     loudness: LoudnessOption | None = None
     """Where the whole job's level lands (one gain and a true-peak limiter); None: the voice's own."""
+    lexicons: list[LexiconUse] = Field(default_factory=list)
+    """The tenant's lexicons the job applies, in order (the first entry of a grapheme wins), each at
+    the version it was submitted with."""
+    normalize: NormalizeOption = Field(default_factory=NormalizeOption)
+    """Text normalisation rules applied to the job's text (lexicon entries win where both apply)."""
 
 
 class JobResult(BaseModel):

@@ -174,6 +174,15 @@ class Settings(BaseSettings):
     openai_voices: dict[str, str] = Field(default_factory=dict)
     """OpenAI voice names (``alloy``, ``nova``…) mapped to ttsq voice ids for ``/v1/audio/speech``, as
     JSON (``{"nova": "en_US-joe-medium"}``); names not mapped speak with the default voice."""
+    lexicons_per_tenant: int = Field(100, ge=0)
+    """Most lexicons a tenant may store (as Polly's 100 per account and region)."""
+    lexicon_max_entries: int = Field(10_000, ge=1)
+    """Most entries (lexemes) in one lexicon."""
+    lexicon_max_bytes: int = Field(1_048_576, ge=1)
+    """Largest lexicon document, in bytes as uploaded."""
+    voice_lexicons: dict[str, list[Path]] = Field(default_factory=dict)
+    """Lexicons an operator applies to every job of a voice, after the job's own, as JSON mapping
+    voice ids to PLS or JSON lexicon files (``{"en_US-joe-medium": ["/etc/ttsq/names.pls"]}``)."""
     webhook_secret: SecretStr | None = None
     """Standard Webhooks signing secret(s), ``whsec_<base64>``; several, space-separated, while one is
     rotated (each delivery is signed with all). Jobs with a ``webhook_url`` are refused without one."""

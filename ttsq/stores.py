@@ -13,6 +13,7 @@ import redis
 
 from ttsq.batches import BatchStore
 from ttsq.jobs import JobStore
+from ttsq.lexicons import LexiconStore
 from ttsq.lifecycle import Lifecycle
 from ttsq.parts import PartStore, make_part_store
 from ttsq.progress import SegmentStore
@@ -41,6 +42,7 @@ class Stores:
     batches: BatchStore
     tenants: TenantStore
     quotas: Quotas
+    lexicons: LexiconStore
 
     @classmethod
     def connect(
@@ -63,6 +65,7 @@ class Stores:
             batches=BatchStore(client, ttl),
             tenants=TenantStore(client),
             quotas=Quotas(client),
+            lexicons=LexiconStore(client, ttl),
         )
 
     def lifecycle(self, send_finish_batch: Callable[[str], None]) -> Lifecycle:
