@@ -29,6 +29,7 @@ from ttsq.errors import (
     InvalidCursor,
     InvalidIdempotencyKey,
     JobNotFound,
+    LexiconNotFound,
     QueueBehind,
     QueueUnavailable,
     QuotaExceeded,
@@ -100,7 +101,7 @@ def _status_for(error: TTSError | ServiceError) -> int:
         return 422
     if isinstance(error, InvalidInput | RequestRefused):
         return 422
-    if isinstance(error, JobNotFound | BatchNotFound):
+    if isinstance(error, JobNotFound | BatchNotFound | LexiconNotFound):
         return 404
     if isinstance(error, TransientError):
         return 503

@@ -12,7 +12,7 @@ from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
 from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
-from api.routes import batches, health, jobs, metrics, speech, voices, web
+from api.routes import batches, health, jobs, lexicons, metrics, speech, voices, web
 from api.state import AppState
 from ttsq import logs
 from ttsq.settings import Settings, get_settings
@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(batches.router)
     app.include_router(speech.router)
     app.include_router(voices.router)
+    app.include_router(lexicons.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(web.router)

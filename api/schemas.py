@@ -4,9 +4,19 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from api.json_checks import MAX_DEPTH, check_body
@@ -17,7 +27,7 @@ from tts_core.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
 from tts_core.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
 from tts_core.marks import MARK_TYPES, MarkType
 from tts_core.speech_markup import VOLUME_RANGE_DB
-from ttsq.jobs import JobOptions, LoudnessOption, Priority, TextType
+from ttsq.jobs import JobOptions, LexiconUse, LoudnessOption, NormalizeOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
@@ -34,6 +44,14 @@ BITRATE_DESCRIPTION = (
 MAX_WEBHOOK_URL_CHARS = 2048
 
 __all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
+
+
+def named_once(names: list[str]) -> list[str]:
+    """Lexicon names, each at most once."""
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"lexicon {repeated[0]!r} is named more than once")
+    return names
 
 
 def marks_once(marks: list[MarkType]) -> list[MarkType]:
@@ -100,6 +118,21 @@ LOUDNESS_DESCRIPTION = (
 )
 
 
+LEXICON_NAME_PATTERN: Final = r"^[A-Za-z0-9]{1,20}$"
+"""A lexicon's name, as Polly allows them: 1 to 20 letters and digits."""
+LexiconName = Annotated[str, StringConstraints(pattern=LEXICON_NAME_PATTERN)]
+MAX_JOB_LEXICONS: Final = 5
+"""Most lexicons one job applies (as Polly)."""
+LEXICONS_DESCRIPTION: Final = (
+    "Names of your lexicons (PUT /v1/lexicons/{name}) to apply, in order: the first entry of a grapheme wins. "
+    f"At most {MAX_JOB_LEXICONS}, each of the voice's language; the version current now is the one used."
+)
+NORMALIZE_DESCRIPTION: Final = (
+    "Text normalisation rules (docs/NORMALIZATION.md): all on by default; false turns them all off, an object "
+    'turns single rules off (`{"urls": false}`).'
+)
+
+
 class JobCreate(RequestBody):
     """A synthesis request."""
 
@@ -142,6 +175,8 @@ class JobCreate(RequestBody):
         "the voice's own level if omitted. SSML <prosody volume> changes add to it.",
     )
     loudness: LoudnessRequest | None = Field(None, description=LOUDNESS_DESCRIPTION)
+    lexicons: list[LexiconName] | None = Field(None, max_length=MAX_JOB_LEXICONS, description=LEXICONS_DESCRIPTION)
+    normalize: StrictBool | NormalizeOption | None = Field(None, description=NORMALIZE_DESCRIPTION)
     sentence_pause_s: float | None = Field(
         None,
         ge=PAUSE_RANGE[0],
@@ -230,8 +265,21 @@ class JobCreate(RequestBody):
             raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes of JSON")
         return value
 
-    def options(self, speaker_id: int | None = None) -> JobOptions:
-        """The options as stored, with the speaker resolved to the model's id by the caller."""
+    @field_validator("lexicons")
+    @classmethod
+    def _lexicons_once(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else named_once(value)
+
+    def normalize_option(self) -> NormalizeOption:
+        if self.normalize is None or self.normalize is True:
+            return NormalizeOption()
+        if self.normalize is False:
+            return NormalizeOption.model_validate(dict.fromkeys(NormalizeOption.model_fields, False))
+        return self.normalize
+
+    def options(self, speaker_id: int | None = None, lexicons: Sequence[LexiconUse] = ()) -> JobOptions:
+        """The options as stored, with the speaker resolved to the model's id and the lexicons to
+        their versions by the caller."""
         return JobOptions(
             speed=self.speed,
             noise_scale=self.noise_scale,
@@ -244,6 +292,8 @@ class JobCreate(RequestBody):
             bitrate=self.bitrate,
             volume_db=self.volume_db,
             loudness=None if self.loudness is None else self.loudness.option(),
+            lexicons=list(lexicons),
+            normalize=self.normalize_option(),
         )
 
 
@@ -304,6 +354,8 @@ class BatchDefaults(RequestBody):
     noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     volume_db: float | None = Field(None, ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], strict=True)
     loudness: LoudnessRequest | None = Field(None, description="As a job's `loudness`.")
+    lexicons: list[LexiconName] | None = Field(None, max_length=MAX_JOB_LEXICONS, description="As a job's `lexicons`.")
+    normalize: StrictBool | NormalizeOption | None = Field(None, description="As a job's `normalize`.")
     sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     text_type: TextType | None = None

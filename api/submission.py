@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.errors import ApiError, describe_validation_errors
 from api.idempotency import submit_once
+from api.lexicon_use import job_lexicons
 from api.metrics import oldest_age_s
 from api.schemas import BatchCreate, JobCreate
 from api.state import AppState
@@ -67,7 +68,12 @@ PUBLISH_PIPELINE: Final = 1000
 """Redis commands sent in one round trip when a batch's entry tasks are queued (two per item: the
 message and its ``task-sent`` event), so 10,000 items take 20 round trips instead of 20,000."""
 
-ITEM_FIELD_OF_CODE: Final = {"voice_not_found": "voice", "invalid_option": "speaker", "marks_unsupported": "marks"}
+ITEM_FIELD_OF_CODE: Final = {
+    "voice_not_found": "voice",
+    "invalid_option": "speaker",
+    "marks_unsupported": "marks",
+    "lexicon_refused": "lexicons",
+}
 """Which batch item field a refusal names; any other refusal of an item is about its text."""
 
 
@@ -126,7 +132,8 @@ def draft_job(
     spoken, document = parsed_text(request, info.language, settings.max_text_chars)
     state.catalog.check_speakable(voice, spoken)
     check_marks(request, info)
-    options = request.options(info.speaker_index(request.speaker))
+    lexicons = job_lexicons(state.stores.lexicons, tenant.id, request.lexicons or [], info)
+    options = request.options(info.speaker_index(request.speaker), lexicons)
     estimate = estimate_job(spoken, document, options, info.engine.value, settings)
     if request.webhook_url is not None:
         check_webhook_url(request.webhook_url, settings)

@@ -29,6 +29,7 @@ from tts_core.engines import SpeechModel, engine_of
 from tts_core.leveling import Leveling
 from tts_core.loudness import LoudnessTarget
 from tts_core.plan import PlannedUtterance
+from tts_core.pronunciation import Pronunciation, spoken_weight
 from tts_core.runtime import resolve_device
 from tts_core.segments import iter_plain, iter_segments, iter_ssml
 from tts_core.speech_markup import parse_ssml
@@ -136,17 +137,23 @@ class Engine:
         paragraph_pause_s: float | None = None,
         sentence_pause_s: float | None = None,
         max_segments: int | None = None,
+        pronunciation: Pronunciation | None = None,
     ) -> SegmentPlan:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
         pauses (``paragraph_pause_s`` after a paragraph: a blank line of plain text, an SSML ``<p>``;
         the settings' by default), packed into segments of at most ``max_ids`` (pauses weigh too,
         ``sentence_pause_s`` where the sentence pause falls); needs the voice's front end, not its
         model. Past ``max_segments`` it stops at once and raises :class:`PlanTooLong`, having planned
-        no further than the limit."""
+        no further than the limit. ``pronunciation`` (lexicons, normalisation) changes what is said,
+        never the spans utterances keep in ``text``."""
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)
-        front_end = engine_of(info).front_end(info)
+        engine = engine_of(info)
+        if pronunciation is not None and pronunciation.changes_anything:
+            front_end = engine.spoken_front_end(info, pronunciation)
+        else:
+            front_end = engine.front_end(info)
         budget = min(max_ids, front_end.max_ids or max_ids)  # the engine's own context limit
         if text_type is TextType.SSML:
             utterances = iter_ssml(parse_ssml(text, default_lang=info.language), front_end, budget, paragraph)
@@ -163,11 +170,14 @@ class Engine:
         voice_id, config = key
         return self.voice(voice_id).synthesize_batch(batch, config)
 
-    def word_weight(self, voice_id: str) -> Weigh:
-        """How many phonemes a word of this voice's text becomes (its engine's guess), to match
-        written words with voiced ones."""
+    def word_weight(self, voice_id: str, pronunciation: Pronunciation | None = None) -> Weigh:
+        """How many phonemes a word of this voice's text becomes (its engine's guess, of what the
+        word is said as), to match written words with voiced ones."""
         info = self.catalog.get(voice_id)
-        return engine_of(info).word_weight(info)
+        weigh = engine_of(info).word_weight(info)
+        if pronunciation is None or not pronunciation.changes_anything:
+            return weigh
+        return spoken_weight(weigh, pronunciation)
 
     def stream_leveling(self, voice_id: str, target: LoudnessTarget) -> Leveling:
         """The voice's calibrated leveling for ``target``, for streamed jobs (which cannot be measured

@@ -32,6 +32,7 @@ from tts_core.leveling import Leveling, leveling_for, spread_sample
 from tts_core.limiter import PeakLimiter
 from tts_core.pauses import Silence
 from tts_core.plan import PlannedUtterance
+from tts_core.pronunciation import Pronunciation
 from tts_core.speech_markup import VOLUME_RANGE_DB
 from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
@@ -46,6 +47,7 @@ from ttsq.settings import Settings
 from ttsq.stores import Stores
 from ttsq.tenants import Limits
 from workers.marks_output import marks_keys, segment_timing, store_marks, wants_phonemes
+from workers.pronunciations import job_pronunciation
 from workers.steps import StepRun
 
 if TYPE_CHECKING:
@@ -182,6 +184,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         record.options.paragraph_pause_s,
         synthesis_config(record, settings).sentence_pause_s,
         max_segments=settings.max_job_segments,  # stops planning there
+        pronunciation=_pronunciation(record, ctx),
     )
     run.ensure_current()
     record = _reserve_planned_audio(record, segments, ctx)
@@ -199,6 +202,11 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
     ctx.send.segments(job_id, range(len(segments)), record.priority)
+
+
+def _pronunciation(record: JobRecord, ctx: JobContext) -> Pronunciation:
+    voice = ctx.engine.catalog.get(record.voice)
+    return job_pronunciation(record, voice, ctx.stores.lexicons, ctx.settings.voice_lexicons)
 
 
 def _store_part(ctx: JobContext, run: StepRun, part: PartRef, audio: SegmentAudio) -> tuple[bool, int]:
@@ -469,7 +477,7 @@ def _store_marks(
     result: JobResult,
     owned: OwnedObjects,
 ) -> JobResult:
-    weigh = ctx.engine.word_weight(record.voice)
+    weigh = ctx.engine.word_weight(record.voice, _pronunciation(record, ctx))
     keys = marks_keys(record, owned.run.attempt)
     owned.claim(*keys.values())
     return store_marks(

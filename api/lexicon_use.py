@@ -1,0 +1,88 @@
+"""Which lexicons a job may use, checked at submission: each named one exists for the tenant, is of
+the voice's language, and holds nothing the voice cannot say; the job records each at its current
+version. A lexicon being stored is checked the same way against every voice of its language.
+
+A verdict is kept per lexicon version and voice, so a batch of 10,000 items naming one lexicon of
+1,000 entries reads and checks it once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Final
+
+from tts_core.catalog import VoiceCatalog
+from tts_core.engines import engine_of
+from tts_core.lexicon import Lexicon, primary_language
+from tts_core.voice_info import VoiceInfo
+from ttsq.errors import LexiconNotFound, LexiconRefused
+from ttsq.jobs import LexiconUse
+from ttsq.lexicons import LexiconRef, LexiconStore
+
+VERDICTS_KEPT: Final = 1024
+"""Lexicon versions and voices whose verdict an API process remembers."""
+
+_verdicts: OrderedDict[tuple[str, str, int, str], str | None] = OrderedDict()
+_lock = threading.Lock()
+
+
+def unspeakable_entry(lexicon: Lexicon, voice: VoiceInfo) -> str | None:
+    """Why the voice cannot use the lexicon (its first entry the voice cannot say), or None."""
+    engine = engine_of(voice)
+    for number, entry in enumerate(lexicon.entries, start=1):
+        if entry.phoneme is not None:
+            problem = engine.unspeakable_phonemes(voice, entry.phoneme)
+            if problem is not None:
+                return f"entry {number} ({entry.graphemes[0]!r}): {problem}"
+    return None
+
+
+def check_storable(lexicon: Lexicon, catalog: VoiceCatalog) -> None:
+    """A lexicon is stored only if some voice of its language can say all of its entries (a job
+    checks its own voice again); a :class:`LexiconRefused` naming an entry and voice otherwise."""
+    voices = [v for v in catalog.all() if primary_language(v.language) == lexicon.primary_language]
+    if not voices:
+        raise LexiconRefused(f"no voice of this server speaks the lexicon's language {lexicon.language!r}")
+    problems = [(voice, unspeakable_entry(lexicon, voice)) for voice in voices]
+    if all(problem is not None for _, problem in problems):
+        voice, problem = problems[0]
+        raise LexiconRefused(f"{problem} (voice {voice.id})")
+
+
+def job_lexicons(store: LexiconStore, tenant: str, names: Sequence[str], voice: VoiceInfo) -> list[LexiconUse]:
+    """The named lexicons at their current versions, each checked against the voice; a
+    :class:`LexiconRefused` naming the first that cannot be used."""
+    uses: list[LexiconUse] = []
+    for index, name in enumerate(names):
+        try:
+            ref = store.current(tenant, name)
+        except LexiconNotFound:
+            raise LexiconRefused(f"lexicons[{index}]: no lexicon named {name!r}") from None
+        problem = _verdict(store, tenant, LexiconUse(name=name, version=ref.version), voice)
+        if problem is not None:
+            raise LexiconRefused(f"lexicons[{index}] ({name!r}): {problem}")
+        uses.append(LexiconUse(name=name, version=ref.version))
+    return uses
+
+
+def _verdict(store: LexiconStore, tenant: str, use: LexiconUse, voice: VoiceInfo) -> str | None:
+    key = (tenant, use.name, use.version, voice.id)
+    with _lock:
+        if key in _verdicts:
+            _verdicts.move_to_end(key)
+            return _verdicts[key]
+    try:
+        lexicon = store.lexicon(tenant, LexiconRef(use.name, use.version))
+    except LexiconNotFound:  # replaced between the two reads: the caller may try again
+        return "it changed while the job was being submitted; submit again"
+    if lexicon.primary_language != primary_language(voice.language):
+        verdict: str | None = f"it is a {lexicon.language!r} lexicon and voice {voice.id} speaks {voice.language!r}"
+    else:
+        verdict = unspeakable_entry(lexicon, voice)
+    with _lock:
+        _verdicts[key] = verdict
+        while len(_verdicts) > VERDICTS_KEPT:
+            _verdicts.popitem(last=False)
+    return verdict
