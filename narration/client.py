@@ -167,6 +167,31 @@ class TTSQClient:
             raise ClientError(f"job {job_id} {job['status']}: {error.get('code')}: {error.get('message')}")
         return job
 
+    def put_lexicon(self, name: str, document: bytes, content_type: str) -> dict[str, Any]:
+        """``PUT /v1/lexicons/{name}``: store or replace it whole (a repeat stores the same again)."""
+        response = self._send(
+            "PUT", f"/v1/lexicons/{name}", content=document, headers={"Content-Type": content_type}
+        )
+        _raise_for_error(response)
+        summary: dict[str, Any] = response.json()
+        return summary
+
+    def get_lexicon(self, name: str) -> bytes:
+        """The lexicon's document as stored."""
+        response = self._send("GET", f"/v1/lexicons/{name}")
+        _raise_for_error(response)
+        return response.content
+
+    def list_lexicons(self) -> list[dict[str, Any]]:
+        response = self._send("GET", "/v1/lexicons")
+        _raise_for_error(response)
+        lexicons: list[dict[str, Any]] = response.json()["lexicons"]
+        return lexicons
+
+    def delete_lexicon(self, name: str) -> None:
+        response = self._send("DELETE", f"/v1/lexicons/{name}")
+        _raise_for_error(response)
+
     def download(self, job_id: str, destination: Path) -> int:
         """Follow the audio redirect to the presigned URL and save the bytes (see :func:`_save`);
         returns their count."""

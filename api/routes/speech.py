@@ -18,12 +18,20 @@ import numpy as np
 from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 from starlette.background import BackgroundTask
 
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
-from api.schemas import ErrorPublic, JobCreate, LoudnessRequest, RequestBody, SampleRate
+from api.schemas import (
+    MAX_JOB_LEXICONS,
+    ErrorPublic,
+    JobCreate,
+    LexiconName,
+    LoudnessRequest,
+    RequestBody,
+    SampleRate,
+)
 from api.state import AppState
 from api.submission import draft_job, submit_job
 from api.waiting import RESYNC_S, Subscription
@@ -31,7 +39,7 @@ from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.encoding import StreamEncoder, encode
 from tts_core.errors import UnsupportedFormat
 from tts_core.formats import AudioFormat, AudioOutput
-from ttsq.jobs import JobRecord, JobStatus, Priority
+from ttsq.jobs import JobRecord, JobStatus, NormalizeOption, Priority
 from ttsq.parts import PartRef, counted_parts
 
 log = logging.getLogger(__name__)
@@ -100,6 +108,12 @@ class SpeechCreate(RequestBody):
         "it is sent, so each voice's gain is calibrated once on sample prose and the true-peak limiter holds the "
         "ceiling: every voice lands near the target.",
     )
+    lexicons: list[LexiconName] | None = Field(
+        None,
+        max_length=MAX_JOB_LEXICONS,
+        description="ttsq: your lexicons to apply, as a job's `lexicons` (OpenAI clients send it through extra_body).",
+    )
+    normalize: StrictBool | NormalizeOption | None = Field(None, description="ttsq: as a job's `normalize`.")
 
 
 def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
@@ -145,6 +159,8 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
         sample_rate=body.sample_rate,
         speed=body.speed,
         loudness=body.loudness,
+        lexicons=body.lexicons,
+        normalize=body.normalize,
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
