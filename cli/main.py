@@ -17,6 +17,7 @@ from rich.console import Console
 from cli.commands import SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
 from cli.dev import DevError, DevPorts, run_dev
 from cli.keys import keys
+from cli.lexicons import lexicons
 from cli.webhook_listen import WebhookListener
 from cli.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from narration.books import BookError
@@ -43,6 +44,7 @@ def main() -> None:
 
 
 main.add_command(keys)
+main.add_command(lexicons)
 
 
 @main.command()
@@ -237,6 +239,13 @@ def say(
     help="Level every chapter to one target: podcast (-16 LUFS), broadcast (-23 LUFS), audiobook (ACX: "
     "RMS -20 dBFS, peaks under -3 dBFS), or an integrated loudness in LUFS (-30 to -10); default: the voice's own.",
 )
+@click.option(
+    "--lexicon",
+    "lexicon_names",
+    multiple=True,
+    metavar="NAME",
+    help="One of your lexicons (ttsq lexicons put) to apply to every chapter; repeat for up to 5, first match wins.",
+)
 @click.option("--api-url", default=None, help="Default: the api_url setting (TTSQ_API_URL), http://127.0.0.1:8000.")
 @click.option(
     "--m4b",
@@ -252,6 +261,7 @@ def narrate_command(
     by: str,
     marks: str,
     loudness: str | None,
+    lexicon_names: tuple[str, ...],
     api_url: str | None,
     m4b: bool,
 ) -> None:
@@ -263,7 +273,15 @@ def narrate_command(
     whose SHA-256 is the one they were downloaded with, and the same batch; Ctrl-C leaves the batch
     running and prints the command that resumes.
     """
-    options = NarrateOptions(voice=voice, format=audio_format, speed=speed, by=by, marks=marks, loudness=loudness)
+    options = NarrateOptions(
+        voice=voice,
+        format=audio_format,
+        speed=speed,
+        by=by,
+        marks=marks,
+        loudness=loudness,
+        lexicons=lexicon_names,
+    )
     console = Console(stderr=True)
     settings = get_settings()
     key = settings.api_key.get_secret_value() if settings.api_key else None

@@ -169,9 +169,7 @@ class TTSQClient:
 
     def put_lexicon(self, name: str, document: bytes, content_type: str) -> dict[str, Any]:
         """``PUT /v1/lexicons/{name}``: store or replace it whole (a repeat stores the same again)."""
-        response = self._send(
-            "PUT", f"/v1/lexicons/{name}", content=document, headers={"Content-Type": content_type}
-        )
+        response = self._send("PUT", f"/v1/lexicons/{name}", content=document, headers={"Content-Type": content_type})
         _raise_for_error(response)
         summary: dict[str, Any] = response.json()
         return summary

@@ -91,6 +91,8 @@ def resume_command(book: Path, folder: Path, options: NarrateOptions, api_url: s
         argv += ["--speed", str(options.speed)]
     if options.loudness is not None:
         argv += ["--loudness", options.loudness]
+    for name in options.lexicons:
+        argv += ["--lexicon", name]
     if api_url:
         argv += ["--api-url", api_url]
     if m4b:

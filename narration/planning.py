@@ -48,6 +48,9 @@ class NarrateOptions:
     """A loudness preset, or a target in LUFS as a number: every chapter is leveled to it alone, so
     all of them land on the one target; None: the voice's own level."""
 
+    lexicons: tuple[str, ...] = ()
+    """The tenant's lexicons every chapter applies, in order."""
+
     def loudness_body(self) -> dict[str, Any] | None:
         """``loudness`` as the API takes it."""
         if self.loudness is None:
@@ -74,8 +77,9 @@ class Planned:
 
 
 def chapter_ref(text: str, options: NarrateOptions, occurrence: int = 1) -> str:
-    """A key that changes whenever the chapter's files would: its text, voice, format, speed, marks
-    and loudness. Marks and loudness join the key only when asked for, so a ``--marks none`` run
+    """A key that changes whenever the chapter's files would: its text, voice, format, speed, marks,
+    loudness and lexicons (by name: a resumed run keeps the versions its batch was given). Marks,
+    loudness and lexicons join the key only when asked for, so a ``--marks none`` run
     without ``--loudness`` keeps the refs (and the files) of runs made before either existed. The
     second and later chapters of a book with the same text (a chapter file copied) add their
     ``occurrence``: refs are unique in a batch."""
@@ -84,6 +88,8 @@ def chapter_ref(text: str, options: NarrateOptions, occurrence: int = 1) -> str:
         parts.append(MARKS[options.marks])
     if options.loudness is not None:
         parts.append({"loudness": options.loudness_body()})
+    if options.lexicons:
+        parts.append({"lexicons": list(options.lexicons)})
     if occurrence > 1:
         parts.append(occurrence)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:REF_CHARS]
@@ -113,6 +119,7 @@ def batch_body(planned: Iterable[Planned], options: NarrateOptions) -> dict[str,
         "speed": options.speed,
         "marks": marks,
         "loudness": options.loudness_body(),
+        "lexicons": list(options.lexicons) or None,
     }
     items = [
         {"text": p.chapter.text, "ref": p.ref, "metadata": {"title": p.chapter.title, "index": p.chapter.index}}

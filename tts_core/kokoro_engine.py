@@ -19,6 +19,7 @@ from tts_core.kokoro_package import KOKORO_LANGUAGE, KOKORO_SAMPLE_RATE, VOICE_I
 from tts_core.voice_info import EngineName, VoiceInfo
 
 if TYPE_CHECKING:
+    from tts_core.pronunciation import Pronunciation
     from tts_core.segments import FrontEnd
 
 
@@ -57,6 +58,16 @@ class KokoroEngine(SpeechEngine):
         from tts_core.kokoro import front_end  # the G2P: workers only
 
         return front_end(kokoro_source(info).folder)
+
+    def spoken_front_end(self, info: VoiceInfo, pronunciation: Pronunciation) -> FrontEnd:
+        """Readings reach the G2P as a user dictionary (built once per distinct set of entries);
+        aliases and normalisation rewrite the text around it."""
+        from tts_core.kokoro import front_end  # the G2P: workers only
+        from tts_core.kokoro_dictionary import user_dictionary
+        from tts_core.spoken_front_end import SpokenFrontEnd
+
+        dictionary = user_dictionary(pronunciation.readings)
+        return SpokenFrontEnd(front_end(kokoro_source(info).folder, dictionary), pronunciation)
 
 
 KOKORO: Final = register(KokoroEngine())
