@@ -9,29 +9,26 @@ Each piece of speech keeps the span of the source it was read from, and each ``<
 element's span (offsets in characters of the submitted SSML), for timing marks; a ``<mark>`` ends
 the text before it, so that its time is where the speech after it starts.
 
-The XML parser is ``defusedxml``'s SAX reader: DTDs, entity declarations (so no entity expansion
-bombs) and external references are refused before anything is expanded. Every error is an
-:class:`InvalidSsml` with the line and column it was found at.
+The XML parser is ``defusedxml``'s SAX reader (``tts_core.safe_xml``): DTDs, entity declarations
+(so no entity expansion bombs) and external references are refused before anything is expanded.
+Every error is an :class:`InvalidSsml` with the line and column it was found at.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import xml.sax
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Final, Literal
-from xml.sax.handler import ContentHandler
-from xml.sax.xmlreader import AttributesImpl, Locator
+from xml.sax.xmlreader import AttributesImpl
 
-import defusedxml.sax
-from defusedxml import DefusedXmlException
 from num2words import num2words
 
 from tts_core.audio import gain_of
 from tts_core.errors import InvalidSsml
+from tts_core.safe_xml import LocatedHandler, parse_safely
 
 MAX_BREAK_S: Final = 10.0
 
@@ -73,7 +70,6 @@ _ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
 _TIME: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s)")
 _PERCENT: Final = re.compile(r"([+-]?)(\d+(?:\.\d+)?)%")
 _DECIBELS: Final = re.compile(r"([+-]?\d+(?:\.\d+)?)dB")
-_DOCTYPE: Final = re.compile(r"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 _SPACES: Final = re.compile(r"\s+")
 
 
@@ -143,7 +139,7 @@ class _Open:
     text: list[str] = field(default_factory=list)
 
 
-class _Handler(ContentHandler):
+class _Handler(LocatedHandler):
     def __init__(self, default_lang: str, source: str) -> None:
         super().__init__()
         self.lang: str | None = None
@@ -155,19 +151,10 @@ class _Handler(ContentHandler):
         self._buffer: list[str] = []
         self._buffer_spans: list[tuple[int, int]] = []
         """Source offsets of the text in ``_buffer`` that is not space."""
-        self._position: Locator | None = None
-
-    def setDocumentLocator(self, locator: Locator) -> None:
-        self._position = locator
-
-    def _where(self) -> tuple[int, int]:
-        if self._position is None:
-            return 1, 1
-        return self._position.getLineNumber() or 1, (self._position.getColumnNumber() or 0) + 1
 
     def _offset(self) -> int:
         """Where the parser is, in characters of the source (expat counts columns in characters)."""
-        line, column = self._where()
+        line, column = self.where()
         return min(self._line_starts[min(line, len(self._line_starts)) - 1] + column - 1, len(self._source))
 
     def _element_end(self, element: _Open) -> int:
@@ -180,7 +167,7 @@ class _Handler(ContentHandler):
         return close + 1 if close >= 0 else tag_end
 
     def fail(self, message: str) -> InvalidSsml:
-        return InvalidSsml(message, *self._where())
+        return InvalidSsml(message, *self.where())
 
     @property
     def _joint(self) -> str:
@@ -219,7 +206,7 @@ class _Handler(ContentHandler):
                 self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
         elif name == "mark":
             self._flush()
-        line, column = self._where()
+        line, column = self.where()
         self._open.append(_Open(name, rate, volume_db, line, column, attributes, self._offset()))
 
     def endElement(self, name: str) -> None:
@@ -468,23 +455,11 @@ _SAY_AS_EXPANDERS: Final[dict[str, Callable[[str, str, str], str]]] = {
 }
 
 
-def _position(source: str, offset: int) -> tuple[int, int]:
-    line = source.count("\n", 0, offset) + 1
-    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
-
-
 def parse_ssml(source: str, default_lang: str = "en") -> SsmlDocument:
     """The pieces of an SSML document; :class:`InvalidSsml` (with line and column) if it is not
     well-formed XML in the supported subset."""
-    if (declaration := _DOCTYPE.search(source)) is not None:  # refused before any parsing
-        raise InvalidSsml("DTDs and entity declarations are not allowed", *_position(source, declaration.start()))
     handler = _Handler(default_lang, source)
-    try:
-        defusedxml.sax.parseString(source.encode("utf-8"), handler)
-    except xml.sax.SAXParseException as e:
-        raise InvalidSsml(str(e.getMessage()), e.getLineNumber() or 1, (e.getColumnNumber() or 0) + 1) from None
-    except DefusedXmlException as e:
-        raise InvalidSsml(f"refused: {type(e).__name__}", 1, 1) from None
+    parse_safely(source.encode("utf-8"), handler, InvalidSsml)
     document = handler.document
     if not document.spoken_text.strip():
         raise InvalidSsml("nothing to speak", 1, 1)
