@@ -17,6 +17,9 @@ from typing import Final
 
 PHONEME_ALPHABETS: Final = ("ipa",)
 """The phoneme alphabets an entry may use."""
+IPA_SYLLABLE_MARKS: Final = frozenset(".‿|‖")
+"""Syllable and group marks of IPA, not said: Piper's map reads ``.`` and ``|`` as punctuation (a
+pause), so a lexicon's IPA reaches a model without them."""
 
 
 @dataclass(frozen=True)

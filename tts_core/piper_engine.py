@@ -18,6 +18,7 @@ from tts_core.config import VoiceConfig
 from tts_core.device import Device
 from tts_core.engines import SpeechEngine, SpeechModel, register
 from tts_core.errors import VoiceLoadError
+from tts_core.lexicon import IPA_SYLLABLE_MARKS
 from tts_core.timing import MODIFIER_SYMBOLS, SILENT_SYMBOLS, Weigh
 from tts_core.voice_info import EngineName, VoiceInfo
 
@@ -69,9 +70,10 @@ class PiperEngine(SpeechEngine):
         return PiperFrontEnd(piper_source(info).config)
 
     def unspeakable_phonemes(self, info: VoiceInfo, ipa: str) -> str | None:
-        """Symbols outside the voice's phoneme map (spaces aside)."""
+        """Symbols outside the voice's phoneme map (spaces and syllable marks aside)."""
         known = piper_source(info).config.phoneme_id_map
-        missing = sorted({symbol for symbol in ipa if not symbol.isspace() and symbol not in known})
+        said = (symbol for symbol in ipa if not symbol.isspace() and symbol not in IPA_SYLLABLE_MARKS)
+        missing = sorted({symbol for symbol in said if symbol not in known})
         if not missing:
             return None
         return f"voice {info.id} has no phoneme {', '.join(repr(m) for m in missing)}"

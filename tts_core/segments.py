@@ -20,6 +20,7 @@ from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText, PauseTooLong
+from tts_core.lexicon import IPA_SYLLABLE_MARKS
 from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.phonemes import phoneme_ids, phonemize
 from tts_core.plan import MarkPoint, PlannedUtterance, ReadWord
@@ -128,7 +129,7 @@ class PiperFrontEnd:
         continues = False
         for index, part in enumerate(parts):
             if part.ipa:
-                word = [" ", *part.text, " "]
+                word = [" ", *(symbol for symbol in part.text if symbol not in IPA_SYLLABLE_MARKS), " "]
                 if sentences:
                     sentences[-1] = _joined(sentences[-1], word)
                 else:

@@ -1,0 +1,376 @@
+"""Pronunciation lexicons through the real API and worker: stored whole and read back byte for byte,
+refused with where and why (nothing stored), applied by the Piper and Kokoro voices to what is
+said, never to what marks and subtitles show, at the version a job was submitted with."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import numpy as np
+import pytest
+import redis
+import soundfile
+
+from api.main import create_app
+from cli.processes import ManagedProcess
+from tests.conftest import IdleQueueApi, enqueue, serve, wait_for_job
+from tts_core.marks import Mark, marks_from_json
+from tts_core.phonemes import phonemize
+from ttsq.settings import Settings
+from ttsq.tenants import Limits, TenantStore
+
+DATA: Final = Path(__file__).parent / "data" / "lexicons"
+PLS: Final = "application/pls+xml"
+STILL: Final = {"noise_scale": 0.0, "noise_w": 0.0, "format": "wav"}
+"""No sampling noise: the same ids give the same audio."""
+JAPANESE_VOICE: Final = "ja_JP-kokoro-jf_alpha"
+STRESS: Final = str.maketrans("", "", "ˈˌ")
+
+
+def fresh_name() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+def pls(lexemes: str, language: str = "en-US") -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<lexicon version="1.0" xmlns="http://www.w3.org/2005/01/pronunciation-lexicon" '
+        f'alphabet="ipa" xml:lang="{language}">\n{lexemes}\n</lexicon>\n'
+    ).encode()
+
+
+def put(client: httpx.Client, name: str, document: bytes, content_type: str = PLS) -> httpx.Response:
+    return client.put(f"/v1/lexicons/{name}", content=document, headers={"Content-Type": content_type})
+
+
+def stored(client: httpx.Client, document: bytes, content_type: str = PLS) -> str:
+    name = fresh_name()
+    answer = put(client, name, document, content_type)
+    assert answer.status_code == 200, answer.text
+    return name
+
+
+def finished(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
+    answer = client.post("/v1/jobs", json={**STILL, **body})
+    assert answer.status_code == 202, answer.text
+    done = wait_for_job(client, answer.json()["id"])
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def audio_of(job: dict[str, Any]) -> np.ndarray:
+    samples, _ = soundfile.read(io.BytesIO(httpx.get(job["result"]["url"]).content), dtype="float64")
+    return np.asarray(samples)
+
+
+def marks_of(job: dict[str, Any]) -> list[Mark]:
+    return marks_from_json(json.loads(httpx.get(job["result"]["marks_url"]).content))
+
+
+def said_in(marks: list[Mark], word: str) -> str:
+    """The phonemes heard within the word mark of ``word`` (stress marks left out)."""
+    (found,) = [m for m in marks if m.type == "word" and m.value == word]
+    inside = [m.value for m in marks if m.type == "phoneme" and found.start_ms <= m.start_ms < found.end_ms]
+    return "".join(inside).translate(STRESS)
+
+
+def espeak(text: str) -> str:
+    return "".join(p for sentence in phonemize(text, "en-us") for p in sentence).translate(STRESS)
+
+
+# --- Storing ------------------------------------------------------------------------------------
+
+
+def test_a_w3c_pls_document_is_stored_and_read_back_byte_for_byte(client: httpx.Client) -> None:
+    document = (DATA / "w3c-example.pls").read_bytes()
+    name = stored(client, document)
+    back = client.get(f"/v1/lexicons/{name}")
+    assert back.status_code == 200
+    assert back.content == document
+    assert back.headers["content-type"].startswith(PLS)
+    listed = {item["name"]: item for item in client.get("/v1/lexicons").json()["lexicons"]}
+    assert listed[name]["language"] == "en-US"
+    assert listed[name]["entries"] == 4
+    assert listed[name]["bytes"] == len(document)
+    first = listed[name]["version"]
+    again = put(client, name, pls("<lexeme><grapheme>ttsq</grapheme><alias>tee tee ess queue</alias></lexeme>"))
+    assert again.json()["version"] == first + 1
+    assert again.json()["entries"] == 1
+    assert client.delete(f"/v1/lexicons/{name}").status_code == 204
+    assert client.get(f"/v1/lexicons/{name}").status_code == 404
+    assert name not in {item["name"] for item in client.get("/v1/lexicons").json()["lexicons"]}
+    assert client.delete(f"/v1/lexicons/{name}").status_code == 404
+
+
+def test_a_json_lexicon_is_stored_as_sent(client: httpx.Client) -> None:
+    body = {"language": "ja", "entries": [{"graphemes": ["夏目"], "reading": "ソーセキ", "accent": 1}]}
+    document = json.dumps(body, ensure_ascii=False).encode()
+    name = stored(client, document, "application/json")
+    back = client.get(f"/v1/lexicons/{name}")
+    assert back.content == document
+    assert back.headers["content-type"].startswith("application/json")
+
+
+BILLION_LAUGHS: Final = (
+    b'<?xml version="1.0"?>\n<!DOCTYPE lexicon [\n<!ENTITY a "ha">\n<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">\n'
+    b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">\n]>\n<lexicon version="1.0" '
+    b'xmlns="http://www.w3.org/2005/01/pronunciation-lexicon" alphabet="ipa" xml:lang="en-US">'
+    b"<lexeme><grapheme>&c;</grapheme><alias>x</alias></lexeme></lexicon>"
+)
+
+
+@pytest.mark.parametrize(
+    ("document", "content_type", "status", "named"),
+    [
+        (b"<lexicon><lexeme>", PLS, 422, "line 1, column"),
+        (BILLION_LAUGHS, PLS, 422, "DTD"),
+        (pls('<lexeme><grapheme>x</grapheme><phoneme alphabet="x-sampa">t@</phoneme></lexeme>'), PLS, 422, "x-sampa"),
+        (pls("<lexeme><grapheme> </grapheme><alias>x</alias></lexeme>"), PLS, 422, "grapheme"),
+        (pls("<lexeme><grapheme>Nguyen</grapheme><phoneme>ŋwiən3</phoneme></lexeme>"), PLS, 422, "Nguyen"),
+        (pls("<lexeme><grapheme>tsar</grapheme><phoneme>ʦɑɹ</phoneme></lexeme>"), PLS, 422, "'ʦ'"),
+        (pls("<lexeme><grapheme>x</grapheme><alias>y</alias></lexeme>", "de-DE"), PLS, 422, "de-DE"),
+        (
+            b'{"language": "en-US", "entries": [{"graphemes": ["a"], "alias": "b", "colour": 1}]}',
+            "application/json",
+            422,
+            "colour",
+        ),
+        (b'{"language": "en-US", "entries": [', "application/json", 422, "JSON"),
+        (b"Nguyen,win", "text/csv", 415, "Content-Type"),
+    ],
+)
+def test_a_bad_lexicon_is_refused_naming_the_problem_and_nothing_is_stored(
+    client: httpx.Client, document: bytes, content_type: str, status: int, named: str
+) -> None:
+    name = fresh_name()
+    answer = put(client, name, document, content_type)
+    assert answer.status_code == status, answer.text
+    assert named in answer.json()["error"]["message"]
+    assert client.get(f"/v1/lexicons/{name}").status_code == 404
+
+
+def test_a_lexicon_past_the_entry_limit_is_refused(client: httpx.Client, settings: Settings) -> None:
+    lexemes = "".join(
+        f"<lexeme><grapheme>w{n}</grapheme><alias>x</alias></lexeme>" for n in range(settings.lexicon_max_entries + 1)
+    )
+    answer = put(client, fresh_name(), pls(lexemes))
+    assert answer.status_code in (413, 422), answer.text
+    assert str(settings.lexicon_max_entries) in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("name", ["has-dash", "a" * 21, "naïve"])
+def test_a_name_outside_letters_and_digits_is_refused(client: httpx.Client, name: str) -> None:
+    answer = put(client, name, pls("<lexeme><grapheme>x</grapheme><alias>y</alias></lexeme>"))
+    assert answer.status_code == 422
+
+
+def test_concurrent_puts_of_one_name_leave_one_document_whole(client: httpx.Client, api_url: str) -> None:
+    name = fresh_name()
+    documents = [
+        pls("".join(f"<lexeme><grapheme>{tag}{n}</grapheme><alias>{tag}</alias></lexeme>" for n in range(400)))
+        for tag in ("alpha", "beta", "gamma")
+    ]
+
+    def store(document: bytes) -> None:
+        with httpx.Client(base_url=api_url, timeout=30) as own:
+            for _ in range(3):
+                assert put(own, name, document).status_code == 200
+
+    threads = [threading.Thread(target=store, args=(d,)) for d in documents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    back = client.get(f"/v1/lexicons/{name}").content
+    assert back in documents
+    summary = {i["name"]: i for i in client.get("/v1/lexicons").json()["lexicons"]}[name]
+    assert summary["version"] == 9
+    assert summary["bytes"] == len(back)
+
+
+# --- Applied ------------------------------------------------------------------------------------
+
+NAMES: Final = pls(
+    "<lexeme><grapheme>Nguyen</grapheme><alias>win</alias></lexeme>"
+    "<lexeme><grapheme>tomato</grapheme><phoneme>təˈmɑːtoʊ</phoneme></lexeme>"
+    "<lexeme><grapheme>Dr.</grapheme><alias>doctor</alias></lexeme>"
+)
+SENTENCE: Final = "Dr. Nguyen ate a ripe tomato."
+
+
+@pytest.fixture(scope="module")
+def names_lexicon(api_url: str) -> str:
+    with httpx.Client(base_url=api_url, timeout=30) as client:
+        return stored(client, NAMES)
+
+
+def test_a_lexicon_changes_what_is_heard_and_marks_keep_the_written_words(
+    client: httpx.Client, names_lexicon: str
+) -> None:
+    marks = ["word", "phoneme"]
+    plain = finished(client, {"text": SENTENCE, "marks": marks})
+    fixed = finished(client, {"text": SENTENCE, "marks": marks, "lexicons": [names_lexicon]})
+    written = marks_of(fixed)
+    assert [m.value for m in written if m.type == "word"] == ["Dr.", "Nguyen", "ate", "a", "ripe", "tomato."]
+    assert said_in(written, "Nguyen") == espeak("win")
+    assert said_in(written, "tomato.") == "təmɑːtoʊ."
+    assert said_in(marks_of(plain), "tomato.") != said_in(written, "tomato.")
+    assert said_in(marks_of(plain), "Nguyen") != said_in(written, "Nguyen")
+    with_lexicon, without = audio_of(fixed), audio_of(plain)
+    assert len(with_lexicon) != len(without)
+    rate = fixed["result"]["sample_rate"]
+    for word in ("Nguyen", "tomato."):  # each word mark cuts the audio where that word is spoken
+        (mark,) = [m for m in written if m.type == "word" and m.value == word]
+        inside = with_lexicon[mark.start_ms * rate // 1000 : mark.end_ms * rate // 1000]
+        assert np.sqrt(np.mean(inside**2)) > 0.02, word
+
+
+def test_subtitles_show_the_submitted_words(client: httpx.Client, names_lexicon: str) -> None:
+    job = finished(client, {"text": SENTENCE, "marks": ["word"], "lexicons": [names_lexicon]})
+    subtitles = httpx.get(job["result"]["subtitles_url"]).text
+    assert "Nguyen" in subtitles
+    assert "win" not in subtitles
+
+
+def test_an_alias_speaks_as_its_text_would(client: httpx.Client, names_lexicon: str) -> None:
+    """Same ids, same audio: the job with the lexicon against the alias written out."""
+    fixed = audio_of(finished(client, {"text": "Dr. Nguyen rang.", "lexicons": [names_lexicon]}))
+    written = audio_of(finished(client, {"text": "doctor win rang."}))
+    assert len(fixed) == len(written)
+    assert np.abs(fixed - written).max() < 0.01
+
+
+def test_the_first_lexicon_named_wins(client: httpx.Client, names_lexicon: str) -> None:
+    other = stored(client, pls("<lexeme><grapheme>Nguyen</grapheme><alias>nuh gwen</alias></lexeme>"))
+    first = marks_of(
+        finished(client, {"text": SENTENCE, "marks": ["word", "phoneme"], "lexicons": [other, names_lexicon]})
+    )
+    assert said_in(first, "Nguyen") == espeak("nuh gwen").replace(" ", "")
+    assert said_in(first, "tomato.") == "təmɑːtoʊ."  # the second still applies where the first is silent
+
+
+def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Client, names_lexicon: str) -> None:
+    text = "Nguyen rang."
+    job = audio_of(finished(client, {"text": text, "lexicons": [names_lexicon]}))
+    batch = client.post(
+        "/v1/batches",
+        json={"items": [{"text": text}], "defaults": {**STILL, "lexicons": [names_lexicon]}},
+    )
+    assert batch.status_code == 202, batch.text
+    item = wait_for_job(client, batch.json()["items"][0]["job_id"])
+    assert item["status"] == "succeeded"
+    assert np.abs(audio_of(item) - job).max() < 0.01
+    speech = client.post(
+        "/v1/audio/speech",
+        json={"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav", "lexicons": [names_lexicon]},
+    )
+    assert speech.status_code == 200, speech.text
+    spoken, _ = soundfile.read(io.BytesIO(speech.content), dtype="float64")
+    plain = client.post(
+        "/v1/audio/speech", json={"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav"}
+    )
+    unfixed, _ = soundfile.read(io.BytesIO(plain.content), dtype="float64")
+    assert abs(len(spoken) - len(job)) < len(job) * 0.15
+    assert len(spoken) != len(unfixed)
+
+
+def test_a_japanese_reading_reaches_the_kokoro_g2p(client: httpx.Client) -> None:
+    lexicon = {"language": "ja", "entries": [{"graphemes": ["今日"], "reading": "コンニチ"}]}
+    name = stored(client, json.dumps(lexicon, ensure_ascii=False).encode(), "application/json")
+    body = {"voice": JAPANESE_VOICE, "marks": ["word", "phoneme"]}
+    fixed = finished(client, {**body, "text": "今日は晴れです。", "lexicons": [name]})
+    written = finished(client, {**body, "text": "コンニチは晴れです。"})
+    plain = finished(client, {**body, "text": "今日は晴れです。"})
+    fixed_marks = marks_of(fixed)
+    assert "今日" in [m.value for m in fixed_marks if m.type == "word"]
+    heard = [m.value for m in fixed_marks if m.type == "phoneme"]
+    assert heard == [m.value for m in marks_of(written) if m.type == "phoneme"]
+    assert heard != [m.value for m in marks_of(plain) if m.type == "phoneme"]
+    assert len(audio_of(fixed)) != len(audio_of(plain))
+
+
+# --- Refused jobs -------------------------------------------------------------------------------
+
+
+def test_jobs_naming_lexicons_they_cannot_use_are_refused_with_no_job(
+    idle_queue_api: IdleQueueApi, names_lexicon: str
+) -> None:
+    client = idle_queue_api.client
+    japanese = stored(
+        client,
+        json.dumps({"language": "ja", "entries": [{"graphemes": ["x"], "alias": "y"}]}).encode(),
+        "application/json",
+    )
+    before = len(client.get("/v1/jobs").json()["jobs"])
+    cases = [
+        ({"lexicons": ["nosuchlexicon"]}, "nosuchlexicon"),
+        ({"lexicons": [japanese]}, japanese),
+        ({"lexicons": [names_lexicon] * 2}, "more than once"),
+        ({"lexicons": [fresh_name() for _ in range(6)]}, "5"),
+        ({"lexicons": ["bad-name"]}, "lexicons"),
+        ({"normalize": {"urls": False, "rockets": True}}, "rockets"),
+    ]
+    for extra, named in cases:
+        answer = client.post("/v1/jobs", json={"text": "Hello.", **extra})
+        assert answer.status_code == 422, (extra, answer.text)
+        assert named in answer.json()["error"]["message"], (extra, answer.text)
+    assert len(client.get("/v1/jobs").json()["jobs"]) == before
+
+
+def test_a_job_speaks_the_version_it_was_submitted_with(
+    idle_queue_api: IdleQueueApi, settings: Settings, client: httpx.Client
+) -> None:
+    """Submitted while the lexicon said "win", planned after it said "nuh gwen": it says "win"."""
+    name = stored(client, pls("<lexeme><grapheme>Nguyen</grapheme><alias>win</alias></lexeme>"))
+    queued = idle_queue_api.client.post(
+        "/v1/jobs", json={**STILL, "text": "Nguyen rang.", "marks": ["word", "phoneme"], "lexicons": [name]}
+    )
+    assert queued.status_code == 202, queued.text
+    assert (
+        put(client, name, pls("<lexeme><grapheme>Nguyen</grapheme><alias>nuh gwen</alias></lexeme>")).status_code == 200
+    )
+    enqueue(settings, queued.json()["id"])
+    done = wait_for_job(client, queued.json()["id"])
+    assert done["status"] == "succeeded", done
+    assert said_in(marks_of(done), "Nguyen") == espeak("win")
+    later = finished(client, {"text": "Nguyen rang.", "marks": ["word", "phoneme"], "lexicons": [name]})
+    assert said_in(marks_of(later), "Nguyen") == espeak("nuh gwen").replace(" ", "")
+
+
+# --- Tenants ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def keyed_url(settings: Settings, worker: ManagedProcess) -> Iterator[str]:
+    """An API that requires keys, in front of the suite's worker."""
+    with serve(create_app(settings.model_copy(update={"auth_required": True}))) as url:
+        yield url
+
+
+def keyed_client(url: str, settings: Settings) -> httpx.Client:
+    key, _ = TenantStore(redis.Redis.from_url(settings.redis_url)).create(f"lex-{uuid.uuid4().hex[:6]}", Limits())
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def test_a_tenant_cannot_read_list_delete_or_use_another_tenants_lexicon(keyed_url: str, settings: Settings) -> None:
+    with keyed_client(keyed_url, settings) as owner, keyed_client(keyed_url, settings) as other:
+        name = stored(owner, NAMES)
+        assert other.get(f"/v1/lexicons/{name}").status_code == 404
+        assert name not in {i["name"] for i in other.get("/v1/lexicons").json()["lexicons"]}
+        assert other.delete(f"/v1/lexicons/{name}").status_code == 404
+        refused = other.post("/v1/jobs", json={"text": "Nguyen rang.", "lexicons": [name]})
+        assert refused.status_code == 422
+        assert name in refused.json()["error"]["message"]
+        assert other.get("/v1/jobs").json()["jobs"] == []
+        assert owner.get(f"/v1/lexicons/{name}").content == NAMES  # still the owner's, whole
+        theirs = stored(other, pls("<lexeme><grapheme>Nguyen</grapheme><alias>nuh gwen</alias></lexeme>"))
+        assert put(other, name, NAMES).status_code == 200  # the same name is another lexicon
+        assert owner.get(f"/v1/lexicons/{name}").content == NAMES
+        assert theirs not in {i["name"] for i in owner.get("/v1/lexicons").json()["lexicons"]}
