@@ -20,15 +20,18 @@ the form is ambiguous):
   ``80 km/h``, ``kg``, ``cm``, ``mm``, ``mg``, ``ml``, ``oz``, ``ft``, ``mi``, ``GB``, ``MB``,
   ``TB``, ``ms``, ``kW``, ``kWh``, ``min``, ``hr``. Leaves: ``%``, ``lbs``, ``GHz`` (read right),
   ``m``, ``g``, ``in``, ``l``, ``s`` and ``h`` (words or millions as often as units).
-* **ordinals** ``1,000th``: "one thousandth". Leaves every other ordinal (``21st``, ``3rd``,
-  ``101st``: espeak-ng reads them right).
-* **years** ``in 1984``, ``since 1066``, ``March 5, 1984``: "nineteen eighty-four", where a word
-  before says it is a year (:data:`YEAR_CONTEXT`); decades ``1990s``, ``'90s``, ``1800s``, ``2010s``:
-  "nineteen nineties". Leaves: ``1900`` (read right), 2000 to 2099 (espeak-ng's "two thousand
-  twenty-four" is a correct reading), numbers without such a word (``1984 people``).
+* **ordinals** with thousands separators, ``1,000th``: "one thousandth" (espeak-ng reads "one
+  thousand" and a word "th" apart). Leaves every other ordinal (``21st``, ``3rd``, ``101st``:
+  espeak-ng reads them right).
+* **years** 1000 to 1999 where a word before says it is a year (:data:`YEAR_CONTEXT`: ``in 1984``,
+  ``since 1066``, ``the summer of 1969``, ``March 5, 1984``): "nineteen eighty-four" (espeak-ng:
+  "nineteen hundred eighty four"); decades ``1990s``, ``'90s``, ``1800s``, ``2010s``, ``20s``:
+  "nineteen nineties", "nineties" (espeak-ng: "ninety" and a word "z"). Leaves: ``1900`` (read
+  right), 1000 to 1009, 2000 to 2099 (espeak-ng's "two thousand twenty-four" is a correct reading),
+  numbers without such a word (``1984 people``, ``won by 1200 votes``).
 * **times** ``10:00``, ``12:00 noon``, ``3:05``, ``10:00 a.m.``: "ten o'clock", "twelve noon", "three
-  oh five", "ten a.m."; only hours 0-24 and minutes 00-09. Leaves: ``3:45`` and ``9 a.m.`` (read
-  right), ``1:02:03`` durations.
+  oh five", "ten a.m." (espeak-ng: "ten zero zero", "three zero five"); only hours 1-12 and minutes
+  00-09. Leaves: ``3:45`` and ``9 a.m.`` (read right), 24-hour ``14:00``, ``1:02:03`` durations.
 * **abbreviations** titles before a capitalised name (``Dr. Smith``, ``Mr.``, ``Mrs.``, ``Ms.``,
   ``Prof.``, ``Gov.``, ``Sen.``, ``Rep.``, ``Gen.``, ``Sgt.``, ``Lt.``, ``Capt.``, ``Mt.``, ``St.
   Louis`` Saint), street words after one (``Main St.`` Street, ``Ave.``, ``Blvd.``, ``Rd.``),

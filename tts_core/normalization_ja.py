@@ -9,11 +9,12 @@ its counter gives it: ``3月`` "san tsuki", ``5日`` "go jitsu", ``20日`` "ni j
 ``1,234`` as "ichi, ni hyaku ...".
 
 Rule **numbers**: a number in digits (ASCII or full width) is rewritten in kanji numerals when a
-counter of :data:`COUNTERS` follows it (``2024年3月5日`` 二千二十四年三月五日), when it has a
-decimal point (``3.5`` 三点五) or thousands separators (``1,234`` 千二百三十四), and with a
-following ``%`` as パーセント (``3.5%`` 三点五パーセント). Leaves: a plain number without a counter
-(read right), a number before ``分`` (in kanji pyopenjtalk reads 五分 "gobu", a fraction, not
-"gofun"), numbers inside words of Latin letters (``A4``, ``iPhone15``), numbers of 10^16 and more.
+counter of :data:`COUNTERS` follows it (``2024年3月5日`` 2024年三月五日), when it has a decimal point
+(``3.5`` 三点五) or thousands separators (``1,234`` 千二百三十四), and with a following ``%`` as
+パーセント (``3.5%`` 三点五パーセント). Leaves: a plain number without a counter (read right), one
+before a counter read right in digits (``年``, ``円``, ``時`` ...), one before ``分`` (in kanji
+pyopenjtalk reads 五分 "gobu", a fraction, not "gofun"), numbers inside words of Latin letters
+(``A4``, ``iPhone15``), numbers of 10^16 and more.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from typing import Final
 
 from tts_core.normalization import Edit, Rule
 
-COUNTERS: Final = (
-    "年", "月", "日", "人", "つ", "歳", "才", "本", "匹", "杯", "個", "階", "時", "回", "円", "冊",
-    "台", "枚", "件", "週", "倍", "番", "名", "社", "軒", "万", "億", "兆",
-)  # fmt: skip
-"""Counters whose reading joins the number's (or, in kanji, reads as before: harmless)."""
+COUNTERS: Final = ("月", "日", "人", "つ", "歳", "本", "階")
+"""Counters after which pyopenjtalk misreads a number in digits (measured: ``3月``, ``5日``, ``20日``,
+``10日間``, ``3人``, ``2人``, ``1つ``, ``20歳``, ``10本``, ``3階``); other numbers before them are
+read the same either way. Not here, read right in digits: 年 円 時 回 匹 杯 個 冊 台 件 枚 万."""
 
 _KANJI_DIGITS: Final = "〇一二三四五六七八九"
 _SMALL_UNITS: Final = ((1000, "千"), (100, "百"), (10, "十"))
