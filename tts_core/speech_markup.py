@@ -24,8 +24,7 @@ from datetime import date
 from typing import Final, Literal
 from xml.sax.xmlreader import AttributesImpl
 
-from num2words import num2words
-
+from tts_core import spoken_numbers
 from tts_core.audio import gain_of
 from tts_core.errors import InvalidSsml
 from tts_core.safe_xml import LocatedHandler, parse_safely
@@ -403,26 +402,16 @@ def _characters(inner: str, lang: str, _: str) -> str:
     return " ".join(ch for ch in inner if not ch.isspace())
 
 
-def _number(inner: str) -> int:
-    digits = inner.replace(",", "").replace("_", "").strip()
-    if not re.fullmatch(r"-?\d+", digits):
-        raise ValueError(f"{inner!r} is not a whole number")
-    return int(digits)
-
-
 def _cardinal(inner: str, lang: str, _: str) -> str:
-    return str(num2words(_number(inner), lang=lang))
+    return spoken_numbers.cardinal(spoken_numbers.whole_number(inner), lang)
 
 
 def _ordinal(inner: str, lang: str, _: str) -> str:
-    return str(num2words(_number(inner), lang=lang, to="ordinal"))
+    return spoken_numbers.ordinal(spoken_numbers.whole_number(inner), lang)
 
 
 def _telephone(inner: str, lang: str, _: str) -> str:
-    groups = [g for g in re.split(r"[^0-9+]+", inner) if g]
-    if not groups:
-        raise ValueError(f"{inner!r} has no digits")
-    return ", ".join(" ".join(str(num2words(int(d), lang=lang)) if d.isdigit() else "plus" for d in g) for g in groups)
+    return spoken_numbers.telephone(inner, lang)
 
 
 def _date(inner: str, lang: str, fmt: str) -> str:
@@ -440,9 +429,9 @@ def _date(inner: str, lang: str, fmt: str) -> str:
     if "m" in parts:
         words.append(date(2000, month, 1).strftime("%B"))
     if "d" in parts:
-        words.append(str(num2words(day, lang=lang, to="ordinal")))
+        words.append(spoken_numbers.ordinal(day, lang))
     if "y" in parts:
-        words.append(str(num2words(year, lang=lang, to="year")))
+        words.append(spoken_numbers.year(year, lang))
     return " ".join(words)
 
 
