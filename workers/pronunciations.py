@@ -16,10 +16,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Final
 
+from tts_core.lexicon import Lexicon
 from tts_core.lexicon_documents import parse_json_lexicon, parse_pls
 from tts_core.normalization import NormalizeOptions, spoken_edits
-
-from tts_core.lexicon import Lexicon
 from tts_core.pronunciation import Normalizer, Pronunciation
 from tts_core.voice_info import VoiceInfo
 from ttsq.jobs import JobRecord, NormalizeOption

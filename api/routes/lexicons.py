@@ -9,7 +9,6 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Header, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
-from tts_core.lexicon_documents import LexiconLimits, parse_json_lexicon, parse_pls
 
 from api.deps import StateDep, TenantDep
 from api.errors import ApiError
@@ -19,6 +18,7 @@ from api.schemas import LEXICON_NAME_PATTERN, ErrorPublic
 from api.state import AppState
 from tts_core.errors import InvalidLexicon
 from tts_core.lexicon import Lexicon
+from tts_core.lexicon_documents import LexiconLimits, parse_json_lexicon, parse_pls
 from ttsq.lexicons import LexiconSummary
 
 router = APIRouter(prefix="/v1/lexicons", tags=["lexicons"])
