@@ -21,6 +21,7 @@ import soundfile
 from api.main import create_app
 from cli.processes import ManagedProcess
 from tests.conftest import IdleQueueApi, enqueue, serve, wait_for_job
+from tests.test_batches import wait_for_batch
 from tts_core.marks import Mark, marks_from_json
 from tts_core.phonemes import phonemize
 from ttsq.settings import Settings
@@ -218,15 +219,15 @@ def test_a_lexicon_changes_what_is_heard_and_marks_keep_the_written_words(
     plain = finished(client, {"text": SENTENCE, "marks": marks})
     fixed = finished(client, {"text": SENTENCE, "marks": marks, "lexicons": [names_lexicon]})
     written = marks_of(fixed)
-    assert [m.value for m in written if m.type == "word"] == ["Dr.", "Nguyen", "ate", "a", "ripe", "tomato."]
+    assert [m.value for m in written if m.type == "word"] == ["Dr", "Nguyen", "ate", "a", "ripe", "tomato"]
     assert said_in(written, "Nguyen") == espeak("win")
-    assert said_in(written, "tomato.") == "təmɑːtoʊ."
-    assert said_in(marks_of(plain), "tomato.") != said_in(written, "tomato.")
+    assert said_in(written, "tomato").rstrip(".") == "təmɑːtoʊ"
+    assert said_in(marks_of(plain), "tomato") != said_in(written, "tomato")
     assert said_in(marks_of(plain), "Nguyen") != said_in(written, "Nguyen")
     with_lexicon, without = audio_of(fixed), audio_of(plain)
     assert len(with_lexicon) != len(without)
     rate = fixed["result"]["sample_rate"]
-    for word in ("Nguyen", "tomato."):  # each word mark cuts the audio where that word is spoken
+    for word in ("Nguyen", "tomato"):  # each word mark cuts the audio where that word is spoken
         (mark,) = [m for m in written if m.type == "word" and m.value == word]
         inside = with_lexicon[mark.start_ms * rate // 1000 : mark.end_ms * rate // 1000]
         assert np.sqrt(np.mean(inside**2)) > 0.02, word
@@ -253,7 +254,7 @@ def test_the_first_lexicon_named_wins(client: httpx.Client, names_lexicon: str) 
         finished(client, {"text": SENTENCE, "marks": ["word", "phoneme"], "lexicons": [other, names_lexicon]})
     )
     assert said_in(first, "Nguyen") == espeak("nuh gwen").replace(" ", "")
-    assert said_in(first, "tomato.") == "təmɑːtoʊ."  # the second still applies where the first is silent
+    assert said_in(first, "tomato").rstrip(".") == "təmɑːtoʊ"  # the second still applies where the first is silent
 
 
 def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Client, names_lexicon: str) -> None:
@@ -264,7 +265,8 @@ def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Clie
         json={"items": [{"text": text}], "defaults": {**STILL, "lexicons": [names_lexicon]}},
     )
     assert batch.status_code == 202, batch.text
-    item = wait_for_job(client, batch.json()["items"][0]["job_id"])
+    done = wait_for_batch(client, batch.json()["id"], lambda b: b["status"] == "completed")
+    item = client.get(f"/v1/jobs/{done['items'][0]['job_id']}").json()
     assert item["status"] == "succeeded"
     assert np.abs(audio_of(item) - job).max() < 0.01
     speech = client.post(
