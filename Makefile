@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness clean
+.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-batch   a 10,000-item batch while interactive jobs arrive at 1/s"
 	@echo "make bench-long    one 1,000,000-character job: API, worker and Redis memory, wall time vs raw (~1 h)"
 	@echo "make bench-loudness  loudness presets on a 30-minute book, voices before/after, chapters, assembly memory"
+	@echo "make bench-normalization  text normalisation rules on a news corpus: edits, and what espeak-ng/OpenJTalk read differently"
 	@echo "make bench-gpu     the raw model on CUDA: batches 1-64, the worker's batcher, batched vs alone (needs a GPU)"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
@@ -113,6 +114,10 @@ bench-long: setup
 # Loudness targets on real jobs, checked with pyloudnorm and SciPy (about 20 minutes on 2 cores).
 bench-loudness: setup
 	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.loudness
+
+# Each normalisation rule on bench/normalization_corpus, phonemised raw and edited (seconds; see docs/NORMALIZATION.md).
+bench-normalization: setup
+	$(BIN)/python -m bench.normalization
 
 bench-gpu: setup
 	$(BIN)/python -m bench.gpu --out bench/results/gpu-latest.json
