@@ -15,7 +15,8 @@ from typing import Final
 
 from tts_core.catalog import VoiceCatalog
 from tts_core.engines import engine_of
-from tts_core.lexicon import Lexicon, primary_language
+from tts_core.lexicon import Lexicon
+from tts_core.scripts import base_language
 from tts_core.voice_info import VoiceInfo
 from ttsq.errors import LexiconNotFound, LexiconRefused
 from ttsq.jobs import LexiconUse
@@ -42,7 +43,7 @@ def unspeakable_entry(lexicon: Lexicon, voice: VoiceInfo) -> str | None:
 def check_storable(lexicon: Lexicon, catalog: VoiceCatalog) -> None:
     """A lexicon is stored only if some voice of its language can say all of its entries (a job
     checks its own voice again); a :class:`LexiconRefused` naming an entry and voice otherwise."""
-    voices = [v for v in catalog.all() if primary_language(v.language) == lexicon.primary_language]
+    voices = [v for v in catalog.all() if base_language(v.language) == lexicon.primary_language]
     if not voices:
         raise LexiconRefused(f"no voice of this server speaks the lexicon's language {lexicon.language!r}")
     problems = [(voice, unspeakable_entry(lexicon, voice)) for voice in voices]
@@ -77,7 +78,7 @@ def _verdict(store: LexiconStore, tenant: str, use: LexiconUse, voice: VoiceInfo
         lexicon = store.lexicon(tenant, LexiconRef(use.name, use.version))
     except LexiconNotFound:  # replaced between the two reads: the caller may try again
         return "it changed while the job was being submitted; submit again"
-    if lexicon.primary_language != primary_language(voice.language):
+    if lexicon.primary_language != base_language(voice.language):
         verdict: str | None = f"it is a {lexicon.language!r} lexicon and voice {voice.id} speaks {voice.language!r}"
     else:
         verdict = unspeakable_entry(lexicon, voice)

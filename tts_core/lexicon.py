@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from tts_core.scripts import base_language
+
 PHONEME_ALPHABETS: Final = ("ipa",)
 """The phoneme alphabets an entry may use."""
 IPA_SYLLABLE_MARKS: Final = frozenset(".‿|‖")
@@ -73,7 +75,7 @@ class Lexicon:
     @property
     def primary_language(self) -> str:
         """``en`` of ``en-US``: what a voice's language must share for the lexicon to apply."""
-        return primary_language(self.language)
+        return base_language(self.language)
 
     def to_json(self) -> dict[str, object]:
         return {"language": self.language, "entries": [e.to_json() for e in self.entries]}
@@ -83,11 +85,6 @@ class Lexicon:
         entries = data["entries"]
         assert isinstance(entries, list)
         return cls(str(data["language"]), tuple(LexiconEntry.from_json(e) for e in entries))
-
-
-def primary_language(tag: str) -> str:
-    """The primary subtag of a BCP 47 tag or a voice's locale (``en_US``), lowercased."""
-    return tag.replace("_", "-").split("-", 1)[0].lower()
 
 
 def _text(value: object) -> str | None:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from tts_core.errors import InvalidLexicon
-from tts_core.lexicon import ACCENT_MARK, PHONEME_ALPHABETS, Lexicon, LexiconEntry, mora_count, primary_language
+from tts_core.lexicon import ACCENT_MARK, PHONEME_ALPHABETS, Lexicon, LexiconEntry, mora_count
+from tts_core.scripts import base_language
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _plausible_ipa(ch: str) -> bool:
 
 def _check_reading(entry: LexiconEntry, language: str, where: str) -> None:
     reading = entry.reading or ""
-    if primary_language(language) != READING_LANGUAGE:
+    if base_language(language) != READING_LANGUAGE:
         raise InvalidLexicon(f"{where}: a katakana reading belongs in a Japanese (ja) lexicon, not {language}")
     for ch in reading:
         if ch == ACCENT_MARK:

@@ -18,12 +18,12 @@ rule that cannot say a match (a number num2words refuses) makes no edit rather t
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Final
 
-_LANGUAGE_SPLIT: Final = re.compile(r"[-_]")
+from tts_core.normalization_rule import Edit, Rule
+from tts_core.scripts import base_language
 
 
 @dataclass(frozen=True)
@@ -56,26 +56,8 @@ NORMALIZE_OPTIONS: Final = tuple(f.name for f in fields(NormalizeOptions))
 """The option names, as the API's request field takes them."""
 
 
-@dataclass(frozen=True)
-class Edit:
-    """Say ``spoken`` in place of ``text[start:end]``."""
-
-    start: int
-    end: int
-    spoken: str
-
-
-Rule = tuple[str, re.Pattern[str], Callable[[re.Match[str]], Edit | None]]
-"""One rule: the option that switches it, its pattern, and what to say for a match (None: nothing)."""
-
-
-def primary_language(language: str) -> str:
-    """``en`` of ``en-US``, ``en_US`` or ``EN``."""
-    return _LANGUAGE_SPLIT.split(language.strip(), maxsplit=1)[0].lower()
-
-
 def _rules(language: str) -> tuple[Rule, ...]:
-    primary = primary_language(language)
+    primary = base_language(language.strip())
     if primary == "en":
         from tts_core.normalization_en import RULES as english
 

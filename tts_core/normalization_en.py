@@ -46,7 +46,7 @@ import re
 from typing import Final
 
 from tts_core import spoken_numbers
-from tts_core.normalization import Edit, Rule
+from tts_core.normalization_rule import Edit, Rule
 
 LANG: Final = "en"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from tts_core.normalization import Edit, Rule
+from tts_core.normalization_rule import Edit, Rule
 
 COUNTERS: Final = ("月", "日", "人", "つ", "歳", "本", "階")
 """Counters after which pyopenjtalk misreads a number in digits (measured: ``3月``, ``5日``, ``20日``,

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Final, Protocol
 
-from tts_core.lexicon import Lexicon, LexiconEntry, primary_language
+from tts_core.lexicon import Lexicon, LexiconEntry
 from tts_core.lexicon_match import LexiconMatcher
+from tts_core.scripts import base_language
 from tts_core.spoken_text import Replacement, SpokenText, merged
 from tts_core.text import has_speech
 from tts_core.timing import Weigh
@@ -44,7 +45,7 @@ class Pronunciation:
     """Lexicons (in order of priority) and normalisation for one voice's language."""
 
     def __init__(self, lexicons: Sequence[Lexicon], language: str, normalizer: Normalizer | None = None) -> None:
-        self.language = primary_language(language)
+        self.language = base_language(language)
         applicable = [lexicon for lexicon in lexicons if lexicon.primary_language == self.language]
         self._matcher = LexiconMatcher(applicable, whole_words=self.language not in SPACELESS_LANGUAGES)
         self._normalizer = normalizer
