@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization clean
+.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -118,6 +118,10 @@ bench-loudness: setup
 # Each normalisation rule on bench/normalization_corpus, phonemised raw and edited (seconds; see docs/NORMALIZATION.md).
 bench-normalization: setup
 	$(BIN)/python -m bench.normalization
+
+# What a 1,000-entry lexicon costs: planning time and throughput against the raw limit (about 15 minutes).
+bench-lexicons: setup
+	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.run --sections lexicons
 
 bench-gpu: setup
 	$(BIN)/python -m bench.gpu --out bench/results/gpu-latest.json

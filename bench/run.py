@@ -18,6 +18,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``japanese``: the Japanese voice's raw limit and end to end.
 * ``formats``: encoding time per minute of speech for each output format, and the corpus end to end
   in ``opus`` against ``wav``, each a share of the raw limit.
+* ``lexicons``: planning time of the long narration without normalisation, with it, and with a
+  1,000-entry lexicon too; the corpus end to end with and without the lexicon against the raw limit.
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
 * ``batchload`` (only when asked, ``make bench-batch``): one 10,000-item batch while interactive jobs
   arrive at 1/s: interactive p99 against idle, batch throughput against the raw model limit.
@@ -44,6 +46,7 @@ from bench import corpus
 from bench.batchload import IDLE_JOBS, ITEMS, batch_load, batch_load_rows
 from bench.formats import formats, formats_rows
 from bench.japanese import japanese, japanese_rows
+from bench.lexicons import lexicon_rows, lexicons
 from bench.machine import describe
 from bench.peer import peer
 from bench.priority import priority
@@ -62,7 +65,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
-    "formats",
+    "formats", "lexicons",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -295,14 +298,17 @@ def table(result: dict[str, Any]) -> str:
         label = f"segment part in {name} (3 s of PCM, {part['part_bytes'] // 1024} KiB)"
         rows.append((label, f"put {part['put_ms']:.2f} ms, get {part['get_ms']:.2f} ms"))
     rows.extend(push_rows(result))
-    if ja := result.get("japanese"):
-        rows.extend(japanese_rows(ja))
-    if output_formats := result.get("formats"):
-        rows.extend(formats_rows(output_formats))
-    if scaled := result.get("scaleout"):
-        rows.extend(scaleout_rows(scaled))
+    rows.extend(section_rows(result))
     rows.extend(on_request_rows(result))
     return "\n".join(["| Measure | Result |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)])
+
+
+def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the sections with their own row makers, in the table's order."""
+    makers: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
+        "japanese": japanese_rows, "formats": formats_rows, "lexicons": lexicon_rows, "scaleout": scaleout_rows,
+    }  # fmt: skip
+    return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
 
 def on_request_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -399,6 +405,7 @@ def run_section(
         "scaleout": lambda: scaleout(stack, quick),
         "japanese": lambda: japanese(stack, quick, raw_limit, end_to_end),
         "formats": lambda: formats(stack, texts, quick, raw_limit, end_to_end),
+        "lexicons": lambda: lexicons(stack, texts, quick, raw_limit, end_to_end),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,12 +22,20 @@ import soundfile
 
 from api.main import create_app
 from cli.processes import ManagedProcess
+from narration.outputs import resume_command
+from narration.planning import NarrateOptions
 from tests.conftest import IdleQueueApi, enqueue, serve, wait_for_job
 from tests.test_batches import wait_for_batch
+from tests.test_cli import clean_env
+from tests.test_narrate import ROOT, TTSQ
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.marks import Mark, marks_from_json
 from tts_core.phonemes import phonemize
+from ttsq.jobs import JobOptions, JobRecord, utcnow
+from ttsq.lexicons import LexiconStore
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore
+from workers.pronunciations import job_pronunciation
 
 DATA: Final = Path(__file__).parent / "data" / "lexicons"
 PLS: Final = "application/pls+xml"
@@ -376,3 +386,80 @@ def test_a_tenant_cannot_read_list_delete_or_use_another_tenants_lexicon(keyed_u
         assert put(other, name, NAMES).status_code == 200  # the same name is another lexicon
         assert owner.get(f"/v1/lexicons/{name}").content == NAMES
         assert theirs not in {i["name"] for i in owner.get("/v1/lexicons").json()["lexicons"]}
+
+
+# --- The command line, narration, operator lexicons, normalisation -----------------------------
+
+
+def ttsq(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    argv = [*TTSQ, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=clean_env(), cwd=ROOT)
+
+
+def test_ttsq_lexicons_put_list_get_delete(api_url: str, tmp_path: Path) -> None:
+    source = DATA / "w3c-example.pls"
+    name = fresh_name()
+    put_run = ttsq("lexicons", "put", name, str(source), "--api-url", api_url)
+    assert put_run.returncode == 0, put_run.stderr
+    assert "4 entries" in put_run.stdout
+    listed = ttsq("lexicons", "list", "--api-url", api_url)
+    assert name in listed.stdout
+    copy = tmp_path / "back.pls"
+    assert ttsq("lexicons", "get", name, "-o", str(copy), "--api-url", api_url).returncode == 0
+    assert copy.read_bytes() == source.read_bytes()
+    assert ttsq("lexicons", "delete", name, "--api-url", api_url).returncode == 0
+    gone = ttsq("lexicons", "get", name, "--api-url", api_url)
+    assert gone.returncode != 0
+    assert "lexicon_not_found" in gone.stderr
+
+
+def test_ttsq_narrate_says_a_lexicon_word_as_jobs_do(
+    api_url: str, client: httpx.Client, names_lexicon: str, tmp_path: Path, webhook_worker: ManagedProcess
+) -> None:
+    book = tmp_path / "names.md"
+    book.write_text("# Names\n\n## One\n\nNguyen rang.\n")
+    out = tmp_path / "out"
+    run = ttsq("narrate", str(book), "--out", str(out), "--api-url", api_url, "--format", "wav",
+               "--marks", "viseme", "--lexicon", names_lexicon)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert f"--lexicon {names_lexicon}" in resume_hint(out, book, names_lexicon)
+    marks = marks_from_json(json.loads((out / "01-one.marks.json").read_text()))
+    assert said_in(marks, "Nguyen") == espeak("win")
+    manifest = json.loads((out / "manifest.json").read_text())
+    job = client.get(f"/v1/jobs/{manifest['chapters'][0]['job_id']}").json()
+    assert [use["name"] for use in job["options"]["lexicons"]] == [names_lexicon]
+
+
+def resume_hint(out: Path, book: Path, name: str) -> str:
+    options = NarrateOptions(voice=None, format="wav", speed=None, marks="viseme", lexicons=(name,))
+    return resume_command(book, out, options, None, False)
+
+
+def test_normalisation_changes_what_is_said_and_can_be_switched_off(client: httpx.Client) -> None:
+    text = "It cost $5 at 10:00."
+    marks = ["word", "phoneme"]
+    normal = finished(client, {"text": text, "marks": marks})
+    raw = finished(client, {"text": text, "marks": marks, "normalize": False})
+    only_money_off = finished(client, {"text": text, "marks": marks, "normalize": {"currency": False}})
+    words = [m.value for m in marks_of(normal) if m.type == "word"]
+    assert words == ["It", "cost", "$5", "at", "10:00"]  # what was written
+    assert said_in(marks_of(normal), "$5") == espeak("five dollars").replace(" ", "")
+    assert said_in(marks_of(raw), "$5") != said_in(marks_of(normal), "$5")
+    assert said_in(marks_of(only_money_off), "$5") == said_in(marks_of(raw), "$5")
+    assert said_in(marks_of(only_money_off), "10:00") == said_in(marks_of(normal), "10:00")
+
+
+def test_an_operators_voice_lexicon_applies_after_the_jobs(tmp_path: Path, redis_client: redis.Redis) -> None:
+    """``TTSQ_VOICE_LEXICONS``: read from its file, again when the file changes."""
+    voice = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
+    names = tmp_path / "names.pls"
+    names.write_bytes(pls("<lexeme><grapheme>Nguyen</grapheme><alias>win</alias></lexeme>"))
+    record = JobRecord(id=str(uuid.uuid4()), voice=voice.id, format="wav", characters=1, options=JobOptions(),
+                       created_at=utcnow())  # fmt: skip
+    store = LexiconStore(redis_client, 60)
+    spoken = job_pronunciation(record, voice, store, {voice.id: [names]}).spoken("Mr Nguyen.")
+    assert spoken.text == "Mr win."
+    names.write_bytes(pls("<lexeme><grapheme>Nguyen</grapheme><alias>nuh gwen</alias></lexeme>"))
+    os.utime(names, ns=(names.stat().st_atime_ns, names.stat().st_mtime_ns + 1_000_000_000))
+    assert job_pronunciation(record, voice, store, {voice.id: [names]}).spoken("Mr Nguyen.").text == "Mr nuh gwen."
+    assert job_pronunciation(record, voice, store, {}).spoken("Mr Nguyen.").text == "Mr Nguyen."
