@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -123,6 +124,8 @@ LEXICON_NAME_PATTERN: Final = r"^[A-Za-z0-9]{1,20}$"
 LexiconName = Annotated[str, StringConstraints(pattern=LEXICON_NAME_PATTERN)]
 MAX_JOB_LEXICONS: Final = 5
 """Most lexicons one job applies (as Polly)."""
+LexiconNames = Annotated[list[LexiconName], Field(max_length=MAX_JOB_LEXICONS), AfterValidator(named_once)]
+"""The lexicons a request names: at most five, each once."""
 LEXICONS_DESCRIPTION: Final = (
     "Names of your lexicons (PUT /v1/lexicons/{name}) to apply, in order: the first entry of a grapheme wins. "
     f"At most {MAX_JOB_LEXICONS}, each of the voice's language; the version current now is the one used."
@@ -175,7 +178,7 @@ class JobCreate(RequestBody):
         "the voice's own level if omitted. SSML <prosody volume> changes add to it.",
     )
     loudness: LoudnessRequest | None = Field(None, description=LOUDNESS_DESCRIPTION)
-    lexicons: list[LexiconName] | None = Field(None, max_length=MAX_JOB_LEXICONS, description=LEXICONS_DESCRIPTION)
+    lexicons: LexiconNames | None = Field(None, description=LEXICONS_DESCRIPTION)
     normalize: StrictBool | NormalizeOption | None = Field(None, description=NORMALIZE_DESCRIPTION)
     sentence_pause_s: float | None = Field(
         None,
@@ -265,11 +268,6 @@ class JobCreate(RequestBody):
             raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes of JSON")
         return value
 
-    @field_validator("lexicons")
-    @classmethod
-    def _lexicons_once(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else named_once(value)
-
     def normalize_option(self) -> NormalizeOption:
         if self.normalize is None or self.normalize is True:
             return NormalizeOption()
@@ -354,7 +352,7 @@ class BatchDefaults(RequestBody):
     noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
     volume_db: float | None = Field(None, ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], strict=True)
     loudness: LoudnessRequest | None = Field(None, description="As a job's `loudness`.")
-    lexicons: list[LexiconName] | None = Field(None, max_length=MAX_JOB_LEXICONS, description="As a job's `lexicons`.")
+    lexicons: LexiconNames | None = Field(None, description="As a job's `lexicons`.")
     normalize: StrictBool | NormalizeOption | None = Field(None, description="As a job's `normalize`.")
     sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
     paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)

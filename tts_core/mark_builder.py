@@ -112,11 +112,12 @@ class MarkBuilder:
                 return []
             runs.extend(timing.words)
         base, end = piece.span
-        spans = [_letters(self._text, base + s, base + e) for s, e in raw_tokens(self._text[base:end])]
-        words = [span for span in spans if span is not None]
+        tokens = [(base + s, base + e) for s, e in raw_tokens(self._text[base:end])]
+        found = [(span, token) for token in tokens if (span := _letters(self._text, *token)) is not None]
         whole = (piece.timings[0].start, piece.timings[-1].end)
-        audio = allocate([self._text[s:e] for s, e in words], runs, whole, self._weigh)
-        return [_Word(s, e, a) for (s, e), a in zip(words, audio, strict=True)]
+        # A word is weighed whole, its signs too ("$5" is said "five dollars"), and marked by its letters.
+        audio = allocate([self._text[s:e] for _, (s, e) in found], runs, whole, self._weigh)
+        return [_Word(s, e, a) for ((s, e), _), a in zip(found, audio, strict=True)]
 
     def _sounds(self, phones: list[Phone], words: list[_Word], word_marks: list[Mark], sentence: Mark) -> list[Mark]:
         """Phoneme and viseme marks of a sentence: each phoneme within the word it is mostly heard in

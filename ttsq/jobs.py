@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, Final, cast
 
 import redis
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
 from redis.lock import Lock
 
 from tts_core.config import DEFAULT_SPEED
@@ -120,18 +120,18 @@ class LexiconUse(BaseModel):
 class NormalizeOption(BaseModel):
     """Which text normalisation rules a job applies (``tts_core.normalization``); all on by default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid")  # a misspelt rule is refused, not ignored
 
-    urls: bool = True
-    emails: bool = True
-    phones: bool = True
-    units: bool = True
-    currency: bool = True
-    ordinals: bool = True
-    years: bool = True
-    times: bool = True
-    abbreviations: bool = True
-    numbers: bool = True
+    urls: StrictBool = True
+    emails: StrictBool = True
+    phones: StrictBool = True
+    units: StrictBool = True
+    currency: StrictBool = True
+    ordinals: StrictBool = True
+    years: StrictBool = True
+    times: StrictBool = True
+    abbreviations: StrictBool = True
+    numbers: StrictBool = True
 
 
 class JobOptions(BaseModel):

@@ -288,5 +288,5 @@ def _env_value(value: object) -> str:
     if isinstance(value, Enum):
         return str(value.value)
     if isinstance(value, bool | list | dict):
-        return json.dumps(value)
+        return json.dumps(value, default=str)  # paths inside (voice_lexicons) as their text
     return str(value)

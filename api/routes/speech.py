@@ -24,10 +24,9 @@ from starlette.background import BackgroundTask
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
 from api.schemas import (
-    MAX_JOB_LEXICONS,
     ErrorPublic,
     JobCreate,
-    LexiconName,
+    LexiconNames,
     LoudnessRequest,
     RequestBody,
     SampleRate,
@@ -108,9 +107,8 @@ class SpeechCreate(RequestBody):
         "it is sent, so each voice's gain is calibrated once on sample prose and the true-peak limiter holds the "
         "ceiling: every voice lands near the target.",
     )
-    lexicons: list[LexiconName] | None = Field(
+    lexicons: LexiconNames | None = Field(
         None,
-        max_length=MAX_JOB_LEXICONS,
         description="ttsq: your lexicons to apply, as a job's `lexicons` (OpenAI clients send it through extra_body).",
     )
     normalize: StrictBool | NormalizeOption | None = Field(None, description="ttsq: as a job's `normalize`.")
