@@ -30,3 +30,11 @@ def ja_paragraphs() -> list[str]:
 def narration() -> str:
     """About twenty minutes of continuous narration."""
     return (CORPUS / "narration.txt").read_text().strip()
+
+
+def book_text(chars: int) -> str:
+    """Pride and Prejudice chapters repeated to ``chars`` characters, cut after a whole word (the long
+    job's text)."""
+    chapters = (CORPUS / "pride_and_prejudice.txt").read_text().strip()
+    text = "\n\n".join([chapters] * (chars // len(chapters) + 1))[: chars + 1]
+    return text[: text.rstrip().rfind(" ")].rstrip() if len(text) > chars else text

@@ -1,9 +1,10 @@
-"""``lexicons`` section: what a 1,000-entry lexicon costs. Planning time of the long-job narration
-in one process (no normalisation, the default normalisation, and the default normalisation with the
-lexicon), and the throughput corpus end to end with and without the lexicon, in alternating rounds
+"""``lexicons`` section: what a 1,000-entry lexicon costs. Planning time of the long job's text
+(``bench.corpus.book_text``, its first 100,000 characters) in one process (no normalisation, the
+default normalisation, and the default normalisation with the lexicon), and the throughput corpus
+end to end with and without the lexicon, in alternating rounds
 with the raw model limit beside them.
 
-The lexicon is made of the narration's own 1,000 most frequent words, so every entry is met often:
+The lexicon is made of that text's own 1,000 most frequent words, so every entry is met often:
 half say a word by an alias (the word itself, so the audio stays the same length), half by IPA
 (espeak-ng's own phonemes of the word, spliced in as a lexicon's IPA is). That is the worst case
 for matching and splicing, not a lighter one.
@@ -18,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 
-from bench import corpus
+from bench.corpus import book_text
 from bench.stack import BenchStack
 from tts_core.catalog import VoiceCatalog
 from tts_core.engines import engine_of
@@ -30,6 +31,7 @@ from tts_core.segments import FrontEnd, iter_plain, iter_segments
 from ttsq.settings import Settings
 
 ENTRIES: Final = 1000
+PLANNED_CHARS: Final = 100_000
 NAME: Final = "bench1000"
 WORD: Final = re.compile(r"[A-Za-z]{3,}")
 
@@ -90,14 +92,13 @@ def lexicons(
     stack: BenchStack, texts: list[str], quick: bool, raw_limit: RawLimit, end_to_end: EndToEnd
 ) -> dict[str, Any]:
     settings = stack.settings()
-    narration = corpus.narration()[:5000] if quick else corpus.narration()
-    espeak_voice = "en-us"
-    lexicon = frequent_words_lexicon(narration, ENTRIES, espeak_voice)
+    book = book_text(5_000 if quick else PLANNED_CHARS)
+    lexicon = frequent_words_lexicon(book, ENTRIES, "en-us")
     stored = stack.http.put(f"/v1/lexicons/{NAME}", json=lexicon.to_json())
     stored.raise_for_status()
     result: dict[str, Any] = {
         "entries": len(lexicon.entries),
-        "planning": planning(settings, lexicon, narration, 1 if quick else 3),
+        "planning": planning(settings, lexicon, book, 1 if quick else 3),
     }
     raws, plain, fixed = [], [], []
     for _ in range(1 if quick else 2):

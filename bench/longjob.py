@@ -40,7 +40,7 @@ import psutil
 import redis
 
 from api.submission import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
-from bench.corpus import CORPUS
+from bench.corpus import book_text
 from bench.machine import describe
 from bench.run import RESULTS, raw_limit
 from bench.stack import BenchStack
@@ -53,13 +53,6 @@ KEYS_EVERY = 10
 BROKER_KEYS = ("unacked", "unacked_index")
 """Kombu's Redis transport: messages delivered and not yet acknowledged."""
 MIB = 2**20
-
-
-def book_text(chars: int) -> str:
-    """Pride and Prejudice chapters repeated to ``chars`` characters, cut after a whole word."""
-    chapters = (CORPUS / "pride_and_prejudice.txt").read_text().strip()
-    text = "\n\n".join([chapters] * (chars // len(chapters) + 1))[: chars + 1]
-    return text[: text.rstrip().rfind(" ")].rstrip() if len(text) > chars else text
 
 
 def status_kib(pid: int, field_name: str) -> int:

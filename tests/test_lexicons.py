@@ -120,6 +120,22 @@ def test_a_w3c_pls_document_is_stored_and_read_back_byte_for_byte(client: httpx.
     assert client.delete(f"/v1/lexicons/{name}").status_code == 404
 
 
+def test_the_w3c_example_document_is_applied(client: httpx.Client) -> None:
+    name = stored(client, (DATA / "w3c-example.pls").read_bytes())
+    body = {"text": "The W3C judgement was made.", "marks": ["word", "phoneme"]}
+    fixed = marks_of(finished(client, {**body, "lexicons": [name]}))
+    assert said_in(fixed, "W3C") == espeak("World Wide Web Consortium").replace(" ", "")
+    assert said_in(fixed, "judgement") == "dʒʌdʒmənt"
+    assert said_in(marks_of(finished(client, body)), "W3C") != said_in(fixed, "W3C")
+
+
+def spectrum(samples: np.ndarray) -> np.ndarray:
+    """The average magnitude spectrum of 1,024-sample frames, normalised."""
+    frames = samples[: len(samples) // 1024 * 1024].reshape(-1, 1024)
+    average = np.abs(np.fft.rfft(frames * np.hanning(1024), axis=1)).mean(axis=0)
+    return average / np.linalg.norm(average)
+
+
 def test_a_json_lexicon_is_stored_as_sent(client: httpx.Client) -> None:
     body = {"language": "ja", "entries": [{"graphemes": ["夏目"], "reading": "ソーセキ", "accent": 1}]}
     document = json.dumps(body, ensure_ascii=False).encode()
@@ -236,6 +252,7 @@ def test_a_lexicon_changes_what_is_heard_and_marks_keep_the_written_words(
     assert said_in(marks_of(plain), "Nguyen") != said_in(written, "Nguyen")
     with_lexicon, without = audio_of(fixed), audio_of(plain)
     assert len(with_lexicon) != len(without)
+    assert np.linalg.norm(spectrum(with_lexicon) - spectrum(without)) > 0.05
     rate = fixed["result"]["sample_rate"]
     for word in ("Nguyen", "tomato"):  # each word mark cuts the audio where that word is spoken
         (mark,) = [m for m in written if m.type == "word" and m.value == word]
@@ -294,14 +311,22 @@ def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Clie
 
 
 def test_a_japanese_reading_reaches_the_kokoro_g2p(client: httpx.Client) -> None:
-    lexicon = {"language": "ja", "entries": [{"graphemes": ["今日"], "reading": "コンニチ"}]}
-    name = stored(client, json.dumps(lexicon, ensure_ascii=False).encode(), "application/json")
+    """A word and a family name whose dictionary readings (キョー, ショージ) the lexicon changes."""
+    entries = [
+        {"graphemes": ["今日"], "reading": "コンニチ"},
+        {"graphemes": ["東海林"], "reading": "アズマ", "accent": 1},
+    ]
+    name = stored(
+        client, json.dumps({"language": "ja", "entries": entries}, ensure_ascii=False).encode(), "application/json"
+    )
     body = {"voice": JAPANESE_VOICE, "marks": ["word", "phoneme"]}
-    fixed = finished(client, {**body, "text": "今日は晴れです。", "lexicons": [name]})
-    written = finished(client, {**body, "text": "コンニチは晴れです。"})
-    plain = finished(client, {**body, "text": "今日は晴れです。"})
+    fixed = finished(client, {**body, "text": "今日は東海林さんが来ます。", "lexicons": [name]})
+    written = finished(client, {**body, "text": "コンニチはアズマさんが来ます。"})
+    plain = finished(client, {**body, "text": "今日は東海林さんが来ます。"})
     fixed_marks = marks_of(fixed)
-    assert "今日" in [m.value for m in fixed_marks if m.type == "word"]
+    words = [m.value for m in fixed_marks if m.type == "word"]
+    assert "今日" in words
+    assert "東海林" in words
     heard = [m.value for m in fixed_marks if m.type == "phoneme"]
     assert heard == [m.value for m in marks_of(written) if m.type == "phoneme"]
     assert heard != [m.value for m in marks_of(plain) if m.type == "phoneme"]
