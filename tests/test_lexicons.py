@@ -29,12 +29,14 @@ from tests.test_batches import wait_for_batch
 from tests.test_cli import clean_env
 from tests.test_narrate import ROOT, TTSQ
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.lexicon import Lexicon, LexiconEntry
 from tts_core.marks import Mark, marks_from_json
 from tts_core.phonemes import phonemize
-from ttsq.jobs import JobOptions, JobRecord, utcnow
+from ttsq.jobs import JobOptions, JobRecord, LexiconUse, utcnow
 from ttsq.lexicons import LexiconStore
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore
+from workers import pronunciations
 from workers.pronunciations import job_pronunciation
 
 DATA: Final = Path(__file__).parent / "data" / "lexicons"
@@ -488,3 +490,28 @@ def test_an_operators_voice_lexicon_applies_after_the_jobs(tmp_path: Path, redis
     os.utime(names, ns=(names.stat().st_atime_ns, names.stat().st_mtime_ns + 1_000_000_000))
     assert job_pronunciation(record, voice, store, {voice.id: [names]}).spoken("Mr Nguyen.").text == "Mr nuh gwen."
     assert job_pronunciation(record, voice, store, {}).spoken("Mr Nguyen.").text == "Mr Nguyen."
+
+
+def test_a_worker_keeps_one_compiled_version_and_still_reads_older_ones(redis_client: redis.Redis) -> None:
+    voice = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
+    store = LexiconStore(redis_client, 60)
+    tenant, name = f"t-{uuid.uuid4().hex[:8]}", fresh_name()
+
+    def version(alias: str) -> int:
+        lexicon = Lexicon("en-US", (LexiconEntry(("Nguyen",), alias=alias),))
+        return store.put(tenant, name, b"{}", "application/json", lexicon, 5).version
+
+    def said(at: int) -> str:
+        options = JobOptions(lexicons=[LexiconUse(name=name, version=at)])
+        record = JobRecord(id=str(uuid.uuid4()), voice=voice.id, format="wav", characters=1, options=options,
+                           created_at=utcnow(), tenant=tenant)  # fmt: skip
+        return job_pronunciation(record, voice, store, {}).spoken("Nguyen").text
+
+    first = version("win")
+    assert said(first) == "win"
+    second = version("nuh gwen")
+    assert said(second) == "nuh gwen"
+    cached = [made for made in pronunciations._pronunciations if made.tenant == tenant]
+    assert [made.lexicons for made in cached] == [((name, second),)]  # the older one dropped
+    assert said(first) == "win"  # a job submitted before the change still speaks as it was
+    assert pronunciations._lexicons[(tenant, name)][0] == second

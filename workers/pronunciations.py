@@ -14,8 +14,9 @@ import json
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
+from tts_core.errors import InvalidLexicon, VoiceLoadError
 from tts_core.lexicon import Lexicon
 from tts_core.lexicon_documents import parse_json_lexicon, parse_pls
 from tts_core.normalization import NormalizeOptions, spoken_edits
@@ -30,7 +31,21 @@ PRONUNCIATIONS_KEPT: Final = 32
 """Whole pronunciations (lexicons, language and options together) a worker process keeps."""
 
 _lexicons: OrderedDict[tuple[str, str], tuple[int, Lexicon]] = OrderedDict()
-_pronunciations: OrderedDict[tuple[object, ...], Pronunciation] = OrderedDict()
+
+
+class _Made(NamedTuple):
+    """What a pronunciation is made of: the key of the cache that keeps it."""
+
+    tenant: str
+    lexicons: tuple[tuple[str, int], ...]
+    """The job's lexicons: name and version."""
+    files: tuple[tuple[Path, int], ...]
+    """The voice's operator lexicon files and when each last changed."""
+    language: str
+    options: tuple[tuple[str, bool], ...]
+
+
+_pronunciations: OrderedDict[_Made, Pronunciation] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -38,12 +53,12 @@ def job_pronunciation(
     record: JobRecord, voice: VoiceInfo, store: LexiconStore, voice_lexicons: dict[str, list[Path]]
 ) -> Pronunciation:
     """How the job's text is spoken by its voice."""
-    files = [_file_lexicon(path, path.stat().st_mtime_ns) for path in voice_lexicons.get(voice.id, [])]
+    files = tuple((path, _modified_ns(path, voice.id)) for path in voice_lexicons.get(voice.id, []))
     options = record.options.normalize
-    key = (
+    key = _Made(
         record.tenant,
         tuple((use.name, use.version) for use in record.options.lexicons),
-        tuple(id(lexicon) for lexicon in files),
+        files,
         voice.language,
         tuple(options.model_dump().items()),
     )
@@ -53,12 +68,22 @@ def job_pronunciation(
             _pronunciations.move_to_end(key)
             return known
     lexicons = [_tenant_lexicon(store, record.tenant, LexiconRef(u.name, u.version)) for u in record.options.lexicons]
-    pronunciation = Pronunciation([*lexicons, *files], voice.language, _normalizer(options, voice.language))
+    operators = [_file_lexicon(path, modified, voice.id) for path, modified in files]
+    pronunciation = Pronunciation([*lexicons, *operators], voice.language, _normalizer(options, voice.language))
     with _lock:
+        _drop_superseded(record.tenant, dict(key.lexicons))
         _pronunciations[key] = pronunciation
         while len(_pronunciations) > PRONUNCIATIONS_KEPT:
             _pronunciations.popitem(last=False)
     return pronunciation
+
+
+def _drop_superseded(tenant: str, versions: dict[str, int]) -> None:
+    """Forget the tenant's pronunciations made with an older version of a lexicon now read newer
+    (a job still planned with an older one makes its own again)."""
+    for key in list(_pronunciations):
+        if key.tenant == tenant and any(versions.get(name, version) > version for name, version in key.lexicons):
+            del _pronunciations[key]
 
 
 def _normalizer(option: NormalizeOption, language: str) -> Normalizer | None:
@@ -86,10 +111,21 @@ def _tenant_lexicon(store: LexiconStore, tenant: str, ref: LexiconRef) -> Lexico
     return lexicon
 
 
+def _modified_ns(path: Path, voice_id: str) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError as e:
+        raise VoiceLoadError(f"the lexicon file {path.name} of voice {voice_id} cannot be read: {e.strerror}") from e
+
+
 @functools.lru_cache(maxsize=64)
-def _file_lexicon(path: Path, mtime_ns: int) -> Lexicon:
-    """An operator's lexicon file (PLS, or JSON by its ``.json`` suffix), read again once it changes."""
-    data = path.read_bytes()
-    if path.suffix.lower() == ".json":
-        return parse_json_lexicon(json.loads(data))
-    return parse_pls(data)
+def _file_lexicon(path: Path, mtime_ns: int, voice_id: str) -> Lexicon:
+    """An operator's lexicon file (PLS, or JSON by its ``.json`` suffix), read again once it changes;
+    one that cannot be read or parsed fails the voice's jobs as the voice's own fault."""
+    try:
+        data = path.read_bytes()
+        if path.suffix.lower() == ".json":
+            return parse_json_lexicon(json.loads(data))
+        return parse_pls(data)
+    except (OSError, ValueError, InvalidLexicon) as e:
+        raise VoiceLoadError(f"the lexicon file {path.name} of voice {voice_id} is unusable: {e}") from e
