@@ -41,7 +41,35 @@ class LexiconsPublic(BaseModel):
     lexicons: list[LexiconSummary]
 
 
-@router.put("/{name}", response_model=LexiconSummary, responses=_ERRORS, summary="Store or replace a lexicon")
+_BODY: Final = {
+    "requestBody": {
+        "required": True,
+        "description": "A W3C PLS 1.0 document, or ttsq's JSON form of a lexicon.",
+        "content": {
+            PLS_MEDIA_TYPE: {"schema": {"type": "string"}},
+            JSON_MEDIA_TYPE: {
+                "schema": {
+                    "type": "object",
+                    "required": ["language", "entries"],
+                    "properties": {
+                        "language": {"type": "string"},
+                        "entries": {"type": "array", "items": {"type": "object"}},
+                    },
+                }
+            },
+        },
+    }
+}
+"""The body as the OpenAPI document shows it (the route reads it raw, to keep it byte for byte)."""
+
+
+@router.put(
+    "/{name}",
+    response_model=LexiconSummary,
+    responses=_ERRORS,
+    summary="Store or replace a lexicon",
+    openapi_extra=_BODY,
+)
 async def put_lexicon(
     name: LexiconNamePath,
     request: Request,
