@@ -135,7 +135,7 @@ def spectrum(samples: np.ndarray) -> np.ndarray:
     """The average magnitude spectrum of 1,024-sample frames, normalised."""
     frames = samples[: len(samples) // 1024 * 1024].reshape(-1, 1024)
     average = np.abs(np.fft.rfft(frames * np.hanning(1024), axis=1)).mean(axis=0)
-    return average / np.linalg.norm(average)
+    return np.asarray(average / np.linalg.norm(average), dtype=np.float64)
 
 
 def test_a_json_lexicon_is_stored_as_sent(client: httpx.Client) -> None:
@@ -348,7 +348,7 @@ def test_jobs_naming_lexicons_they_cannot_use_are_refused_with_no_job(
         "application/json",
     )
     before = len(client.get("/v1/jobs").json()["jobs"])
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"lexicons": ["nosuchlexicon"]}, "nosuchlexicon"),
         ({"lexicons": [japanese]}, japanese),
         ({"lexicons": [names_lexicon] * 2}, "more than once"),

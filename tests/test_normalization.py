@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from tts_core import kokoro, kokoro_package
 from tts_core.normalization import (
     NORMALIZE_OPTIONS,
-    Edit,
     NormalizeOptions,
     apply_edits,
     spoken_edits,
 )
 from tts_core.normalization_ja import kanji_number
+from tts_core.normalization_rule import Edit
 from tts_core.phonemes import phonemize
 from tts_core.scripts import base_language
 
