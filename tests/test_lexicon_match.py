@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from tts_core.engines import engine_named
 from tts_core.lexicon import Lexicon, LexiconEntry
 from tts_core.lexicon_match import LexiconMatcher
 from tts_core.pronunciation import Pronunciation
+from tts_core.segments import iter_plain
 from tts_core.spoken_text import Replacement, SpokenText, merged
 
 
@@ -73,3 +75,17 @@ def test_lexicon_replacements_win_over_normalisation_where_they_overlap() -> Non
     lexical = [Replacement(0, 2, "three em")]
     normal = [Replacement(0, 1, "three"), Replacement(5, 7, "five dollars")]
     assert merged(lexical, normal) == [Replacement(0, 2, "three em"), Replacement(5, 7, "five dollars")]
+
+
+def test_a_long_alias_of_one_character_is_planned_within_the_id_budget() -> None:
+    """A lexicon may say one written character at length; no utterance passes the budget for it
+    (Kokoro's model refuses more than 512 ids)."""
+    engine = engine_named("kokoro")
+    voice = engine.voices(None)[0]
+    alias = "東京特許許可局" * 28
+    front_end = engine.spoken_front_end(
+        voice, Pronunciation([lexicon(LexiconEntry(("猫",), alias=alias), language="ja")], voice.language)
+    )
+    sizes = [len(u.ids) for u in iter_plain("猫。", front_end, 400, 0.5)]
+    assert sum(sizes) > 600  # all of it said
+    assert max(sizes) <= 400

@@ -308,14 +308,26 @@ def _fit(sentence: str, front_end: FrontEnd, max_ids: int) -> list[tuple[str, li
     the model's input becomes, phoneme ids say it exactly."""
     readings = [reading for reading in _read(front_end, sentence) if reading.ids]
     longest = max((len(r.ids) for r in readings), default=0)
-    if longest <= max_ids or len(sentence) <= 1:
+    if longest <= max_ids:
         return [(sentence, readings)] if readings else []
+    if len(sentence) <= 1:  # one character said at length (a lexicon's long alias): its ids cut instead
+        return [(sentence, [cut for reading in readings for cut in _cut_ids(reading, max_ids)])]
     ids_per_char = sum(len(r.ids) for r in readings) / len(sentence)
     limit = min(len(sentence) // 2 or 1, max(1, int(max_ids / ids_per_char * _SHRINK)))
     fitted: list[tuple[str, list[Reading]]] = []
     for piece in cut_long(sentence, limit):
         fitted.extend(_fit(piece, front_end, max_ids))
     return fitted
+
+
+def _cut_ids(reading: Reading, max_ids: int) -> list[Reading]:
+    """A reading longer than ``max_ids`` as several, each framed by the reading's first and last id
+    (the model's start and end symbols) and without words (no text is left to cut them by)."""
+    if len(reading.ids) <= max_ids:
+        return [reading]
+    first, *inner, last = reading.ids
+    step = max(1, max_ids - 2)
+    return [Reading([first, *inner[at : at + step], last]) for at in range(0, len(inner), step)]
 
 
 class _HasIds(Protocol):
