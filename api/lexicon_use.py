@@ -48,8 +48,7 @@ def check_storable(lexicon: Lexicon, catalog: VoiceCatalog) -> None:
         raise LexiconRefused(f"no voice of this server speaks the lexicon's language {lexicon.language!r}")
     problems = [(voice, unspeakable_entry(lexicon, voice)) for voice in voices]
     if all(problem is not None for _, problem in problems):
-        voice, problem = problems[0]
-        raise LexiconRefused(f"{problem} (voice {voice.id})")
+        raise LexiconRefused(str(problems[0][1]))
 
 
 def job_lexicons(store: LexiconStore, tenant: str, names: Sequence[str], voice: VoiceInfo) -> list[LexiconUse]:
