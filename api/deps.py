@@ -44,14 +44,21 @@ async def current_tenant(
     state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
     token = credentials.credentials if credentials is not None else None
-    tenant = await run_in_threadpool(state.stores.tenants.by_key, token) if token else None
+    return await run_in_threadpool(tenant_of, state, token)
+
+
+def tenant_of(state: AppState, token: str | None) -> Tenant:
+    """The tenant ``token`` selects, its limits merged with the server's defaults, with this request
+    counted; the anonymous tenant where keys are not required. Shared by every protocol that carries
+    a key (the Wyoming server's comes from its settings)."""
+    tenant = state.stores.tenants.by_key(token) if token else None
     if tenant is None:
         if state.settings.keys_required:
             reason = "no API key given" if token is None else "the API key is unknown or revoked"
             raise Unauthorized(f"{reason}; send 'Authorization: Bearer <key>' with a key from 'ttsq keys create'")
         tenant = ANONYMOUS
     limits = tenant.limits.over(state.settings.default_limits)
-    await run_in_threadpool(state.stores.quotas.count_request, tenant.id, limits)
+    state.stores.quotas.count_request(tenant.id, limits)
     return tenant.model_copy(update={"limits": limits})
 
 

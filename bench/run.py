@@ -53,6 +53,7 @@ from bench.priority import priority
 from bench.scaleout import scaleout, scaleout_rows
 from bench.stack import BenchStack, Submitted
 from bench.waiters import waiters
+from bench.wyoming import wyoming, wyoming_rows
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
 from tts_core.engines import engine_of
@@ -65,7 +66,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
-    "formats", "lexicons",
+    "formats", "lexicons", "wyoming",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -307,6 +308,7 @@ def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the sections with their own row makers, in the table's order."""
     makers: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
         "japanese": japanese_rows, "formats": formats_rows, "lexicons": lexicon_rows, "scaleout": scaleout_rows,
+        "wyoming": wyoming_rows,
     }  # fmt: skip
     return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
@@ -406,6 +408,7 @@ def run_section(
         "japanese": lambda: japanese(stack, quick, raw_limit, end_to_end),
         "formats": lambda: formats(stack, texts, quick, raw_limit, end_to_end),
         "lexicons": lambda: lexicons(stack, texts, quick, raw_limit, end_to_end),
+        "wyoming": lambda: wyoming(stack, root, quick),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit

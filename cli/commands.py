@@ -1,11 +1,16 @@
-"""Command lines of ttsq's own long-running processes: a worker, the webhook worker, the API, Flower."""
+"""Command lines of ttsq's own long-running processes: a worker, the webhook worker, the API, the
+Wyoming server, Flower."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from ttsq.constants import MAINTENANCE_QUEUE, consumed_queues
+from ttsq.constants import MAINTENANCE_QUEUE, WYOMING_PORT, consumed_queues
+
+DEFAULT_WYOMING_URI = f"tcp://0.0.0.0:{WYOMING_PORT}"
+"""``ttsq wyoming``'s address: every interface, as wyoming-piper's; compose and Kubernetes keep it
+inside their networks."""
 
 
 def worker_argv(concurrency: int, queue: str, node_name: str, loglevel: str = "INFO") -> list[str]:
@@ -49,6 +54,11 @@ def api_argv(host: str, port: int) -> list[str]:
         sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
         "--host", host, "--port", str(port), "--no-access-log",
     ]  # fmt: skip
+
+
+def wyoming_argv(uri: str) -> list[str]:
+    """The Wyoming server (``ttsq wyoming``), through this checkout's ``cli.main``."""
+    return [sys.executable, "-m", "cli.main", "wyoming", "--uri", uri]
 
 
 def flower_argv(host: str, port: int) -> list[str]:

@@ -1,7 +1,8 @@
 """``ttsq dev``: the whole stack in one foreground command, for development.
 
 Starts Redis and SeaweedFS (unless the settings, from the environment or ``.env``, name a Redis URL or
-an S3 endpoint: then those are used), one worker, the service worker, beat, the API and Flower;
+an S3 endpoint: then those are used), one worker, the service worker, beat, the API, the Wyoming
+server (on loopback, port 10200 unless ``--wyoming-port`` says otherwise) and Flower;
 prints the URLs; starts again any child that dies, from the first start on (``cli.supervisor``:
 Redis and SeaweedFS on the same port and data folder, Redis from its append-only file); stops every
 child on Ctrl-C or SIGTERM, one waiting to be started again included. Every child gets every setting
@@ -24,12 +25,12 @@ import httpx
 import redis
 from pydantic import SecretStr
 
-from cli.commands import SERVICE_WORKER_THREADS, api_argv, beat_argv, flower_argv, webhook_worker_argv
+from cli.commands import SERVICE_WORKER_THREADS, api_argv, beat_argv, flower_argv, webhook_worker_argv, wyoming_argv
 from cli.embedded import LOOPBACK, RedisService, SeaweedService
 from cli.processes import ManagedProcess, port_in_use
 from cli.supervisor import Supervisor
 from cli.workerpool import default_worker
-from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
+from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, WYOMING_PORT
 from ttsq.errors import ServiceError
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, Settings, settings_env
 from ttsq.storage import ObjectStore
@@ -52,6 +53,7 @@ class DevPorts:
     redis: int = 6379
     s3: int = 8333
     worker_metrics: int = DEFAULT_WORKER_METRICS_PORT
+    wyoming: int = WYOMING_PORT
 
 
 def _require_free(port: int, what: str, option: str) -> None:
@@ -153,6 +155,7 @@ class DevStack:
         _require_free(self.ports.api, "API", "--api-port")
         _require_free(self.ports.flower, "Flower", "--flower-port")
         _require_free(self.ports.worker_metrics, "worker metrics", "--worker-metrics-port")
+        _require_free(self.ports.wyoming, "Wyoming", "--wyoming-port")
         self._own_redis()
         self._own_s3()
         self._webhook_settings()
@@ -163,6 +166,7 @@ class DevStack:
         self._spawn("webhooks", webhook_worker_argv(SERVICE_WORKER_THREADS, "webhooks@%h"), "webhooks.log")
         self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log")
         self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
+        self._spawn("wyoming", wyoming_argv(wyoming_uri(self.ports)), "wyoming.log")
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
         self._wait(lambda: httpx.get(ready_url, timeout=5).status_code == 200, "API /readyz")
@@ -217,6 +221,7 @@ ttsq is ready.
   Web page   {api}/
   API        {api}   (OpenAPI docs: {api}/docs)
   Flower     http://{LOOPBACK}:{ports.flower}
+  Wyoming    {wyoming_uri(ports)}   (Home Assistant: Wyoming Protocol, host {LOOPBACK}, port {ports.wyoming})
   Metrics    {api}/metrics (API, queues, jobs)   http://{LOOPBACK}:{ports.worker_metrics}/metrics (worker)
   Redis      {settings.redis_url}
   S3         {settings.s3.endpoint_url}
@@ -228,6 +233,10 @@ Try:
   curl -sL {api}/v1/jobs/<id>/audio -o hello.wav
 Ctrl-C stops everything.
 """
+
+
+def wyoming_uri(ports: DevPorts) -> str:
+    return f"tcp://{LOOPBACK}:{ports.wyoming}"
 
 
 def run_dev(data_dir: Path, ports: DevPorts) -> int:

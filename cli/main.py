@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from cli.commands import SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
+from cli.commands import DEFAULT_WYOMING_URI, SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
 from cli.dev import DevError, DevPorts, run_dev
 from cli.keys import keys
 from cli.lexicons import lexicons
@@ -30,6 +30,7 @@ from tts_core.device import cuda_device_count
 from tts_core.errors import DeviceUnavailable
 from tts_core.formats import DEFAULT_FORMAT, AudioFormat
 from tts_core.marks import marks_from_json
+from ttsq.constants import WYOMING_PORT
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
 from ttsq.webhook_signing import parse_secrets
 
@@ -72,13 +73,20 @@ main.add_command(lexicons)
     show_default=True,
     help="The worker's /metrics, /healthz and /readyz.",
 )
+@click.option("--wyoming-port", type=int, default=WYOMING_PORT, show_default=True, help="The Wyoming server.")
 def dev(
-    data_dir: Path, api_port: int, flower_port: int, redis_port: int, s3_port: int, worker_metrics_port: int
+    data_dir: Path,
+    api_port: int,
+    flower_port: int,
+    redis_port: int,
+    s3_port: int,
+    worker_metrics_port: int,
+    wyoming_port: int,
 ) -> None:
-    """Start Redis, SeaweedFS S3, a worker, the service worker, beat, the API and Flower in the
-    foreground; start again any of them that dies (Ctrl-C stops all)."""
+    """Start Redis, SeaweedFS S3, a worker, the service worker, beat, the API, the Wyoming server and
+    Flower in the foreground; start again any of them that dies (Ctrl-C stops all)."""
     try:
-        ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port)
+        ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port, wyoming_port)
         code = run_dev(data_dir.resolve(), ports)
     except (DevError, DeviceUnavailable, TimeoutError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
@@ -93,6 +101,27 @@ def api(host: str, port: int) -> None:
     import uvicorn
 
     uvicorn.run("api.main:create_app", factory=True, host=host, port=port)
+
+
+@main.command()
+@click.option(
+    "--uri",
+    default=DEFAULT_WYOMING_URI,
+    show_default=True,
+    help="tcp://HOST:PORT or unix://PATH. No authentication: bind to a private address (docs/WYOMING.md).",
+)
+def wyoming(uri: str) -> None:
+    """Run the Wyoming TTS server (Home Assistant): each request a job, speaking as the tenant of
+    TTSQ_WYOMING_API_KEY (anonymous if unset)."""
+    from api.wyoming.server import run
+    from ttsq.errors import ServiceError
+
+    try:
+        run(get_settings(), uri)
+    except (ServiceError, ValueError) as e:
+        raise click.ClickException(str(e)) from e
+    except KeyboardInterrupt:
+        pass
 
 
 @main.command()

@@ -108,7 +108,7 @@ class DevProcess:
 
 @pytest.fixture
 def dev_ports() -> dict[str, int]:
-    return {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics")}
+    return {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics", "wyoming")}
 
 
 def dev_args(data_dir: Path, ports: dict[str, int]) -> list[str]:
@@ -134,6 +134,7 @@ def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports
         worker_metrics = f"http://127.0.0.1:{dev_ports['worker-metrics']}"
         assert f"{worker_metrics}/metrics (worker)" in output
         assert f"curl -s -X POST {api}/v1/jobs" in output
+        assert f"Wyoming    tcp://127.0.0.1:{dev_ports['wyoming']}" in output
         names = {p.name() for p in dev.descendants()}
         assert {"redis-server", "weed"} <= names
 

@@ -24,8 +24,10 @@ from cli.main import main as cli
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-TTSQ_SERVICES = ("api", "worker-gpu0", "webhooks", "flower")
+TTSQ_SERVICES = ("api", "worker-gpu0", "webhooks", "flower", "wyoming")
 MONITORING = ("prometheus", "grafana")
+PROFILES = {**{name: ["monitoring"] for name in MONITORING}, "wyoming": ["wyoming"]}
+"""Services that run only when their profile is asked for; the rest always run."""
 SECRET_VARIABLES = (
     "REDIS_PASSWORD",
     "TTSQ_S3_ACCESS_KEY_ID",
@@ -75,11 +77,11 @@ def settings_field_exists(env_name: str) -> bool:
 
 def test_expected_services(compose: dict[str, Any]) -> None:
     assert set(services(compose)) == {
-        *("redis", "s3", "api", "worker-gpu0", "webhooks", "beat", "flower"),
+        *("redis", "s3", "api", "worker-gpu0", "webhooks", "beat", "flower", "wyoming"),
         *MONITORING,
     }
-    for name, service in services(compose).items():  # monitoring is opt-in, the rest always runs
-        assert service.get("profiles", []) == (["monitoring"] if name in MONITORING else []), name
+    for name, service in services(compose).items():
+        assert service.get("profiles", []) == PROFILES.get(name, []), name
     assert services(compose)["redis"]["image"].startswith("redis:7")
 
 

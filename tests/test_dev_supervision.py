@@ -1,5 +1,5 @@
 """``ttsq dev`` heals itself: each of its children SIGKILLed in turn (the worker, the service worker,
-beat, the API, Flower, Redis, SeaweedFS) is started again, and the stack is whole again within 10 s;
+beat, the API, the Wyoming server, Flower, Redis, SeaweedFS) is started again, and the stack is whole again within 10 s;
 a job submitted before each kill (followed by a client long-polling through it) and one submitted
 after it both succeed. Also: children killed while the stack is still starting, and Ctrl-C while a
 child waits out its restart backoff, leave nothing behind.
@@ -42,6 +42,7 @@ CHILDREN: Final = {
     "webhooks": "-A workers.service worker",
     "beat": "-A workers.service beat",
     "api": "uvicorn api.main:create_app",
+    "wyoming": "cli.main wyoming",
     "flower": "-A workers.app flower",
     "redis": "redis-server",
     "seaweedfs": "weed",

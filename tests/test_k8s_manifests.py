@@ -48,11 +48,13 @@ OPERATOR_SECRET = {
     "TTSQ_S3__SECRET_ACCESS_KEY": "kQ7v2Lx9TfR4wNz8HcBm3Yp6",
     "TTSQ_WEBHOOK_SECRET": "whsec_" + base64.b64encode(bytes(range(7, 39))).decode(),
     "FLOWER_BASIC_AUTH": "ops:Jf83kd9Qm2LxVw",
+    "TTSQ_WYOMING_API_KEY": "ttsq_" + "Zq8" * 14 + "x",
 }
 """The ttsq-secrets an operator creates for base and production (docs/DEPLOYMENT.md), real-looking."""
 SECRET_KEYS = set(OPERATOR_SECRET)
-DEV_SECRET_KEYS = SECRET_KEYS - {"TTSQ_REDIS_URL"}
-"""The dev overlay's Redis runs beside ttsq: base builds the URL from REDIS_PASSWORD."""
+DEV_SECRET_KEYS = SECRET_KEYS - {"TTSQ_REDIS_URL", "TTSQ_WYOMING_API_KEY"}
+"""The dev overlay's Redis runs beside ttsq: base builds the URL from REDIS_PASSWORD; a Wyoming key
+exists only once made in the cluster's Redis (the Secret's key is optional; development needs none)."""
 GPU = "nvidia.com/gpu"
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 MIN_GRACE_S = 300

@@ -15,8 +15,8 @@ from typing import Final
 import pytest
 import redis
 
+from api import part_reader
 from api.main import create_app
-from api.routes import speech
 from tests.conftest import serve
 from ttsq.constants import consumed_queues
 from ttsq.settings import Settings
@@ -89,7 +89,7 @@ def idle_api(settings: Settings) -> Iterator[str]:
         }
     )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(speech, "PART_TIMEOUT_S", 0.02)  # no audio ever comes: the 504 at once
+        patch.setattr(part_reader, "PART_TIMEOUT_S", 0.02)  # no audio ever comes: the 504 at once
         with serve(create_app(fuzzed)) as url:
             yield url
     client = redis.Redis.from_url(fuzzed.redis_url)

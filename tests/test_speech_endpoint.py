@@ -11,8 +11,8 @@ import openai
 import pytest
 import soundfile
 
+from api import part_reader
 from api.main import create_app
-from api.routes import speech
 from cli.processes import ManagedProcess
 from tests.audio_decoding import decode as decode_audio
 from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, serve, wait_for_job
@@ -174,7 +174,7 @@ def test_a_boolean_speed_is_refused(client: httpx.Client) -> None:
 def test_no_worker_means_a_504_naming_the_job_not_a_hang(
     idle_queue_api: IdleQueueApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(speech, "PART_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(part_reader, "PART_TIMEOUT_S", 1.0)
     body = {"model": "tts-1", "input": SENTENCE, "voice": "alloy"}
     response = idle_queue_api.client.post("/v1/audio/speech", json=body, timeout=30)
     assert response.status_code == 504

@@ -45,6 +45,10 @@ RESULT_KEY_TEMPLATE: Final = ATTEMPT_OBJECTS_TEMPLATE + "audio.{ext}"
 MAX_WAIT_S: Final = 60.0
 """Longest long poll (``GET /v1/jobs/{id}?wait=``) the API accepts; clients wait longer in rounds."""
 
+WYOMING_PORT: Final = 10200
+"""Where the Wyoming server listens unless told otherwise: wyoming-piper's port, the one Home
+Assistant's Wyoming integration is usually pointed at for speech."""
+
 DEV_S3_ACCESS_KEY: Final = "ttsq-dev"
 DEV_S3_SECRET_KEY: Final = "ttsq-dev-secret"
 """Credentials of the embedded SeaweedFS in development; refused in production (``ttsq.secrets_check``)."""

@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     """Where clients such as ``ttsq say`` reach the API."""
     api_key: SecretStr | None = None
     """The key clients such as ``ttsq say`` send (``ttsq keys create``); none = anonymous."""
+    wyoming_api_key: SecretStr | None = None
+    """The key whose tenant the Wyoming server (``ttsq wyoming``) speaks as: Wyoming carries no
+    credentials, so every client that reaches its port gets this tenant's limits and quotas (bind it
+    to a private address). None = the anonymous tenant, refused at start where keys are required."""
     interactive_max_chars: int = Field(1000, ge=0)
     """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
     openai_voices: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,223 @@
+"""One Wyoming connection: its events read in order, its utterances spoken one after another by a
+task of its own, so that the connection keeps being read (streamed text, a client gone) while audio
+is being sent.
+
+A ``synthesize`` is one job. A stream (``synthesize-start``, ``synthesize-chunk``…, ``synthesize-stop``)
+is a job per run of sentences completed by a chunk, and the rest at the stop, then
+``synthesize-stopped``; the ``synthesize`` Home Assistant sends inside a stream for older servers is
+ignored. Bad input is answered with an ``error`` event and the connection goes on. When the
+connection ends (closed, garbage read, a stream idle for ``STREAM_IDLE_S``) its unfinished jobs are
+canceled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, replace
+from typing import Final
+
+from fastapi.concurrency import run_in_threadpool
+from wyoming.error import Error
+from wyoming.event import Event, async_read_event
+from wyoming.info import Describe
+from wyoming.server import AsyncEventHandler
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeTextFormat,
+    SynthesizeVoice,
+)
+
+from api.deps import tenant_of
+from api.errors import ApiError
+from api.state import AppState
+from api.wyoming.sentences import SentenceBuffer
+from api.wyoming.speech import Utterance, speak
+from api.wyoming.voices import chosen_voice, wyoming_info
+from tts_core.errors import TTSError
+from tts_core.text import has_speech, normalize_text
+from ttsq.errors import INTERNAL_ERROR, ServiceError
+from ttsq.lifecycle import cancel_job
+
+log = logging.getLogger(__name__)
+
+STREAM_IDLE_S: Final = 60.0
+"""Longest wait for the next event while a stream is open: a client that never sends
+``synthesize-stop`` is closed then, and its jobs canceled. Module-level so tests can shorten it."""
+
+REFUSALS: Final = (TTSError, ServiceError, ApiError)
+"""What bad input or a failed job raises: answered with an ``error`` event carrying its code."""
+
+Work = Utterance | Event
+"""What the speaking task takes in turn: an utterance to speak, or an event to send after the
+utterances before it (``synthesize-stopped``, an error about a later request)."""
+
+
+@dataclass
+class Stream:
+    """An open ``synthesize-start``: the utterance every sentence is spoken as (None if the start was
+    refused: its chunks are dropped), and the text not spoken yet."""
+
+    template: Utterance | None
+    buffer: SentenceBuffer
+
+
+class WyomingHandler(AsyncEventHandler):
+    """The events of one connection, answered through the queue."""
+
+    def __init__(self, state: AppState, key: str | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        super().__init__(reader, writer)
+        self._state = state
+        self._key = key
+        self._stream: Stream | None = None
+        self._work: asyncio.Queue[Work] = asyncio.Queue()
+        self._jobs: set[str] = set()
+        self._speaker = asyncio.create_task(self._speak_all(), name="wyoming speaker")
+
+    async def run(self) -> None:
+        """The library's loop, with two more ways to end: a stream idle too long, and input its
+        reader does not turn into ``None`` (JSON that is no object, a payload cut short)."""
+        try:
+            while True:
+                timeout = STREAM_IDLE_S if self._stream is not None else None
+                try:
+                    event = await asyncio.wait_for(async_read_event(self.reader), timeout)
+                except TimeoutError:
+                    log.info("wyoming: stream idle for %.0f s; closing the connection", STREAM_IDLE_S)
+                    message = f"no synthesize-stop within {STREAM_IDLE_S:g} s of the last event; closing"
+                    with contextlib.suppress(OSError):  # an event is written whole before any await
+                        await self.write_event(Error(text=message, code="stream_timeout").event())
+                    break
+                except Exception:  # garbage: the connection cannot be read on
+                    log.info("wyoming: unreadable input; closing the connection")
+                    break
+                if event is None or not await self.handle_event(event):
+                    break
+        finally:
+            await self.disconnect()
+            self.writer.close()
+
+    async def handle_event(self, event: Event) -> bool:
+        try:
+            await self._handle(event)
+        except (KeyError, TypeError, ValueError) as e:  # an event without its fields
+            await self._work.put(Error(text=f"malformed {event.type} event: {e!r}", code="invalid_event").event())
+        return True
+
+    async def _handle(self, event: Event) -> None:
+        if Describe.is_type(event.type):
+            await self._work.put(self._info())
+        elif Synthesize.is_type(event.type):
+            if self._stream is None:  # inside a stream it only repeats the streamed text
+                await self._synthesize(Synthesize.from_event(event))
+        elif SynthesizeStart.is_type(event.type):
+            await self._start(SynthesizeStart.from_event(event))
+        elif SynthesizeChunk.is_type(event.type):
+            await self._chunk(SynthesizeChunk.from_event(event).text)
+        elif SynthesizeStop.is_type(event.type):
+            await self._stop()
+        # other events are dropped, as Wyoming servers do
+
+    def _info(self) -> Event:
+        return wyoming_info(self._state.catalog).event()
+
+    async def _synthesize(self, request: Synthesize) -> None:
+        _check_text(request.text)
+        template = await self._template(request.voice, request.text_format)
+        if template is not None:
+            await self._work.put(replace(template, text=request.text))
+
+    async def _start(self, request: SynthesizeStart) -> None:
+        if self._stream is not None:
+            await self._refuse("stream_open", "synthesize-start while a stream is open; send synthesize-stop first")
+            return
+        template = await self._template(request.voice, request.text_format)
+        self._stream = Stream(template, SentenceBuffer(self._state.settings.max_text_chars))
+
+    async def _chunk(self, text: str) -> None:
+        _check_text(text)
+        stream = self._stream
+        if stream is None:
+            await self._refuse("no_stream", "synthesize-chunk without synthesize-start")
+            return
+        if stream.template is None:
+            return
+        try:
+            done = stream.buffer.add(text, cut=not stream.template.ssml)  # SSML is spoken whole, at the stop
+        except TTSError as e:
+            stream.template = None
+            await self._refuse(e.code, str(e))
+            return
+        if done is not None and has_speech(normalize_text(done)):
+            await self._work.put(replace(stream.template, text=done))
+
+    async def _stop(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is None:
+            await self._refuse("no_stream", "synthesize-stop without synthesize-start")
+            return
+        rest = stream.buffer.finish()
+        if stream.template is not None and has_speech(normalize_text(rest)):
+            await self._work.put(replace(stream.template, text=rest))
+        await self._work.put(SynthesizeStopped().event())
+
+    async def _template(
+        self, voice: SynthesizeVoice | None, text_format: str | SynthesizeTextFormat | None
+    ) -> Utterance | None:
+        """The tenant (this request counted) and the voice of a request, or None after an error event."""
+        try:
+            tenant = await run_in_threadpool(tenant_of, self._state, self._key)
+            voice_id, speaker = chosen_voice(self._state.catalog, self._state.settings.default_voice, voice)
+        except REFUSALS as e:
+            await self._refuse(e.code, str(e))
+            return None
+        ssml = text_format == SynthesizeTextFormat.SSML
+        return Utterance(tenant=tenant, text="", voice=voice_id, speaker=speaker, ssml=ssml)
+
+    async def _refuse(self, code: str, text: str) -> None:
+        await self._work.put(Error(text=text, code=code).event())
+
+    async def _speak_all(self) -> None:
+        """Speak or send each piece of work in turn; an error answers its own utterance only."""
+        while True:
+            work = await self._work.get()
+            try:
+                await self._do(work)
+            except OSError:  # the client is gone: the reading side ends the connection
+                return
+
+    async def _do(self, work: Work) -> None:
+        try:
+            if isinstance(work, Event):
+                await self.write_event(work)
+            else:
+                await speak(self._state, work, self.write_event, self._jobs)
+        except REFUSALS as e:
+            await self.write_event(Error(text=str(e), code=e.code).event())
+        except OSError:
+            raise
+        except Exception:
+            log.exception("wyoming: an utterance failed")
+            await self.write_event(Error(text="internal error; see the server log", code=INTERNAL_ERROR).event())
+
+    async def disconnect(self) -> None:
+        """Stop speaking and cancel every job whose audio was not all sent."""
+        self._speaker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._speaker
+        for job_id in sorted(self._jobs):
+            try:
+                await run_in_threadpool(cancel_job, job_id, self._state.lifecycle, False)
+            except ServiceError:  # never stored (cut off while submitting), or Redis down: the sweeper's
+                log.warning("wyoming: job %s of a closed connection not canceled", job_id, exc_info=True)
+        self._jobs.clear()
+
+
+def _check_text(text: object) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, not {type(text).__name__}")

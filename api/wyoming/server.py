@@ -1,0 +1,82 @@
+"""The Wyoming server process: the API's long-lived clients (``AppState``: stores, catalog, event hub)
+on its own event loop, and the wyoming library's server handing each connection to a
+:class:`~api.wyoming.handler.WyomingHandler`.
+
+Wyoming carries no credentials: the tenant is the one ``TTSQ_WYOMING_API_KEY`` selects, for every
+client that can reach the port (bind it to a private address); without a key, the anonymous tenant,
+which is refused at start where keys are required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from wyoming.server import AsyncServer
+
+from api.metrics import ApiMetrics
+from api.state import AppState
+from api.wyoming.handler import WyomingHandler
+from ttsq import logs
+from ttsq.errors import Unauthorized
+from ttsq.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class WyomingService:
+    """The clients every connection shares, and the key whose tenant they speak as."""
+
+    def __init__(self, state: AppState, key: str | None) -> None:
+        self.state = state
+        self.key = key
+
+    @classmethod
+    async def open(cls, settings: Settings) -> WyomingService:
+        """Connect, and refuse to serve with no usable key where keys are required, or with a key
+        that selects no tenant (a typo would otherwise speak as anonymous)."""
+        key = settings.wyoming_api_key.get_secret_value() if settings.wyoming_api_key else None
+        state = await asyncio.to_thread(AppState.build, settings, ApiMetrics())
+        try:
+            await asyncio.to_thread(_check_key, state, key)
+            await state.hub.start()
+        except BaseException:
+            await state.close()
+            raise
+        return cls(state, key)
+
+    def handler(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> WyomingHandler:
+        return WyomingHandler(self.state, self.key, reader, writer)
+
+    async def close(self) -> None:
+        await self.state.close()
+
+
+def _check_key(state: AppState, key: str | None) -> None:
+    if key is None:
+        if state.settings.keys_required:
+            raise Unauthorized(
+                "keys are required (TTSQ_AUTH_REQUIRED) and TTSQ_WYOMING_API_KEY is not set: set it to the key "
+                "of the tenant the Wyoming server speaks as ('ttsq keys create')"
+            )
+        return
+    if state.stores.tenants.by_key(key) is None:
+        raise Unauthorized("TTSQ_WYOMING_API_KEY selects no tenant: the key is unknown or revoked")
+
+
+async def serve(settings: Settings, uri: str) -> None:
+    """Serve until SIGTERM or Ctrl-C; connections open then are closed and their jobs canceled."""
+    service = await WyomingService.open(settings)
+    server = AsyncServer.from_uri(uri)
+    log.info("wyoming: serving %s", uri)
+    try:
+        await server.run(service.handler)
+    finally:
+        await server.stop()
+        await service.close()
+
+
+def run(settings: Settings, uri: str) -> None:
+    """``ttsq wyoming``: the server in the foreground."""
+    logs.configure(settings.log_format)
+    asyncio.run(serve(settings, uri))

@@ -1,0 +1,104 @@
+"""One Wyoming utterance as one ttsq job: drafted and submitted as the speech endpoint does
+(interactive, streamed, not kept), its parts sent as ``audio-chunk`` events as the workers finish them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from fastapi.concurrency import run_in_threadpool
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event
+
+from api.part_reader import PartReader
+from api.schemas import JobCreate
+from api.state import AppState
+from api.submission import draft_job, submit_job
+from tts_core.formats import AudioFormat
+from ttsq.jobs import Priority, TextType
+from ttsq.tenants import Tenant
+
+SAMPLES_PER_CHUNK: Final = 1024
+"""Samples per ``audio-chunk`` (46 ms at 22,050 Hz), as wyoming-piper sends: a part (a sentence or
+more) is cut into chunks this size so that a player can start on the first."""
+
+SAMPLE_WIDTH: Final = 2
+"""Bytes per sample: the parts are 16-bit PCM, mono, at the voice's rate."""
+
+SOURCE: Final = "wyoming"
+"""The jobs' ``metadata.source``, telling them apart from other clients' jobs."""
+
+Send = Callable[[Event], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Text to speak as one job, with the caller's tenant and voice."""
+
+    tenant: Tenant
+    text: str
+    voice: str
+    speaker: str | int | None = None
+    ssml: bool = False
+
+    def request(self) -> JobCreate:
+        return JobCreate(
+            text=self.text,
+            voice=self.voice,
+            speaker=self.speaker,
+            text_type=TextType.SSML if self.ssml else TextType.TEXT,
+            format=AudioFormat.WAV,
+            metadata={"source": SOURCE},
+            priority=Priority.INTERACTIVE,
+        )
+
+
+async def speak(state: AppState, utterance: Utterance, send: Send, jobs: set[str]) -> None:
+    """Submit the utterance's job and send its audio: ``audio-start`` with the first part, a chunk
+    per ``SAMPLES_PER_CHUNK`` samples, ``audio-stop``. Bad input raises before any job exists. The
+    job's id stays in ``jobs`` unless its audio was all sent, so the connection's end cancels it."""
+    tenant = utterance.tenant
+    draft = await run_in_threadpool(draft_job, state, tenant, utterance.request(), stream=True, keep=False)
+    rate = state.catalog.get(draft.record.voice).sample_rate
+    jobs.add(draft.record.id)  # before it exists: a connection closed while it is submitted cancels it
+    try:
+        await run_in_threadpool(submit_job, state, tenant, draft)
+    except Exception:  # refused (quota, queue behind): no job was left behind
+        jobs.discard(draft.record.id)
+        raise
+    reader = PartReader(state, draft.record.id)
+    await reader.open()
+    try:
+        await _send_audio(reader, rate, send)
+    finally:
+        await reader.close()
+    jobs.discard(draft.record.id)
+
+
+async def _send_audio(reader: PartReader, rate: int, send: Send) -> None:
+    """``audio-start`` once the first part is there (a job that fails before any audio is an error
+    alone), each part's chunks, ``audio-stop``; timestamps in milliseconds of audio sent."""
+    pcm: np.ndarray | None = await reader.next_part()
+    await send(AudioStart(rate=rate, width=SAMPLE_WIDTH, channels=1, timestamp=0).event())
+    sent = 0
+    while pcm is not None:
+        for chunk in chunks(pcm):
+            event = AudioChunk(rate=rate, width=SAMPLE_WIDTH, channels=1, audio=chunk, timestamp=_ms(sent, rate))
+            await send(event.event())
+            sent += len(chunk) // SAMPLE_WIDTH
+        pcm = await reader.next_part_or_end()
+    await send(AudioStop(timestamp=_ms(sent, rate)).event())
+
+
+def chunks(pcm: np.ndarray) -> Iterator[bytes]:
+    """The part's samples as little-endian bytes, ``SAMPLES_PER_CHUNK`` at a time."""
+    data = pcm.astype("<i2").tobytes()
+    step = SAMPLES_PER_CHUNK * SAMPLE_WIDTH
+    for start in range(0, len(data), step):
+        yield data[start : start + step]
+
+
+def _ms(samples: int, rate: int) -> int:
+    return samples * 1000 // rate
