@@ -37,16 +37,17 @@ class AudioQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     accent_phrases: list[AccentPhrase]
-    speedScale: float  # noqa: N815  (VOICEVOX's own field names)
-    pitchScale: float  # noqa: N815
-    intonationScale: float  # noqa: N815
-    volumeScale: float  # noqa: N815
-    prePhonemeLength: float  # noqa: N815
-    postPhonemeLength: float  # noqa: N815
-    pauseLength: float | None = None  # noqa: N815
-    pauseLengthScale: float = 1.0  # noqa: N815
-    outputSamplingRate: int  # noqa: N815
-    outputStereo: bool  # noqa: N815
+    # camelCase: VOICEVOX ENGINE's own field names.
+    speedScale: float
+    pitchScale: float
+    intonationScale: float
+    volumeScale: float
+    prePhonemeLength: float
+    postPhonemeLength: float
+    pauseLength: float | None = None
+    pauseLengthScale: float = 1.0
+    outputSamplingRate: int
+    outputStereo: bool
     kana: str | None = None
     """The reading in AquesTalk-like notation (VOICEVOX makes it; AivisSpeech puts plain text here for
     its non-Japanese input)."""
