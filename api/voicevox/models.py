@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Mora(BaseModel):
     """One mora: its text (katakana), consonant and vowel (phonemes) with their lengths in seconds, and its pitch."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     text: str
     consonant: str | None = None
@@ -23,7 +23,7 @@ class AccentPhrase(BaseModel):
     """Moras spoken as one accent phrase: ``accent`` is the mora (1-based) after which the pitch
     falls; ``pause_mora`` the pause after it (a comma), if any."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     moras: list[Mora]
     accent: int = Field(ge=0)
@@ -34,7 +34,7 @@ class AccentPhrase(BaseModel):
 class AudioQuery(BaseModel):
     """What ``/synthesis`` speaks: the accent phrases and the whole utterance's settings."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     accent_phrases: list[AccentPhrase]
     # camelCase: VOICEVOX ENGINE's own field names.
