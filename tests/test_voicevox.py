@@ -10,6 +10,8 @@ import asyncio
 import base64
 import io
 import math
+import os
+import signal
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -27,12 +29,13 @@ from vvclient.errors import HTTPException as VoicevoxHTTPError
 
 from api.main import create_app, voicevox_app
 from api.voicevox.speakers import SPEAKER_NAMESPACE, speakers_of
-from cli.processes import ManagedProcess
+from cli.commands import api_argv
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve, wait_for
 from tests.test_jobs_api import job_keys
 from tests.voices import MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from ttsq.settings import Settings
+from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
 
 JAPANESE = "ja_JP-kokoro-jf_alpha"
@@ -405,3 +408,32 @@ class _Started:
             await self.app(scope, receive, send)
             return
         await voicevox_app(self.app)(scope, receive, send)
+
+
+# --- ttsq api --voicevox-port --------------------------------------------------------------------
+
+
+def test_ttsq_api_serves_the_facade_on_its_own_port_too(
+    settings: Settings, worker: ManagedProcess, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """One process, two servers: /speakers at the root of the second port, and under /voicevox on the
+    first; SIGTERM stops both."""
+    port, voicevox_port = free_port(), free_port()
+    env = {**os.environ, **settings_env(settings)}
+    log_path = tmp_path_factory.mktemp("voicevox-api") / "api.log"
+    process = ManagedProcess("voicevox-api", api_argv("127.0.0.1", port, voicevox_port), log_path, env).start()
+    try:
+        wait_until(
+            lambda: httpx.get(f"http://127.0.0.1:{voicevox_port}/version").status_code == 200, 60, "facade", process
+        )
+        root = httpx.get(f"http://127.0.0.1:{voicevox_port}/speakers", timeout=10).json()
+        mounted = httpx.get(f"http://127.0.0.1:{port}/voicevox/speakers", timeout=10).json()
+        assert root == mounted
+        assert any(s["name"] == JAPANESE for s in root)
+        process.kill(signal.SIGTERM)
+        wait_until(lambda: process.returncode is not None, 15, "the API to stop")
+        # uvicorn raises the signal again once it has stopped (as a plain ``ttsq api`` does)
+        assert process.returncode in (0, -signal.SIGTERM)
+        assert log_path.read_text().count("Finished server process") == 2  # both servers shut down
+    finally:
+        process.stop()
