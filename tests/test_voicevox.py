@@ -97,7 +97,8 @@ def synthesize(facade: Facade, text: str, style: int, **changes: Any) -> tuple[n
     async def call(client: vvclient.Client) -> bytes:
         query = await client.create_audio_query(text, style)
         query.data.update(changes)
-        return await query.synthesis(style)
+        wav: bytes = await query.synthesis(style)
+        return wav
 
     return read_wav(vv(facade, call))
 
