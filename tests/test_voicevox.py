@@ -33,7 +33,7 @@ from cli.commands import api_argv
 from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve, wait_for
 from tests.test_jobs_api import job_keys
-from tests.voices import MULTI_SPEAKER_VOICE_ID
+from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
@@ -258,6 +258,18 @@ def test_multi_synthesis_answers_a_zip_of_wavs(http: httpx.Client) -> None:
         audio, rate = read_wav(archive.read(name))
         assert rate == 24000
         assert audio.shape[0] > 0.3 * rate
+
+
+def test_a_job_failing_in_multi_synthesis_is_answered_in_voicevox_shape(http: httpx.Client) -> None:
+    """The broken voice fails on "θ" (think) inside its model: the job fails after it was accepted."""
+    style = style_of(http, BROKEN_VOICE_ID)
+    queries = [
+        http.post("/audio_query", params={"text": t, "speaker": style}).json() for t in ("Hello.", "I think so.")
+    ]
+    response = http.post("/multi_synthesis", params={"speaker": style}, json=queries)
+    assert response.status_code == 500
+    assert isinstance(response.json()["detail"], str)
+    assert response.json()["detail"] != "internal error; the server's log has the details"  # the job's own error
 
 
 def test_connect_waves_joins_and_refuses_mismatches(http: httpx.Client) -> None:

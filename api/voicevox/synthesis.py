@@ -312,9 +312,13 @@ async def _speak_all(state: AppState, tenant: Tenant, prepared: Sequence[Prepare
     async def one(index: int) -> None:
         waves[index] = await speak(state, tenant, prepared[index])
 
-    async with anyio.create_task_group() as group:
-        for index in range(len(prepared)):
-            group.start_soon(one, index)
+    try:
+        async with anyio.create_task_group() as group:
+            for index in range(len(prepared)):
+                group.start_soon(one, index)
+    except BaseExceptionGroup as failed:  # the first real failure, for the error handlers to answer
+        cancelled = anyio.get_cancelled_exc_class()
+        raise next((e for e in failed.exceptions if not isinstance(e, cancelled)), failed.exceptions[0]) from None
     return waves
 
 
