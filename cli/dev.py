@@ -25,7 +25,15 @@ import httpx
 import redis
 from pydantic import SecretStr
 
-from cli.commands import SERVICE_WORKER_THREADS, api_argv, beat_argv, flower_argv, webhook_worker_argv, wyoming_argv
+from cli.commands import (
+    SERVICE_WORKER_THREADS,
+    VOICEVOX_PORT,
+    api_argv,
+    beat_argv,
+    flower_argv,
+    webhook_worker_argv,
+    wyoming_argv,
+)
 from cli.embedded import LOOPBACK, RedisService, SeaweedService
 from cli.processes import ManagedProcess, port_in_use
 from cli.supervisor import Supervisor
@@ -54,6 +62,7 @@ class DevPorts:
     s3: int = 8333
     worker_metrics: int = DEFAULT_WORKER_METRICS_PORT
     wyoming: int = WYOMING_PORT
+    voicevox: int = VOICEVOX_PORT
 
 
 def _require_free(port: int, what: str, option: str) -> None:
@@ -156,6 +165,7 @@ class DevStack:
         _require_free(self.ports.flower, "Flower", "--flower-port")
         _require_free(self.ports.worker_metrics, "worker metrics", "--worker-metrics-port")
         _require_free(self.ports.wyoming, "Wyoming", "--wyoming-port")
+        _require_free(self.ports.voicevox, "VOICEVOX-compatible API", "--voicevox-port")
         self._own_redis()
         self._own_s3()
         self._webhook_settings()
@@ -165,7 +175,7 @@ class DevStack:
         self._spawn("worker", worker.argv, None, worker.env)
         self._spawn("webhooks", webhook_worker_argv(SERVICE_WORKER_THREADS, "webhooks@%h"), "webhooks.log")
         self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log")
-        self._spawn("api", api_argv(LOOPBACK, self.ports.api), None)
+        self._spawn("api", api_argv(LOOPBACK, self.ports.api, self.ports.voicevox), None)
         self._spawn("wyoming", wyoming_argv(wyoming_uri(self.ports)), "wyoming.log")
         self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
@@ -220,6 +230,7 @@ def banner(ports: DevPorts, settings: Settings, data_dir: Path) -> str:
 ttsq is ready.
   Web page   {api}/
   API        {api}   (OpenAPI docs: {api}/docs)
+  VOICEVOX   http://{LOOPBACK}:{ports.voicevox}   (VOICEVOX-compatible API; also {api}/voicevox)
   Flower     http://{LOOPBACK}:{ports.flower}
   Wyoming    {wyoming_uri(ports)}   (Home Assistant: Wyoming Protocol, host {LOOPBACK}, port {ports.wyoming})
   Metrics    {api}/metrics (API, queues, jobs)   http://{LOOPBACK}:{ports.worker_metrics}/metrics (worker)

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from cli.commands import DEFAULT_WYOMING_URI, SERVICE_WORKER_THREADS, beat_argv, webhook_worker_argv
+from cli.commands import DEFAULT_WYOMING_URI, SERVICE_WORKER_THREADS, VOICEVOX_PORT, beat_argv, webhook_worker_argv
 from cli.dev import DevError, DevPorts, run_dev
 from cli.keys import keys
 from cli.lexicons import lexicons
@@ -74,6 +74,13 @@ main.add_command(lexicons)
     help="The worker's /metrics, /healthz and /readyz.",
 )
 @click.option("--wyoming-port", type=int, default=WYOMING_PORT, show_default=True, help="The Wyoming server.")
+@click.option(
+    "--voicevox-port",
+    type=int,
+    default=VOICEVOX_PORT,
+    show_default=True,
+    help="The VOICEVOX-compatible API (VOICEVOX ENGINE's own port).",
+)
 def dev(
     data_dir: Path,
     api_port: int,
@@ -82,11 +89,12 @@ def dev(
     s3_port: int,
     worker_metrics_port: int,
     wyoming_port: int,
+    voicevox_port: int,
 ) -> None:
     """Start Redis, SeaweedFS S3, a worker, the service worker, beat, the API, the Wyoming server and
     Flower in the foreground; start again any of them that dies (Ctrl-C stops all)."""
     try:
-        ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port, wyoming_port)
+        ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port, wyoming_port, voicevox_port)
         code = run_dev(data_dir.resolve(), ports)
     except (DevError, DeviceUnavailable, TimeoutError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
@@ -96,11 +104,19 @@ def dev(
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
-def api(host: str, port: int) -> None:
+@click.option(
+    "--voicevox-port",
+    type=int,
+    default=None,
+    help="Also serve the VOICEVOX-compatible API at the root of this port (VOICEVOX's own: 50021); "
+    "it is always under /voicevox on --port.",
+)
+@click.option("--no-access-log", is_flag=True, help="Log no line per request.")
+def api(host: str, port: int, voicevox_port: int | None, no_access_log: bool) -> None:
     """Run the HTTP API (uvicorn)."""
-    import uvicorn
+    from cli.api_server import serve_api
 
-    uvicorn.run("api.main:create_app", factory=True, host=host, port=port)
+    serve_api(host, port, voicevox_port, access_log=not no_access_log)
 
 
 @main.command()

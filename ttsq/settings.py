@@ -178,6 +178,10 @@ class Settings(BaseSettings):
     openai_voices: dict[str, str] = Field(default_factory=dict)
     """OpenAI voice names (``alloy``, ``nova``…) mapped to ttsq voice ids for ``/v1/audio/speech``, as
     JSON (``{"nova": "en_US-joe-medium"}``); names not mapped speak with the default voice."""
+    voicevox_api_key: SecretStr | None = None
+    """The API key of VOICEVOX-compatible requests that send no ``Authorization`` header (most VOICEVOX
+    clients cannot): anyone who reaches the facade speaks as that key's tenant, so set it only where
+    the facade's port is private (docs/VOICEVOX.md). A request with a header uses its own key."""
     lexicons_per_tenant: int = Field(100, ge=0)
     """Most lexicons a tenant may store (as Polly's 100 per account and region)."""
     lexicon_max_entries: int = Field(10_000, ge=1)

@@ -1,0 +1,62 @@
+"""``/audio_query`` and ``/accent_phrases``: the routes in front of :mod:`api.voicevox.queries`,
+which checks nothing of the request itself. The style, the length limit and whether the voice can
+read the text are checked here first, each refused in VOICEVOX's shape."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+
+from api.deps import StateDep
+from api.state import AppState
+from api.voicevox.deps import VoicevoxTenantDep, refused_at
+from api.voicevox.models import AccentPhrase, AudioQuery
+from api.voicevox.queries import accent_phrases, audio_query
+from api.voicevox.speakers import SpeakerParam, find_style
+from api.voicevox.synthesis import Ignored
+from tts_core.text import check_text
+
+router = APIRouter(tags=["voicevox"])
+
+TextParam = Annotated[str, Query(description="The text to read (for is_kana: AquesTalk-like kana notation).")]
+
+
+def _check(state: AppState, text: str, voice_id: str, is_kana: bool) -> None:
+    """The server's character limit and, for plain text, the voice's script rule (``unsupported_text``)."""
+    with refused_at(("query", "text")):
+        check_text(text, state.settings.max_text_chars)
+        if not is_kana:
+            state.catalog.check_speakable(voice_id, text)
+
+
+@router.post("/audio_query", summary="The query /synthesis speaks, from text")
+async def create_audio_query(
+    state: StateDep,
+    _: VoicevoxTenantDep,
+    text: TextParam,
+    speaker: SpeakerParam,
+    core_version: Ignored = None,
+    enable_katakana_english: Ignored = None,
+) -> AudioQuery:
+    style = find_style(state.catalog, speaker)
+    _check(state, text, style.voice.id, is_kana=False)
+    with refused_at(("query", "text")):
+        return await run_in_threadpool(audio_query, text, style.voice)
+
+
+@router.post("/accent_phrases", summary="Accent phrases (moras, accents, pauses) of text or kana")
+async def create_accent_phrases(
+    state: StateDep,
+    _: VoicevoxTenantDep,
+    text: TextParam,
+    speaker: SpeakerParam,
+    is_kana: Annotated[bool, Query()] = False,
+    core_version: Ignored = None,
+    enable_katakana_english: Ignored = None,
+) -> list[AccentPhrase]:
+    style = find_style(state.catalog, speaker)
+    _check(state, text, style.voice.id, is_kana)
+    with refused_at(("query", "text")):
+        return await run_in_threadpool(accent_phrases, text, style.voice, is_kana)
