@@ -127,6 +127,8 @@ def parse_kana(kana: str) -> list[KanaPhrase]:
     start = 0
     for end in range(len(kana) + 1):
         if end == len(kana) or kana[end] in (PHRASE_DELIMITER, PAUSE_DELIMITER):
+            if end == start:  # at the delimiter that ends it, or the last one
+                raise InvalidKana("an accent phrase is empty", min(start + 1, len(kana)))
             pause = end < len(kana) and kana[end] == PAUSE_DELIMITER
             phrases.append(_phrase(kana[start:end], start, pause))
             start = end + 1
@@ -135,8 +137,6 @@ def parse_kana(kana: str) -> list[KanaPhrase]:
 
 def _phrase(text: str, offset: int, pause: bool) -> KanaPhrase:
     """One phrase's text; ``offset`` its first character's index in the whole reading."""
-    if not text:
-        raise InvalidKana("an accent phrase is empty", offset + 1)
     interrogative = text.endswith(INTERROGATIVE_MARK)
     body = text[:-1] if interrogative else text
     moras: list[KanaMora] = []
