@@ -142,7 +142,7 @@ def test_unknown_uuids_are_refused_as_voicevox_refuses_them(tenant_client: httpx
     """VOICEVOX ENGINE answers 422 (not 404) for a word it does not have."""
     unknown = str(uuid.uuid4())
     word = {"surface": "東海林", "pronunciation": "アズマ", "accent_type": 1}
-    changed = tenant_client.put(f"{PREFIX}/user_dict_word/{unknown}", params=word)
+    changed = tenant_client.put(f"{PREFIX}/user_dict_word/{unknown}", params=word)  # type: ignore[arg-type]
     assert changed.status_code == 422
     assert unknown in changed.json()["detail"]
     assert tenant_client.delete(f"{PREFIX}/user_dict_word/{unknown}").status_code == 422

@@ -23,7 +23,7 @@ ANALYSIS_PROCESSES: Final = 1
 """Processes analysing text: a short message takes about a millisecond, so one serves hundreds of
 queries a second; each more would map OpenJTalk's dictionary again."""
 ANALYSIS_TIMEOUT_S: Final = 60.0
-"""The longest a query waits for its analysis (the first one includes the child's start, ~2 s)."""
+"""The longest a query waits for its analysis (the first one includes the child's start, under a second)."""
 
 _pool: ProcessPoolExecutor | None = None
 _lock = threading.Lock()
