@@ -2,6 +2,11 @@
 the voice's language, and holds nothing the voice cannot say; the job records each at its current
 version. A lexicon being stored is checked the same way against every voice of its language.
 
+After the named lexicons, a job uses the tenant's user dictionary (the lexicon named
+:data:`USER_DICTIONARY`, which the VOICEVOX API's user dictionary writes) when it is of the voice's
+language, without naming it: a word added by a VOICEVOX client is said so by every job of the tenant
+in that language. It does not count against a job's limit of named lexicons.
+
 A verdict is kept per lexicon version and voice, so a batch of 10,000 items naming one lexicon of
 1,000 entries reads and checks it once.
 """
@@ -22,6 +27,9 @@ from ttsq.errors import LexiconNotFound, LexiconRefused
 from ttsq.jobs import LexiconUse
 from ttsq.lexicons import LexiconRef, LexiconStore
 
+USER_DICTIONARY: Final = "userdict"
+"""The lexicon every job of a tenant uses in its language unnamed; the VOICEVOX API's user
+dictionary rewrites it whole (``api.voicevox.user_dict``)."""
 VERDICTS_KEPT: Final = 1024
 """Lexicon versions and voices whose verdict an API process remembers."""
 
@@ -52,8 +60,9 @@ def check_storable(lexicon: Lexicon, catalog: VoiceCatalog) -> None:
 
 
 def job_lexicons(store: LexiconStore, tenant: str, names: Sequence[str], voice: VoiceInfo) -> list[LexiconUse]:
-    """The named lexicons at their current versions, each checked against the voice; a
-    :class:`LexiconRefused` naming the first that cannot be used."""
+    """The named lexicons at their current versions, each checked against the voice (a
+    :class:`LexiconRefused` naming the first that cannot be used), then the tenant's user dictionary
+    if it applies."""
     uses: list[LexiconUse] = []
     for index, name in enumerate(names):
         try:
@@ -64,7 +73,33 @@ def job_lexicons(store: LexiconStore, tenant: str, names: Sequence[str], voice: 
         if problem is not None:
             raise LexiconRefused(f"lexicons[{index}] ({name!r}): {problem}")
         uses.append(LexiconUse(name=name, version=ref.version))
-    return uses
+    user = user_dictionary_use(store, tenant, voice, names)
+    return uses if user is None else [*uses, user]
+
+
+def user_dictionary_use(
+    store: LexiconStore, tenant: str, voice: VoiceInfo, named: Sequence[str] = ()
+) -> LexiconUse | None:
+    """The tenant's user dictionary at its current version, if it exists, the job did not name it,
+    and the voice can use it (its language): otherwise None, since the job never asked for it."""
+    if USER_DICTIONARY in named:
+        return None
+    try:
+        use = LexiconUse(name=USER_DICTIONARY, version=store.current(tenant, USER_DICTIONARY).version)
+    except LexiconNotFound:
+        return None
+    return use if _verdict(store, tenant, use, voice) is None else None
+
+
+def user_dictionary(store: LexiconStore, tenant: str, voice: VoiceInfo) -> Lexicon | None:
+    """The tenant's user dictionary as the voice would use it (:func:`user_dictionary_use`), or None."""
+    use = user_dictionary_use(store, tenant, voice)
+    if use is None:
+        return None
+    try:
+        return store.lexicon(tenant, LexiconRef(use.name, use.version))
+    except LexiconNotFound:  # replaced just now
+        return None
 
 
 def _verdict(store: LexiconStore, tenant: str, use: LexiconUse, voice: VoiceInfo) -> str | None:

@@ -14,7 +14,8 @@ Exception tree::
     │   ├── InvalidSsml         SSML malformed or outside the supported subset (says where)
     │   ├── PauseTooLong        breaks in a row add up to too much silence at one place
     │   ├── TooMuchSilence      a job's pauses together pass its allowance
-    │   └── InvalidLexicon      a pronunciation lexicon malformed, unsafe or unusable (says where)
+    │   ├── InvalidLexicon      a pronunciation lexicon malformed, unsafe or unusable (says where)
+    │   └── InvalidKana         a reading in AquesTalk-like notation that cannot be parsed (says where)
     ├── VoiceLoadError          a voice's model or config cannot be read
     ├── DeviceUnavailable       CUDA was required but cannot be used
     └── SynthesisError          inference or encoding failed
@@ -126,6 +127,15 @@ class InvalidLexicon(InvalidInput, code="invalid_lexicon"):
     """A pronunciation lexicon (W3C PLS or JSON) is malformed, unsafe (a DTD, entities), over its
     limits, or holds an entry its voices cannot say; the message names the line and column or the
     entry."""
+
+
+class InvalidKana(InvalidInput, code="invalid_kana"):
+    """A reading in VOICEVOX's AquesTalk-like notation (``コンニチワ'、セ'カイ``) that cannot be
+    parsed; ``position`` is the 1-based character where the problem lies."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"invalid kana at character {position}: {message}")
+        self.position = position
 
 
 class VoiceLoadError(TTSError, code="voice_load_error"):

@@ -215,6 +215,17 @@ def lexicon_version_prefix(tenant: str, name: str) -> str:
     return f"{KEY_PREFIX}:lexicon:{tenant}:{name}:"
 
 
+def voicevox_words_key(tenant: str) -> str:
+    """Hash: a tenant's VOICEVOX user dictionary words by uuid (JSON, as VOICEVOX answers them); the
+    tenant's ``userdict`` lexicon is rewritten from them after every change."""
+    return f"{KEY_PREFIX}:voicevox:{tenant}:words"
+
+
+def voicevox_words_lock_key(tenant: str) -> str:
+    """Lock: held while a change to a tenant's VOICEVOX words and the lexicon made from them is written."""
+    return f"{KEY_PREFIX}:voicevox:{tenant}:words:lock"
+
+
 def idempotency_key(tenant: str, key_hash: str) -> str:
     return f"{KEY_PREFIX}:idempotency:{tenant}:{key_hash}"
 

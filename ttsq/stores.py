@@ -21,6 +21,7 @@ from ttsq.quotas import Quotas
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import TenantStore
+from ttsq.voicevox_words import VoicevoxWordStore
 
 WORKER_SOCKET_TIMEOUT_S: Final = 30.0
 """A task's Redis call may wait this long: long enough for a loaded Redis, short enough that a
@@ -43,6 +44,7 @@ class Stores:
     tenants: TenantStore
     quotas: Quotas
     lexicons: LexiconStore
+    voicevox_words: VoicevoxWordStore
 
     @classmethod
     def connect(
@@ -66,6 +68,7 @@ class Stores:
             tenants=TenantStore(client),
             quotas=Quotas(client),
             lexicons=LexiconStore(client, ttl),
+            voicevox_words=VoicevoxWordStore(client),
         )
 
     def lifecycle(self, send_finish_batch: Callable[[str], None]) -> Lifecycle:

@@ -1,0 +1,67 @@
+"""OpenJTalk's analysis for the VOICEVOX API, run in a child process of the API.
+
+pyopenjtalk-plus loads ONNX Runtime as it is imported (its model for reading 何), and the API
+process never loads the inference runtime (``tests/test_process_footprint.py``): so the analysis
+(``tts_core.accent_analysis``, text only, no synthesis) runs in one spawned process, started on the
+first Japanese query, which also keeps a crash in OpenJTalk's C code out of the API.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Final
+
+from tts_core.errors import SynthesisError
+from tts_core.lexicon import LexiconEntry
+from tts_core.mora_kana import KanaPhrase
+
+ANALYSIS_PROCESSES: Final = 1
+"""Processes analysing text: a short message takes about a millisecond, so one serves hundreds of
+queries a second; each more would map OpenJTalk's dictionary again."""
+ANALYSIS_TIMEOUT_S: Final = 60.0
+"""The longest a query waits for its analysis (the first one includes the child's start, under a second)."""
+
+_pool: ProcessPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def analyse(text: str, entries: Sequence[LexiconEntry] = ()) -> list[KanaPhrase]:
+    """The text's accent phrases (``entries``: a lexicon's readings, as a user dictionary); a child
+    that died is replaced once, then :class:`SynthesisError`."""
+    for attempt in range(2):
+        pool = _executor()
+        try:
+            return pool.submit(_analyse, text, tuple(entries)).result(timeout=ANALYSIS_TIMEOUT_S)
+        except BrokenProcessPool:
+            _discard(pool)
+            if attempt:
+                raise SynthesisError("the text analysis process failed") from None
+    raise AssertionError("unreachable")
+
+
+def _analyse(text: str, entries: tuple[LexiconEntry, ...]) -> list[KanaPhrase]:
+    """In the child: the only place that imports pyopenjtalk."""
+    from tts_core.accent_analysis import accent_phrases
+
+    return accent_phrases(text, entries)
+
+
+def _executor() -> ProcessPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            # spawn: the API runs threads, and a fork of a threaded process may inherit held locks.
+            _pool = ProcessPoolExecutor(ANALYSIS_PROCESSES, mp_context=multiprocessing.get_context("spawn"))
+        return _pool
+
+
+def _discard(pool: ProcessPoolExecutor) -> None:
+    global _pool
+    with _lock:
+        if _pool is pool:
+            _pool = None
+    pool.shutdown(wait=False, cancel_futures=True)
