@@ -1,6 +1,8 @@
 """``/audio_query`` and ``/accent_phrases``: the routes in front of :mod:`api.voicevox.queries`,
-which checks nothing of the request itself. The style, the length limit and whether the voice can
-read the text are checked here first, each refused in VOICEVOX's shape."""
+which checks nothing of the request itself; the tenant's user dictionary reaches the analysis, so a
+word a VOICEVOX client added is read that way in the query it then synthesises. The style, the
+length limit and whether the voice can read the text are checked here first, each refused in
+VOICEVOX's shape."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
 from api.deps import StateDep
+from api.lexicon_use import user_dictionary
 from api.state import AppState
 from api.voicevox.deps import VoicevoxTenantDep, refused_at
 from api.voicevox.models import AccentPhrase, AudioQuery
@@ -34,7 +37,7 @@ def _check(state: AppState, text: str, voice_id: str, is_kana: bool) -> None:
 @router.post("/audio_query", summary="The query /synthesis speaks, from text")
 async def create_audio_query(
     state: StateDep,
-    _: VoicevoxTenantDep,
+    tenant: VoicevoxTenantDep,
     text: TextParam,
     speaker: SpeakerParam,
     core_version: Ignored = None,
@@ -42,14 +45,15 @@ async def create_audio_query(
 ) -> AudioQuery:
     style = find_style(state.catalog, speaker)
     _check(state, text, style.voice.id, is_kana=False)
+    words = await run_in_threadpool(user_dictionary, state.stores.lexicons, tenant.id, style.voice)
     with refused_at(("query", "text")):
-        return await run_in_threadpool(audio_query, text, style.voice)
+        return await run_in_threadpool(audio_query, text, style.voice, False, words)
 
 
 @router.post("/accent_phrases", summary="Accent phrases (moras, accents, pauses) of text or kana")
 async def create_accent_phrases(
     state: StateDep,
-    _: VoicevoxTenantDep,
+    tenant: VoicevoxTenantDep,
     text: TextParam,
     speaker: SpeakerParam,
     is_kana: Annotated[bool, Query()] = False,
@@ -58,5 +62,6 @@ async def create_accent_phrases(
 ) -> list[AccentPhrase]:
     style = find_style(state.catalog, speaker)
     _check(state, text, style.voice.id, is_kana)
+    words = await run_in_threadpool(user_dictionary, state.stores.lexicons, tenant.id, style.voice)
     with refused_at(("query", "text")):
-        return await run_in_threadpool(accent_phrases, text, style.voice, is_kana)
+        return await run_in_threadpool(accent_phrases, text, style.voice, is_kana, words)
