@@ -106,6 +106,12 @@ def wyoming_jobs(store: JobStore, tenant: str) -> list[JobRecord]:
     return sorted(records, key=lambda r: r.created_at)
 
 
+def finished(store: JobStore, job_id: str) -> JobRecord:
+    """The job once it is finished: the last audio can reach the client before the worker's
+    success write lands."""
+    return wait_for(lambda: store.get(job_id), lambda job: job.status.terminal, 30, f"job {job_id} finished")
+
+
 async def read_until(client: AsyncTcpClient, last: str, errors: bool = False) -> list[Event]:
     """Events up to and including the first of type ``last``; an error event before it fails the
     test unless ``errors``."""
@@ -171,7 +177,7 @@ def test_synthesize_answers_with_speech_at_the_voices_rate(wyoming: Served, jobs
     assert rate == 22050
     assert 2.0 < pcm.size / rate < 8.0, pcm.size / rate
     assert is_speech(pcm)
-    job = wyoming_jobs(jobs, wyoming.tenant)[-1]
+    job = finished(jobs, wyoming_jobs(jobs, wyoming.tenant)[-1].id)
     assert job.status is JobStatus.SUCCEEDED
     assert job.priority.value == "interactive"
     assert jobs.text(job.id) == SENTENCE
@@ -234,7 +240,7 @@ def test_streamed_text_is_spoken_sentence_by_sentence_before_the_rest_is_sent(wy
         "The second sentence arrives later.",
         "And a third one ends it.",
     ]
-    assert all(job.status is JobStatus.SUCCEEDED for job in new)
+    assert all(finished(jobs, job.id).status is JobStatus.SUCCEEDED for job in new)
     assert is_speech(audio_of(events)[0])
 
 

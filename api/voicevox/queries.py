@@ -45,7 +45,7 @@ def is_japanese(voice: VoiceInfo) -> bool:
 def audio_query(text: str, voice: VoiceInfo, kana: bool = False, lexicon: Lexicon | None = None) -> AudioQuery:
     """A new query for the text with VOICEVOX's default settings at the voice's rate. ``kana``: the
     text is a reading in the notation (:class:`tts_core.errors.InvalidKana` if malformed);
-    ``lexicon``: the tenant's user dictionary (``api.voicevox.user_dict.user_dictionary``)."""
+    ``lexicon``: the tenant's user dictionary (``api.lexicon_use.user_dictionary``)."""
     phrases = accent_phrases(text, voice, kana, lexicon)
     return AudioQuery(
         accent_phrases=phrases,
