@@ -25,7 +25,10 @@ MAX_CHARS = 50
 def api(settings: Settings) -> Iterator[httpx.Client]:
     """On a queue no worker reads, with a small ``max_text_chars``."""
     small = settings.model_copy(update={"queue": f"contract-{uuid.uuid4().hex[:8]}", "max_text_chars": MAX_CHARS})
-    with serve(create_app(small)) as url, httpx.Client(base_url=url, timeout=30) as client:
+    # A pooled connection is dropped after 1 s idle: uvicorn closes its own after 5 s, and a request
+    # sent on one it is closing meets a reset (seen when a loaded machine stretches a test's gap).
+    keepalive = httpx.Limits(keepalive_expiry=1.0)
+    with serve(create_app(small)) as url, httpx.Client(base_url=url, timeout=30, limits=keepalive) as client:
         yield client
     cleanup = redis.Redis.from_url(small.redis_url)
     cleanup.delete(*consumed_queues(small.queue))

@@ -28,6 +28,8 @@ from pydantic import SecretStr
 from vvclient.errors import HTTPException as VoicevoxHTTPError
 
 from api.main import create_app, voicevox_app
+from api.voicevox.models import AudioQuery
+from api.voicevox.queries import spoken_text
 from api.voicevox.speakers import SPEAKER_NAMESPACE, speakers_of
 from cli.commands import api_argv
 from cli.processes import ManagedProcess, free_port, wait_until
@@ -35,6 +37,9 @@ from tests.conftest import serve, wait_for
 from tests.test_jobs_api import job_keys
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.kokoro import front_end as kokoro_front_end
+from tts_core.kokoro import vocab
+from tts_core.kokoro_package import data_dir as kokoro_data_dir
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
 
@@ -450,3 +455,45 @@ def test_ttsq_api_serves_the_facade_on_its_own_port_too(
         assert log_path.read_text().count("Finished server process") == 2  # both servers shut down
     finally:
         process.stop()
+
+
+def sounds(readings: list[list[int]]) -> list[int]:
+    """The Kokoro tokens of the readings without pads and word spaces (the query's katakana is
+    spaced by accent phrase)."""
+    folder = kokoro_data_dir()
+    assert folder is not None
+    space = vocab(folder)[" "]
+    return [t for ids in readings for t in ids if t not in (0, space)]
+
+
+def contains(tokens: list[int], part: list[int]) -> bool:
+    return any(tokens[i : i + len(part)] == part for i in range(len(tokens) - len(part) + 1))
+
+
+def test_a_user_dictionary_word_changes_the_query_the_tokens_and_the_audio(facade: Facade, http: httpx.Client) -> None:
+    """Added through the VOICEVOX API, a word is read so by the query a VOICEVOX client then
+    synthesises: in its moras, in the Kokoro tokens the model receives, and in the audio's length."""
+    style = style_of(http, JAPANESE)
+    voice = VoiceCatalog.discover().get(JAPANESE)
+    text = "小鳥遊さんが来ます。"
+
+    async def call(client: vvclient.Client) -> tuple[dict[str, Any], bytes]:
+        query = await client.create_audio_query(text, style)
+        return query.data, await query.synthesis(style)
+
+    before, before_wav = vv(facade, call)
+    added = http.post(
+        "/user_dict_word", params={"surface": "小鳥遊", "pronunciation": "コトリアソビ", "accent_type": 3}
+    )
+    assert added.status_code == 200, added.text
+    try:
+        after, after_wav = vv(facade, call)
+    finally:
+        assert http.delete(f"/user_dict_word/{added.json()}").status_code == 204
+    assert "コトリアソビ" in "".join(m["text"] for p in after["accent_phrases"] for m in p["moras"])
+    assert "コトリアソビ" not in "".join(m["text"] for p in before["accent_phrases"] for m in p["moras"])
+    reader = kokoro_front_end(kokoro_data_dir())
+    word = sounds(reader.phoneme_ids("コトリアソビ"))
+    assert contains(sounds(reader.phoneme_ids(spoken_text(AudioQuery.model_validate(after), voice))), word)
+    assert not contains(sounds(reader.phoneme_ids(spoken_text(AudioQuery.model_validate(before), voice))), word)
+    assert read_wav(after_wav)[0].shape[0] > read_wav(before_wav)[0].shape[0]  # コトリアソビ is longer than タカナシ
