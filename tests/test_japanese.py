@@ -97,18 +97,15 @@ def test_a_japanese_job_gives_playable_24khz_audio(client: httpx.Client) -> None
     assert rms_dbfs(pcm) > -35  # speech, not silence
 
 
-def test_a_long_japanese_job_is_split_into_segments_and_assembled(client: httpx.Client) -> None:
-    job = client.post(
-        "/v1/jobs", json={"text": LONG_NEKO, "voice": "ja_JP-kokoro-jm_kumo", "priority": "bulk", "format": "flac"}
-    ).json()
-    done = wait_for_job(client, job["id"])
-    assert done["status"] == "succeeded", done["error"]
+def test_a_long_japanese_job_is_split_into_segments_and_assembled(
+    neko_job: tuple[dict[str, Any], list[Mark], Any],
+) -> None:
+    done, _, pcm = neko_job
     assert done["progress"]["segments_total"] > 1
-    audio = client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True).content
-    pcm, rate = sf.read(io.BytesIO(audio), dtype="int16")
-    assert rate == 24000
-    assert abs(len(pcm) / rate - done["result"]["duration_s"]) < 0.01
-    assert len(pcm) / rate > 10
+    assert (done["voice"], done["format"], done["priority"]) == ("ja_JP-kokoro-jm_kumo", "flac", "bulk")
+    assert done["result"]["sample_rate"] == 24000
+    assert abs(len(pcm) / 24000 - done["result"]["duration_s"]) < 0.01
+    assert len(pcm) / 24000 > 10
 
 
 def test_a_japanese_voice_refuses_latin_only_text_naming_english_voices(client: httpx.Client) -> None:
@@ -169,11 +166,9 @@ def test_the_front_end_s_words_cover_every_written_word_in_order(kumo: KokoroVoi
     assert all(i in covered for i, ch in enumerate(text) if unicodedata.category(ch)[0] in "LNS"), text
 
 
-def japanese_job(client: httpx.Client, text: str) -> tuple[dict[str, Any], list[Mark], Any]:
-    answer = client.post(
-        "/v1/jobs",
-        json={"text": text, "voice": "ja_JP-kokoro-jf_alpha", "marks": ["sentence", "word"], "format": "wav"},
-    )
+def japanese_job(client: httpx.Client, text: str, **fields: str) -> tuple[dict[str, Any], list[Mark], Any]:
+    body = {"text": text, "voice": "ja_JP-kokoro-jf_alpha", "marks": ["sentence", "word"], "format": "wav", **fields}
+    answer = client.post("/v1/jobs", json=body)
     assert answer.status_code == 202, answer.text
     done = wait_for_job(client, answer.json()["id"])
     assert done["status"] == "succeeded", done["error"]
@@ -186,9 +181,10 @@ def japanese_job(client: httpx.Client, text: str) -> tuple[dict[str, Any], list[
 
 @pytest.fixture(scope="module")
 def neko_job(api_url: str) -> tuple[dict[str, Any], list[Mark], Any]:
-    """The long passage's job with word marks, made once for the tests that read its marks and subtitles."""
+    """The long passage's job with word marks, made once for the tests that read its marks and
+    subtitles and the one that checks a long job's assembly: another voice, FLAC, bulk."""
     with httpx.Client(base_url=api_url, timeout=30) as client:
-        return japanese_job(client, LONG_NEKO)
+        return japanese_job(client, LONG_NEKO, voice="ja_JP-kokoro-jm_kumo", format="flac", priority="bulk")
 
 
 def is_word_char(ch: str) -> bool:

@@ -197,17 +197,29 @@ def test_english_round_trip(facade: Facade, http: httpx.Client) -> None:
     assert rms_db(audio) > -40
 
 
-def test_speed_scale_shortens_the_audio(facade: Facade, http: httpx.Client) -> None:
-    style = style_of(http, JAPANESE)
-    edges = {"prePhonemeLength": 0.0, "postPhonemeLength": 0.0}
-    normal, _rate = synthesize(facade, JA_TEXT, style, **edges)
-    fast, _ = synthesize(facade, JA_TEXT, style, speedScale=1.5, **edges)
+@pytest.fixture(scope="module")
+def plain_ja(facade: Facade) -> tuple[np.ndarray, int]:
+    """JA_TEXT with the default query, made once for the tests that change one setting against it
+    (Kokoro gives the same audio for the same text, so lengths and levels compare)."""
+    with httpx.Client(base_url=facade.url, timeout=120) as http:
+        return synthesize(facade, JA_TEXT, style_of(http, JAPANESE))
+
+
+def test_speed_scale_shortens_the_audio(facade: Facade, http: httpx.Client, plain_ja: tuple[np.ndarray, int]) -> None:
+    base, rate = plain_ja
+    edge = round(0.1 * rate)  # the default pre- and post-phoneme silence, digital zeros
+    normal = base[edge:-edge]
+    fast, _ = synthesize(
+        facade, JA_TEXT, style_of(http, JAPANESE), speedScale=1.5, prePhonemeLength=0.0, postPhonemeLength=0.0
+    )
     assert 1.4 <= normal.shape[0] / fast.shape[0] <= 1.6
 
 
-def test_volume_scale_half_is_six_db_quieter_and_zero_is_silence(facade: Facade, http: httpx.Client) -> None:
-    style = style_of(http, JAPANESE)  # Kokoro: the same audio for the same text, so levels compare
-    normal, _ = synthesize(facade, JA_TEXT, style)
+def test_volume_scale_half_is_six_db_quieter_and_zero_is_silence(
+    facade: Facade, http: httpx.Client, plain_ja: tuple[np.ndarray, int]
+) -> None:
+    style = style_of(http, JAPANESE)
+    normal, _ = plain_ja
     half, _ = synthesize(facade, JA_TEXT, style, volumeScale=0.5)
     assert rms_db(normal) - rms_db(half) == pytest.approx(6.02, abs=0.5)
     silent, _ = synthesize(facade, JA_TEXT, style, volumeScale=0)
@@ -215,9 +227,9 @@ def test_volume_scale_half_is_six_db_quieter_and_zero_is_silence(facade: Facade,
     assert not silent.any()
 
 
-def test_rate_stereo_and_edge_silence(facade: Facade, http: httpx.Client) -> None:
+def test_rate_stereo_and_edge_silence(facade: Facade, http: httpx.Client, plain_ja: tuple[np.ndarray, int]) -> None:
     style = style_of(http, JAPANESE)
-    base, rate = synthesize(facade, JA_TEXT, style)
+    base, rate = plain_ja
     high, high_rate = synthesize(facade, JA_TEXT, style, outputSamplingRate=48000, outputStereo=True)
     assert high_rate == 48000
     assert high.shape[1] == 2

@@ -237,7 +237,10 @@ def _headers(prepared: Prepared) -> dict[str, str]:
     return headers
 
 
-Ignored = Annotated[str | None, Query(description="Accepted and ignored (VOICEVOX's own options).")]
+Ignored = str | None
+"""A query parameter of VOICEVOX's that is accepted and ignored (``core_version``...). A plain type,
+not ``Annotated[..., Query()]``: one ``Query`` object shared by several parameters gets each one's
+alias in turn, and pydantic warns (an error under the test suite) when FastAPI rebuilds the routes."""
 
 
 async def _synthesis(
