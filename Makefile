@@ -31,6 +31,7 @@ help:
 	@echo "make bench-long    one 1,000,000-character job: API, worker and Redis memory, wall time vs raw (~1 h)"
 	@echo "make bench-loudness  loudness presets on a 30-minute book, voices before/after, chapters, assembly memory"
 	@echo "make bench-normalization  text normalisation rules on a news corpus: edits, and what espeak-ng/OpenJTalk read differently"
+	@echo "make bench-lexicons  a 1,000-entry lexicon: planning time and end-to-end throughput against the raw limit"
 	@echo "make bench-gpu     the raw model on CUDA: batches 1-64, the worker's batcher, batched vs alone (needs a GPU)"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
