@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import boto3
 import httpx
@@ -43,28 +43,6 @@ T = TypeVar("T")
 TEST_BUCKET = "ttsq-test"
 FOLDER_VOICE_ID = "en_US-folder-medium"
 JOB_TIMEOUT_S = 90.0
-
-
-SLOW_FILES_FIRST: Final = (
-    "test_japanese.py",
-    "test_segment_jobs.py",
-    "test_narrate.py",
-    "test_voicevox.py",
-    "test_loudness.py",
-    "test_schemathesis.py",
-    "test_cli.py",
-    "test_speech_endpoint.py",
-    "test_lexicons.py",
-)
-"""The modules that take longest (``make test`` prints the slowest tests), handed out first: the two
-test processes take a module at a time (``--dist loadfile``), and one of these left for last kept one
-process busy alone for most of a minute."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow modules first, in that order; every other module after them, as collected."""
-    rank = {name: n for n, name in enumerate(SLOW_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)
