@@ -106,9 +106,18 @@ class DevProcess:
         return code
 
 
+DEV_PORTS = ("api", "flower", "redis", "s3", "worker-metrics", "wyoming", "voicevox")
+"""Every port ``ttsq dev`` listens on (its ``--<name>-port`` options): each test's stack gets free
+ones, so two stacks in the two test processes never reach for the same default."""
+
+
+def free_dev_ports() -> dict[str, int]:
+    return {name: free_port() for name in DEV_PORTS}
+
+
 @pytest.fixture
 def dev_ports() -> dict[str, int]:
-    return {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics", "wyoming")}
+    return free_dev_ports()
 
 
 def dev_args(data_dir: Path, ports: dict[str, int]) -> list[str]:
@@ -135,6 +144,9 @@ def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports
         assert f"{worker_metrics}/metrics (worker)" in output
         assert f"curl -s -X POST {api}/v1/jobs" in output
         assert f"Wyoming    tcp://127.0.0.1:{dev_ports['wyoming']}" in output
+        voicevox = f"http://127.0.0.1:{dev_ports['voicevox']}"
+        assert f"VOICEVOX   {voicevox}" in output
+        assert httpx.get(f"{voicevox}/version").status_code == 200
         names = {p.name() for p in dev.descendants()}
         assert {"redis-server", "weed"} <= names
 

@@ -28,10 +28,10 @@ import httpx
 import psutil
 import pytest
 
-from cli.processes import free_port, port_in_use, wait_until
+from cli.processes import port_in_use, wait_until
 from narration.client import ClientError, TTSQClient
 from tests.faults_support import record_figures
-from tests.test_cli import DevProcess, all_gone, clean_env, dev_args
+from tests.test_cli import DevProcess, all_gone, clean_env, dev_args, free_dev_ports
 from ttsq.broker import make_producer
 from ttsq.settings import Settings
 
@@ -41,7 +41,7 @@ CHILDREN: Final = {
     "worker": "-A workers.app worker",
     "webhooks": "-A workers.service worker",
     "beat": "-A workers.service beat",
-    "api": "uvicorn api.main:create_app",
+    "api": "cli.main api",
     "wyoming": "cli.main wyoming",
     "flower": "-A workers.app flower",
     "redis": "redis-server",
@@ -142,7 +142,7 @@ def pinged(settings: Settings) -> set[str]:
 def dev_stack(tmp_path: Path) -> Iterator[Stack]:
     """``ttsq dev`` on free ports with its data under ``tmp_path``; afterwards, SIGTERM and proof
     that no process of it and no port is left."""
-    ports = {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics")}
+    ports = free_dev_ports()
     dev = DevProcess(dev_args(tmp_path / ".ttsq", ports), clean_env(**FAST_RECOVERY))
     stack = Stack(dev, ports)
     seen: set[psutil.Process] = set()

@@ -18,7 +18,7 @@ import yaml
 
 from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, enqueue, wait_for_job
-from tests.test_cli import DevProcess, clean_env, dev_args
+from tests.test_cli import DevProcess, clean_env, dev_args, free_dev_ports
 from ttsq.jobs import JobStore
 from ttsq.settings import Settings
 
@@ -47,7 +47,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def dev_stack(folder: Path) -> Iterator[dict[str, int]]:
     """One ``ttsq dev`` for the module: the test that the check can fail asks the same Prometheus."""
-    ports = {name: free_port() for name in ("api", "flower", "redis", "s3", "worker-metrics")}
+    ports = free_dev_ports()
     dev = DevProcess(dev_args(folder / ".ttsq", ports), clean_env())
     try:
         dev.wait_ready()
