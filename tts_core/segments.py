@@ -20,6 +20,7 @@ from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from tts_core.config import DEFAULT_SEGMENT_IDS, VoiceConfig
 from tts_core.errors import EmptyText, PauseTooLong
+from tts_core.first_part import CLAUSE_PAUSE_S, first_cuts, pieces
 from tts_core.lexicon import IPA_SYLLABLE_MARKS
 from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.phonemes import phoneme_ids, phonemize
@@ -57,6 +58,9 @@ class Utterance:
     words: tuple[ReadWord, ...] | None = None
     """Its words, text offsets in the submitted text, where the front end says where they are (a
     :class:`WordReader`) and ``span`` is known."""
+    clause_end: bool = False
+    """It ends a clause its sentence was cut at for streaming (:mod:`tts_core.first_part`): a
+    :data:`CLAUSE_PAUSE_S` pause follows, not the sentence pause."""
 
     @property
     def ids(self) -> list[int]:
@@ -187,7 +191,14 @@ is read alone."""
 def plain(utterances: Iterable[Utterance]) -> Iterator[PlannedUtterance]:
     """Utterances of plain text: normal rate, sentence pauses, their place in the text kept."""
     return (
-        PlannedUtterance(u.phoneme_ids, span=u.span, sentence_start=u.sentence_start, words=u.words) for u in utterances
+        PlannedUtterance(
+            u.phoneme_ids,
+            pause_after_s=CLAUSE_PAUSE_S if u.clause_end else None,
+            span=u.span,
+            sentence_start=u.sentence_start,
+            words=u.words,
+        )
+        for u in utterances
     )
 
 
@@ -203,9 +214,12 @@ def plan_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: 
     return list(iter_plain(text, front_end, max_ids, paragraph_pause_s))
 
 
-def iter_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float) -> Iterator[PlannedUtterance]:
+def iter_plain(
+    text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float, first_clause: bool = False
+) -> Iterator[PlannedUtterance]:
     """:func:`plan_plain`, one utterance at a time (each paragraph's last is held back until the
-    next paragraph shows it is not the text's last)."""
+    next paragraph shows it is not the text's last). ``first_clause``: the first sentence is cut
+    into clauses for streaming (:mod:`tts_core.first_part`)."""
     paragraphs = [(base, p) for base, p in _paragraphs(text) if has_speech(normalize_text(p))]
     if not paragraphs:
         raise EmptyText("text has nothing to speak")
@@ -214,7 +228,8 @@ def iter_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: 
         if held is not None:
             yield replace(held, pause_after_s=paragraph_pause_s)
             held = None
-        for utterance in plain(iter_utterances(paragraph, front_end, max_ids, base)):
+        cut_first, first_clause = first_clause, False
+        for utterance in plain(iter_utterances(paragraph, front_end, max_ids, base, cut_first)):
             if held is not None:
                 yield held
             held = utterance
@@ -249,25 +264,36 @@ def plan_utterances(
 
 
 def iter_utterances(
-    text: str, front_end: FrontEnd, max_ids: int = DEFAULT_SEGMENT_IDS, base: int | None = None
+    text: str,
+    front_end: FrontEnd,
+    max_ids: int = DEFAULT_SEGMENT_IDS,
+    base: int | None = None,
+    first_clause: bool = False,
 ) -> Iterator[Utterance]:
-    """:func:`plan_utterances`, one utterance at a time (none at all for text with nothing to say)."""
+    """:func:`plan_utterances`, one utterance at a time (none at all for text with nothing to say);
+    ``first_clause``: the first sentence cut into clauses (:func:`tts_core.first_part.first_cuts`)."""
     normalized = normalize_text(text)
     if not has_speech(normalized):
         return
     offsets = OffsetMap(text, normalized, base) if base is not None else None
     cursor = 0
-    for sentence in front_end.sentences(normalized):
+    for index, sentence in enumerate(front_end.sentences(normalized)):
         at = normalized.find(sentence, cursor)
         cursor = at + len(sentence) if at >= 0 else cursor
+        cuts = first_cuts(sentence, front_end) if first_clause and index == 0 else []
         first = True
-        for piece, piece_at, reading in _located(_fit_long(sentence, front_end, max_ids), sentence, at):
-            span = _span(offsets, piece_at, len(piece))
-            words = None
-            if span is not None and offsets is not None and reading.words is not None:
-                words = tuple(_located_word(offsets, piece_at, word) for word in reading.words)
-            yield Utterance(piece, reading.ids, span, first and span is not None, words)
-            first = False
+        clauses = pieces(sentence, cuts) if cuts else [(0, len(sentence))]
+        for number, (start, end) in enumerate(clauses):
+            clause = sentence[start:end]
+            located = list(_located(_fit_long(clause, front_end, max_ids), clause, at + start if at >= 0 else -1))
+            for n, (piece, piece_at, reading) in enumerate(located):
+                span = _span(offsets, piece_at, len(piece))
+                words = None
+                if span is not None and offsets is not None and reading.words is not None:
+                    words = tuple(_located_word(offsets, piece_at, word) for word in reading.words)
+                clause_end = number < len(clauses) - 1 and n == len(located) - 1
+                yield Utterance(piece, reading.ids, span, first and span is not None, words, clause_end)
+                first = False
 
 
 def _located_word(offsets: OffsetMap, piece_at: int, word: ReadWord) -> ReadWord:
@@ -361,6 +387,20 @@ def iter_segments(
         size += weight
     if segment:
         yield segment
+
+
+def iter_stream_segments(
+    utterances: Iterable[PlannedUtterance], max_ids: int = DEFAULT_SEGMENT_IDS, sentence_pause_s: float = 0.0
+) -> Iterator[list[PlannedUtterance]]:
+    """A streamed job's segments: its first utterance alone, and each after a clause cut alone too
+    (the pieces of a first sentence cut by ``iter_plain(first_clause=True)``: each is streamed the
+    moment it is made), then :func:`iter_segments` of the rest."""
+    rest = iter(utterances)
+    for utterance in rest:
+        yield [utterance]
+        if utterance.pause_after_s != CLAUSE_PAUSE_S:
+            break
+    yield from iter_segments(rest, max_ids, sentence_pause_s)
 
 
 def _pause_s(utterance: object, sentence_pause_s: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from tts_core.first_part import WORD_LIMITS, PhraseBreak, PhraseBreaker, word_breaks
 from tts_core.plan import ReadWord
 from tts_core.pronunciation import Pronunciation
 from tts_core.segments import FrontEnd, Reading, WordReader
@@ -32,6 +33,11 @@ class SpokenFrontEnd:
         self._inner = inner
         self._pronunciation = pronunciation
         self.max_ids = inner.max_ids
+        self.first_part_limits = inner.first_part_limits if isinstance(inner, PhraseBreaker) else WORD_LIMITS
+
+    def phrase_breaks(self, sentence: str) -> list[PhraseBreak]:
+        """The inner front end's (``tts_core.first_part``), in the written sentence."""
+        return self._inner.phrase_breaks(sentence) if isinstance(self._inner, PhraseBreaker) else word_breaks(sentence)
 
     def sentences(self, text: str) -> list[str]:
         return self._inner.sentences(text)

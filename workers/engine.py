@@ -31,7 +31,7 @@ from tts_core.loudness import LoudnessTarget
 from tts_core.plan import PlannedUtterance
 from tts_core.pronunciation import Pronunciation, spoken_weight
 from tts_core.runtime import resolve_device
-from tts_core.segments import iter_plain, iter_segments, iter_ssml
+from tts_core.segments import iter_plain, iter_segments, iter_ssml, iter_stream_segments
 from tts_core.speech_markup import parse_ssml
 from tts_core.timing import TimedAudio, Weigh, WordIds
 from ttsq.errors import PlanTooLong
@@ -138,6 +138,7 @@ class Engine:
         sentence_pause_s: float | None = None,
         max_segments: int | None = None,
         pronunciation: Pronunciation | None = None,
+        stream: bool = False,
     ) -> SegmentPlan:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
         pauses (``paragraph_pause_s`` after a paragraph: a blank line of plain text, an SSML ``<p>``;
@@ -145,7 +146,8 @@ class Engine:
         ``sentence_pause_s`` where the sentence pause falls); needs the voice's front end, not its
         model. Past ``max_segments`` it stops at once and raises :class:`PlanTooLong`, having planned
         no further than the limit. ``pronunciation`` (lexicons, normalisation) changes what is said,
-        never the spans utterances keep in ``text``."""
+        never the spans utterances keep in ``text``. ``stream``: plain text's first sentence is cut
+        into clauses, each a segment of its own, so the first audio is short (``tts_core.first_part``)."""
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)
@@ -158,9 +160,10 @@ class Engine:
         if text_type is TextType.SSML:
             utterances = iter_ssml(parse_ssml(text, default_lang=info.language), front_end, budget, paragraph)
         else:
-            utterances = iter_plain(text, front_end, budget, paragraph)
+            utterances = iter_plain(text, front_end, budget, paragraph, first_clause=stream)
+        grouped = iter_stream_segments if stream else iter_segments
         segments: SegmentPlan = []
-        for segment in iter_segments(utterances, max_ids, sentence):
+        for segment in grouped(utterances, max_ids, sentence):
             segments.append(segment)
             if max_segments is not None and len(segments) > max_segments:
                 raise PlanTooLong(len(segments), max_segments, "stopped")

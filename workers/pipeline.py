@@ -164,7 +164,8 @@ def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
 
 
 def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
-    """Plan the job; finish it here if it has one segment, else send its segment tasks.
+    """Plan the job; finish it here if it has one segment, else send its segment tasks (a streamed
+    job's first segment is synthesised here first, and announced as soon as it is stored).
 
     A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
@@ -185,6 +186,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         synthesis_config(record, settings).sentence_pause_s,
         max_segments=settings.max_job_segments,  # stops planning there
         pronunciation=_pronunciation(record, ctx),
+        stream=record.stream,
     )
     run.ensure_current()
     record = _reserve_planned_audio(record, segments, ctx)
@@ -201,7 +203,12 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         return
     ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
-    ctx.send.segments(job_id, range(len(segments)), record.priority)
+    first = 0
+    if record.stream:  # its first part, a short clause, is made here: no queue between it and the API
+        run_segment(job_id, 0, ctx, run)
+        first = 1
+    run.ensure_current()
+    ctx.send.segments(job_id, range(first, len(segments)), record.priority)
 
 
 def _pronunciation(record: JobRecord, ctx: JobContext) -> Pronunciation:

@@ -61,6 +61,10 @@ PCM (stored as WAV)."""
 
 PCM_MEDIA_TYPE: Final = "audio/pcm"
 
+FIRST_PART_HEADER: Final = "x-ttsq-first-part-ms"
+"""How much audio the answer's first part holds (a streamed job's first clause, or all of a
+one-part answer): what a client hears before it depends on the rest being made in time."""
+
 
 class VoiceRef(BaseModel):
     """OpenAI's voice object form, ``{"id": ...}``."""
@@ -169,7 +173,11 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
         raise
     media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
     rate = output.rate_for(voice_rate)
-    headers = {"x-ttsq-job-id": record.id, "x-ttsq-sample-rate": str(rate)}
+    headers = {
+        "x-ttsq-job-id": record.id,
+        "x-ttsq-sample-rate": str(rate),
+        FIRST_PART_HEADER: str(round(first.size / voice_rate * 1000)),
+    }
     if reader.total == 1 and audio_format is not None:  # all there is: one whole file, with its length
         whole = encode(first, voice_rate, output).data
         return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
