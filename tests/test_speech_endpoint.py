@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import Final
 
 import httpx
 import numpy as np
@@ -62,15 +63,36 @@ def test_openai_client_gets_playable_audio_in_each_offered_format(
     assert np.sqrt(np.mean(audio**2)) > 0.01  # speech, not silence
 
 
+ONE_PART = "A short answer stays whole."
+"""Too short to cut for a first clause (:func:`tts_core.first_part.first_cuts`): one part."""
+
+MP3_ENCODER_DELAY_MAX: Final = 2 * 1152
+"""Samples an MP3 stream may start with before the audio (the encoder's delay): a stored file's
+Xing/LAME header tells decoders to skip them, a streamed answer cannot patch that header in."""
+
+
 def test_the_speech_job_is_a_job_like_any_other(openai_client: openai.OpenAI, client: httpx.Client) -> None:
-    raw = openai_client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=SENTENCE)
-    job_id = raw.headers["x-ttsq-job-id"]
-    job = wait_for_job(client, job_id)
-    assert job["status"] == "succeeded"
-    assert job["priority"] == "interactive"
-    assert job["format"] == "mp3"
-    stored = httpx.get(job["result"]["url"]).content
-    assert stored == raw.content  # the same encoder, the same bytes
+    """The answer and the stored object come from the same encoder: a one-part answer is the same
+    bytes; a streamed answer (cut at its first clause) is the same MP3 frames, so it decodes to the
+    very samples of the stored file, behind only the encoder's delay its header could not name."""
+    for text, streamed in ((ONE_PART, False), (SENTENCE, True)):
+        raw = openai_client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=text)
+        job = wait_for_job(client, raw.headers["x-ttsq-job-id"])
+        assert job["status"] == "succeeded"
+        assert job["priority"] == "interactive"
+        assert job["format"] == "mp3"
+        assert (job["progress"]["segments_total"] > 1) is streamed
+        stored = httpx.get(job["result"]["url"]).content
+        if not streamed:
+            assert stored == raw.content  # the same encoder, the same bytes
+            continue
+        assert len(stored) == len(raw.content)  # the same frames; only the Xing header differs
+        heard, kept = decode_audio(raw.content).samples, decode_audio(stored).samples
+        delay = next(
+            (at for at in range(MP3_ENCODER_DELAY_MAX + 1) if np.array_equal(heard[at : at + kept.size], kept)), None
+        )
+        assert delay is not None, "the streamed MP3 does not decode to the stored file's samples"
+        assert np.abs(heard[:delay]).max(initial=0) < 0.01  # the delay is silence, not audio
 
 
 def test_long_input_streams_segments_in_order(openai_client: openai.OpenAI, client: httpx.Client) -> None:
