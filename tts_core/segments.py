@@ -219,7 +219,7 @@ def iter_plain(
 ) -> Iterator[PlannedUtterance]:
     """:func:`plan_plain`, one utterance at a time (each paragraph's last is held back until the
     next paragraph shows it is not the text's last). ``first_clause``: the first sentence is cut
-    into clauses for streaming (:mod:`tts_core.first_part`)."""
+    after its first clause for streaming (:mod:`tts_core.first_part`)."""
     paragraphs = [(base, p) for base, p in _paragraphs(text) if has_speech(normalize_text(p))]
     if not paragraphs:
         raise EmptyText("text has nothing to speak")
@@ -271,7 +271,7 @@ def iter_utterances(
     first_clause: bool = False,
 ) -> Iterator[Utterance]:
     """:func:`plan_utterances`, one utterance at a time (none at all for text with nothing to say);
-    ``first_clause``: the first sentence cut into clauses (:func:`tts_core.first_part.first_cuts`)."""
+    ``first_clause``: the first sentence cut after its first clause (:func:`tts_core.first_part.first_cuts`)."""
     normalized = normalize_text(text)
     if not has_speech(normalized):
         return
@@ -392,9 +392,9 @@ def iter_segments(
 def iter_stream_segments(
     utterances: Iterable[PlannedUtterance], max_ids: int = DEFAULT_SEGMENT_IDS, sentence_pause_s: float = 0.0
 ) -> Iterator[list[PlannedUtterance]]:
-    """A streamed job's segments: its first utterance alone, and each after a clause cut alone too
-    (the pieces of a first sentence cut by ``iter_plain(first_clause=True)``: each is streamed the
-    moment it is made), then :func:`iter_segments` of the rest."""
+    """A streamed job's segments: its first utterance alone, and while it ended at a clause cut
+    (``iter_plain(first_clause=True)``) the next alone too, so the rest of the first sentence is
+    streamed as soon as it is made; then :func:`iter_segments` of the rest."""
     rest = iter(utterances)
     for utterance in rest:
         yield [utterance]

@@ -167,7 +167,8 @@ class Engine:
         model. Past ``max_segments`` it stops at once and raises :class:`PlanTooLong`, having planned
         no further than the limit. ``pronunciation`` (lexicons, normalisation) changes what is said,
         never the spans utterances keep in ``text``. ``stream``: plain text's first sentence is cut
-        into clauses, each a segment of its own, so the first audio is short (``tts_core.first_part``)."""
+        after its first clause, both pieces segments of their own, so the first audio is short
+        (``tts_core.first_part``)."""
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)

@@ -112,6 +112,12 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
 MAX_GAIN: Final = gain_of(VOLUME_RANGE_DB[1])
 """The loudest a piece of speech is made, however the job's volume and its SSML volumes add up."""
 
+STREAM_INLINE_SEGMENTS: Final = 3
+"""A streamed job of at most this many segments (a short answer: its first clause, the rest of its
+sentence, maybe one more) is made whole by its entry task, segment after segment, and assembled
+there: a worker's batcher makes one call at a time on CPU anyway, and the segment tasks' hops and
+the assembly's were time the answer waited."""
+
 
 def _speak(
     ctx: JobContext, record: JobRecord, utterances: list[PlannedUtterance], tag: str, last: bool
@@ -166,7 +172,8 @@ def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
 
 def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     """Plan the job; finish it here if it has one segment, else send its segment tasks (a streamed
-    job's first segment is synthesised here first, and announced as soon as it is stored).
+    job's first segment is synthesised here first, and announced as soon as it is stored; a short
+    streamed job is made and assembled here whole, see :data:`STREAM_INLINE_SEGMENTS`).
 
     A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
@@ -204,6 +211,10 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         return
     ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
+    if record.stream and len(segments) <= STREAM_INLINE_SEGMENTS:
+        for index in range(len(segments)):  # each part is announced the moment it is stored
+            run_segment(job_id, index, ctx, run, assemble_here=True)
+        return
     first = 0
     if record.stream:  # its first part, a short clause, is made here: no queue between it and the API
         run_segment(job_id, 0, ctx, run)
@@ -380,9 +391,10 @@ def _announce(record: JobRecord, ctx: JobContext) -> None:
     ctx.lifecycle.announce(record)
 
 
-def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun) -> None:
+def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun, assemble_here: bool = False) -> None:
     """Synthesise segment ``index`` unless already counted; whichever task sees every segment done
-    sends the assembly (a redelivered last segment sends it again, harmlessly)."""
+    sends the assembly (a redelivered last segment sends it again, harmlessly), or with
+    ``assemble_here`` (a task making every segment of its job) assembles the job itself."""
     record = ctx.stores.jobs.get(job_id)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
@@ -406,7 +418,10 @@ def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun) -> None:
             return
     if done >= total:
         run.ensure_current()
-        ctx.send.assembly(job_id, record.priority)
+        if assemble_here:
+            assemble_job(job_id, ctx, run)
+        else:
+            ctx.send.assembly(job_id, record.priority)
 
 
 def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
