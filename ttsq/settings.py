@@ -27,8 +27,9 @@ DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14
 
 DEFAULT_WORKER_METRICS_PORT: Final = 9101
 DEFAULT_MAX_LOADED_MODELS: Final = 8
-"""Models a worker holds at most by default: eight Piper medium voices take about 0.6 GiB beside the
-runtime; the Japanese voices are one model."""
+"""Models a worker holds at most by default. A Piper medium voice takes about 240 MiB once it has
+spoken, the Japanese voices together about 430 MiB (measured on CPU, docs/PERFORMANCE.md): eight
+models stay within the 6 GiB the Kubernetes manifests allow a worker."""
 
 REQUEST_BYTES_PER_CHAR: Final = 12
 """Body bytes allowed per character of ``max_text_chars`` when ``max_request_bytes`` is unset: the
