@@ -13,7 +13,7 @@ import redis
 from kombu import Connection
 
 from ttsq.broker import make_producer
-from ttsq.broker_transport import Transport
+from ttsq.broker_transport import AffinityCycle, Transport, affinity_order, prefer
 from ttsq.settings import Settings
 
 USES: dict[str, Callable[[Any], object]] = {
@@ -47,3 +47,34 @@ def test_kombus_own_transport_raises_what_stopped_the_workers(settings: Settings
     channel = closed_channel(Connection(settings.redis_url))
     with pytest.raises(AttributeError, match="'NoneType' object has no attribute"):
         USES["acknowledge"](channel)
+
+
+FIXED = ["tts.interactive", "tts", "tts.segments"]
+A, B, C = "tts.model.a", "tts.model.b", "tts.model.kokoro"
+
+
+def test_held_models_queues_come_first_and_each_group_takes_turns() -> None:
+    """What the channel sends to BRPOP: the fixed queues where they were listed, then the model queues
+    of held models, then the others; a queue that just gave a message goes last in its group."""
+    cycle = AffinityCycle()
+    cycle.update([*FIXED, A, B, C])
+    try:
+        prefer([C])
+        assert cycle.consume(6) == [*FIXED, C, A, B]
+        cycle.rotate(A)  # A gave a message: B's turn comes before A's among the models not held
+        assert cycle.consume(6) == [*FIXED, C, B, A]
+        prefer([A, C])  # both held: in their turns, C (served longest ago) first
+        assert cycle.consume(6) == [*FIXED, C, A, B]
+        cycle.rotate(C)
+        assert cycle.consume(6) == [*FIXED, A, C, B]
+        cycle.rotate("tts")  # a fixed queue keeps its place
+        assert cycle.consume(6)[:3] == FIXED
+        prefer([])
+        cycle.update([*FIXED, C, "tts.model.new"])  # a queue added later takes the last turn
+        assert cycle.consume(5) == [*FIXED, C, "tts.model.new"]
+    finally:
+        prefer([])
+
+
+def test_the_order_leaves_a_worker_without_model_queues_alone() -> None:
+    assert affinity_order(FIXED, [], frozenset({A})) == FIXED

@@ -32,9 +32,10 @@ from ttsq.constants import (
     batch_key,
     consumed_queues,
     job_objects_prefix,
+    model_queue,
     part_object_key,
 )
-from ttsq.jobs import JobRecord, JobStatus, JobStore, utcnow
+from ttsq.jobs import JobRecord, JobStatus, JobStore, Priority, utcnow
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
 from ttsq.progress import SegmentStore
@@ -119,6 +120,25 @@ def test_a_job_with_a_message_waiting_is_left_alone(own_settings: Settings, own_
     assert record.id not in sweeper.sweep(now).suspected
     assert record.id not in sweeper.sweep(now + idle.sweep_interval_s).requeued
     own_redis.delete(*consumed_queues(idle.queue))
+    jobs.forget_active(record.id, record.tenant)
+
+
+def test_a_job_whose_segments_wait_in_a_model_queue_is_left_alone(
+    own_settings: Settings, own_redis: redis.Redis
+) -> None:
+    """Voice affinity puts bulk segments in their model's queue: the sweeper finds them there."""
+    idle = own_settings.model_copy(update={"queue": "sweep-models"})
+    jobs = JobStore(own_redis, idle.job_ttl_s)
+    segments = SegmentStore(own_redis, idle.job_ttl_s)
+    record = create_record(jobs, status="running", progress={"segments_total": 2}, priority="bulk")
+    segments.save_plan(record.id, [[PlannedUtterance([1, 2, 3])] for _ in range(2)])
+    TaskPublisher(make_producer(idle), idle.queue).segments(record.id, [0, 1], Priority.BULK, "kokoro")
+    assert own_redis.llen(model_queue(idle.queue, "kokoro")) == 2
+    sweeper = sweeper_for(idle)
+    now = time.time()
+    assert record.id not in sweeper.sweep(now).suspected
+    assert record.id not in sweeper.sweep(now + idle.sweep_interval_s).requeued
+    own_redis.delete(model_queue(idle.queue, "kokoro"), *consumed_queues(idle.queue))
     jobs.forget_active(record.id, record.tenant)
 
 

@@ -25,7 +25,10 @@ from ttsq.constants import (
     MAINTENANCE_QUEUE,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
+    consumed_queues,
     interactive_queue,
+    model_queue,
+    model_queue_pattern,
     segment_queue,
 )
 from ttsq.errors import QueueUnavailable
@@ -106,9 +109,18 @@ def entry_queue(queue: str, priority: Priority) -> str:
     return interactive_queue(queue) if priority is Priority.INTERACTIVE else queue
 
 
-def segments_queue(queue: str, priority: Priority) -> str:
-    """Queue of a job's segment tasks."""
-    return interactive_queue(queue) if priority is Priority.INTERACTIVE else segment_queue(queue)
+def segments_queue(queue: str, priority: Priority, model: str | None = None) -> str:
+    """Queue of a job's segment tasks: a bulk job's go to its model's queue where ``model`` is given."""
+    if priority is Priority.INTERACTIVE:
+        return interactive_queue(queue)
+    return segment_queue(queue) if model is None else model_queue(queue, model)
+
+
+def synthesis_queues(client: redis.Redis, queue: str) -> list[str]:
+    """The queues synthesis work may wait in now: the fixed ones and every model queue in Redis (a
+    list exists only while it holds a message)."""
+    models = sorted(name.decode() for name in client.scan_iter(match=model_queue_pattern(queue), count=1000))
+    return [*consumed_queues(queue), *models]
 
 
 class TaskPublisher:
@@ -123,11 +135,13 @@ class TaskPublisher:
         with _publishing():
             self._app.send_task(SYNTHESIZE_TASK, args=[job_id], queue=entry_queue(self._queue, priority))
 
-    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority) -> None:
-        """One segment task for each index, on the queue of the job's class."""
+    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority, model: str | None = None) -> None:
+        """One segment task for each index, on the queue of the job's class (and of its model: see
+        :func:`segments_queue`)."""
+        queue = segments_queue(self._queue, priority, model)
         with _publishing():
             for index in indexes:
-                self._app.send_task(SEGMENT_TASK, args=[job_id, index], queue=segments_queue(self._queue, priority))
+                self._app.send_task(SEGMENT_TASK, args=[job_id, index], queue=queue)
 
     def assembly(self, job_id: str, priority: Priority) -> None:
         """The task that joins a job's parts."""

@@ -9,17 +9,26 @@ unrecoverable error and the worker exits for good: after a Redis restart of a fe
 worker and the service worker were gone (issue 19, finding 3). Raised as ``redis.ConnectionError``
 instead, it is what it is, a lost connection, and Celery reconnects as it does for any other.
 
+It also orders the model queues (voice affinity, ``ttsq.constants.model_queue``) each time it asks
+Redis for work: the queues of the models this process holds (:func:`prefer`) before the other model
+queues, each group in turns (the queue that just gave a message goes last in its group), and every
+other queue where the worker listed it. Redis ``BRPOP`` answers from the first non-empty list, so a
+worker takes its own models' segments first and another model's only when none of its own wait.
+
 ``ttsq.broker.celery_config`` names it (:data:`ALIAS`) as the broker transport of every ttsq process;
 the URLs stay ``redis://`` ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
+
+from ttsq.constants import MODEL_QUEUE_INFIX
 
 ALIAS: Final = "ttsq-redis"
 """The name ``broker_transport`` gives this transport (what kombu shows in its logs' URLs)."""
@@ -31,8 +40,63 @@ def register() -> str:
     return ALIAS
 
 
+_preferred: frozenset[str] = frozenset()
+
+
+def prefer(queues: Iterable[str]) -> None:
+    """The model queues this process's consumers ask for before the other model queues (those of the
+    models it holds); replaces the previous set."""
+    global _preferred
+    _preferred = frozenset(queues)
+
+
+def is_model_queue(queue: str) -> bool:
+    return MODEL_QUEUE_INFIX in queue
+
+
+class AffinityCycle:
+    """kombu's queue cycle (``consume``, ``rotate``, ``update``) with the model queues ordered as the
+    module says: held models first, each group in turns; other queues keep their listed places."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._turns: list[str] = []
+        """Model queues, the one served longest ago first."""
+
+    def update(self, queues: Iterable[str]) -> None:
+        self.items[:] = queues
+        present = set(self.items)
+        kept = [q for q in self._turns if q in present]
+        self._turns = kept + [q for q in self.items if is_model_queue(q) and q not in kept]
+
+    def consume(self, n: int) -> list[str]:
+        return affinity_order(self.items[:n], self._turns, _preferred)
+
+    def rotate(self, last_used: str) -> None:
+        if last_used in self._turns:
+            self._turns.remove(last_used)
+            self._turns.append(last_used)
+
+    def close(self) -> None:
+        pass
+
+
+def affinity_order(queues: list[str], turns: list[str], preferred: frozenset[str]) -> list[str]:
+    """``queues`` with its model queues replaced, in place, by the model queues in ``turns`` order,
+    those in ``preferred`` first."""
+    listed = set(queues)
+    models = [q for q in turns if q in listed]
+    ordered = iter([q for q in models if q in preferred] + [q for q in models if q not in preferred])
+    return [next(ordered) if is_model_queue(q) else q for q in queues]
+
+
 class Channel(kombu_redis.Channel):
-    """kombu's Redis channel, refusing to connect on behalf of a connection that was closed."""
+    """kombu's Redis channel, refusing to connect on behalf of a connection that was closed, and
+    asking for model queues in :class:`AffinityCycle`'s order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._queue_cycle = AffinityCycle()  # before any consume: kombu fills it as queues are added
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         transport = self.connection

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 KEY_PREFIX: Final = "ttsq"
@@ -25,6 +26,10 @@ segments of long jobs."""
 
 SEGMENT_QUEUE_SUFFIX: Final = ".segments"
 INTERACTIVE_QUEUE_SUFFIX: Final = ".interactive"
+MODEL_QUEUE_INFIX: Final = ".model."
+"""Bulk segments of a model's voices wait in ``<queue>.model.<model key>`` (voice affinity): workers
+holding the model ask for them first, any other worker when it has nothing of its own."""
+_QUEUE_NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
 
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"
 """S3 key of one segment's raw PCM, as one attempt at the segment made it, while its job is assembled
@@ -82,6 +87,17 @@ def segment_queue(queue: str) -> str:
 
 def interactive_queue(queue: str) -> str:
     return f"{queue}{INTERACTIVE_QUEUE_SUFFIX}"
+
+
+def model_queue(queue: str, model_key: str) -> str:
+    """The queue of bulk segments for one model's voices (a voice id or ``kokoro``: characters other
+    than letters, digits, ``_.-`` become ``_``)."""
+    return f"{queue}{MODEL_QUEUE_INFIX}{_QUEUE_NAME_UNSAFE.sub('_', model_key)}"
+
+
+def model_queue_pattern(queue: str) -> str:
+    """A Redis ``SCAN`` pattern matching every model queue of ``queue``."""
+    return f"{queue}{MODEL_QUEUE_INFIX}*"
 
 
 def consumed_queues(queue: str) -> list[str]:

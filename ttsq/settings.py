@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     voices_dir: Path | None = None
     default_voice: str = DEFAULT_VOICE_ID
     queue: str = DEFAULT_QUEUE
+    model_affinity: bool = True
+    """Send a bulk job's segments to its model's queue (``<queue>.model.<model>``), which workers that
+    hold the model ask for first and others only when they have nothing of their own, so a worker
+    rarely loads a model another worker already holds; off: one segment queue for every model."""
     max_text_chars: int = Field(1_000_000, ge=1)
     """Longest text of a job, in characters (of an SSML job: its spoken text); a book of about 16 hours
     of speech. The API holds one request's text at a time; workers plan it, and then hold one segment."""

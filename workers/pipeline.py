@@ -201,7 +201,8 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         return
     ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
-    ctx.send.segments(job_id, range(len(segments)), record.priority)
+    model = ctx.engine.model_key(record.voice) if ctx.settings.model_affinity else None
+    ctx.send.segments(job_id, range(len(segments)), record.priority, model)
 
 
 def _pronunciation(record: JobRecord, ctx: JobContext) -> Pronunciation:

@@ -24,9 +24,10 @@ from celery.signals import celeryd_after_setup, worker_process_init, worker_read
 from celery.worker.control import inspect_command
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
+from tts_core.catalog import VoiceCatalog
 from tts_core.errors import TTSError
 from ttsq.broker import TaskPublisher
-from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
+from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK, model_queue, segment_queue
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
 from ttsq.settings import get_settings
 from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
@@ -96,6 +97,19 @@ def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
         engine = job_context().engine
         metrics.PROBES.healthy = lambda: engine.healthy
         engine.warm_up()
+
+
+@celeryd_after_setup.connect
+def _consume_model_queues(instance: Any = None, **_: Any) -> None:
+    """A worker taking bulk segments takes every model queue of its catalog too, after the queues it
+    lists; the transport asks for those of the models it holds first (``ttsq.broker_transport``)."""
+    if instance is None or not _settings.model_affinity:
+        return
+    queues = instance.app.amqp.queues
+    if segment_queue(_settings.queue) not in queues.consume_from:
+        return
+    for key in VoiceCatalog.discover(_settings.voices_dir).model_keys():
+        queues.select_add(model_queue(_settings.queue, key))
 
 
 @worker_ready.connect
