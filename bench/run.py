@@ -25,6 +25,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``models``: worker memory and first-job time as each Japanese voice is spoken, and English
   interactive latency while a Japanese model loads against without.
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
+* ``affinity`` (only when asked, ``make bench-affinity``): 20 voices on 2 workers under a mixed load
+  for 10 minutes, with voice affinity and without: model loads, evictions, latency, throughput.
 * ``batchload`` (only when asked, ``make bench-batch``): one 10,000-item batch while interactive jobs
   arrive at 1/s: interactive p99 against idle, batch throughput against the raw model limit.
 
@@ -47,6 +49,7 @@ import numpy as np
 import redis
 
 from bench import corpus
+from bench.affinity import affinity, affinity_rows
 from bench.batchload import IDLE_JOBS, ITEMS, batch_load, batch_load_rows
 from bench.formats import formats, formats_rows
 from bench.japanese import japanese, japanese_rows
@@ -74,7 +77,7 @@ SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
     "formats", "lexicons", "wyoming", "voicevox", "models",
 )  # fmt: skip
-ON_REQUEST = ("memory", "batchload")
+ON_REQUEST = ("memory", "batchload", "affinity")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 
@@ -317,6 +320,7 @@ def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         "wyoming": wyoming_rows,
         "voicevox": voicevox_rows,
         "models": models_rows,
+        "affinity": affinity_rows,
     }  # fmt: skip
     return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
@@ -420,6 +424,7 @@ def run_section(
         "voicevox": lambda: voicevox(stack, quick),
         "models": lambda: models(stack, quick),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
+        "affinity": lambda: affinity(root, 2 if quick else 10),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit
         ),

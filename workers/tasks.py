@@ -102,8 +102,10 @@ def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
 @celeryd_after_setup.connect
 def _consume_model_queues(instance: Any = None, **_: Any) -> None:
     """A worker taking bulk segments takes every model queue of its catalog too, after the queues it
-    lists; the transport asks for those of the models it holds first (``ttsq.broker_transport``)."""
-    if instance is None or not _settings.model_affinity:
+    lists; the transport asks for those of the models it holds first (``ttsq.broker_transport``).
+    Whatever ``model_affinity`` says here (it decides where segments are sent), so that no process
+    sending to a model queue finds it unread."""
+    if instance is None:
         return
     queues = instance.app.amqp.queues
     if segment_queue(_settings.queue) not in queues.consume_from:
