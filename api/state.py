@@ -46,7 +46,7 @@ class AppState:
         when Redis hangs."""
         stores = Stores.connect(settings, settings.ready_timeout_s, CONNECT_TIMEOUT_S)
         catalog = VoiceCatalog.discover(settings.voices_dir)
-        models = [model_queue(settings.queue, key) for key in catalog.model_keys()]
+        models = [model_queue(settings.queue, key, i) for key in catalog.model_keys() for i in (True, False)]
         metrics.watch(stores.redis, [*consumed_queues(settings.queue), *models, MAINTENANCE_QUEUE])
         return cls(
             settings=settings,

@@ -655,7 +655,13 @@ def test_prometheus_triggers_read_every_bulk_segment_queue_the_api_exposes(overl
         *(model_queue(DEFAULT_QUEUE, key) for key in VoiceCatalog.discover().model_keys()),
     ]
     assert all(re.fullmatch(matcher, queue) for queue in bulk), (matcher, bulk)
-    others = [interactive_queue(DEFAULT_QUEUE), DEFAULT_QUEUE, MAINTENANCE_QUEUE, "tts.modelx"]
+    others = [
+        interactive_queue(DEFAULT_QUEUE),
+        DEFAULT_QUEUE,
+        MAINTENANCE_QUEUE,
+        "tts.modelx",
+        model_queue(DEFAULT_QUEUE, "kokoro", interactive=True),
+    ]
     assert not any(re.fullmatch(matcher, queue) for queue in others)
 
 

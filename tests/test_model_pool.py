@@ -128,19 +128,24 @@ def test_bulk_segments_wait_in_their_model_queue_which_its_holder_asks_for_first
     done.set()
     listener.join(10)
 
-    own = model_queue(queue, DEFAULT_VOICE_ID)
-    pushed = [w for w in commands if w[0] == "LPUSH"]
-    assert [w[1] for w in pushed].count(own) == finished["progress"]["segments_total"] > 1
-    assert segment_queue(queue) not in [w[1] for w in pushed]
-    catalog_models = [model_queue(queue, key) for key in VoiceCatalog.discover(None).model_keys()]
+    own, own_interactive = model_queue(queue, DEFAULT_VOICE_ID), model_queue(queue, DEFAULT_VOICE_ID, True)
+    pushed = [w[1] for w in commands if w[0] == "LPUSH"]
+    assert pushed.count(own) == finished["progress"]["segments_total"] > 1
+    assert own_interactive in pushed  # the short job's entry: its model's interactive queue
+    assert segment_queue(queue) not in pushed
+    assert interactive_queue(queue) not in pushed
+    catalog = VoiceCatalog.discover(None).model_keys()
     # kombu lists every queue once per priority step (``name\x06\x16<step>`` after the plain names).
     brpops = [
         [k for k in w[1:-1] if "\\x06" not in k and "\x06" not in k] for w in commands if w[0] == "BRPOP" and queue in w
     ]
     assert brpops, "no BRPOP of the worker's queues seen"
     for keys in brpops:
-        assert keys[:3] == [interactive_queue(queue), queue, segment_queue(queue)]
-        assert sorted(keys[3:]) == sorted(set(keys[3:]))
-        assert set(catalog_models) <= set(keys[3:])
+        entry, segments = keys.index(queue), keys.index(segment_queue(queue))
+        assert keys[0] == interactive_queue(queue)
+        assert entry < segments
+        assert set(keys[1:entry]) >= {model_queue(queue, key, True) for key in catalog}
+        assert set(keys[segments + 1 :]) >= {model_queue(queue, key) for key in catalog}
         for not_held in (FOLDER_VOICE_ID, BROKEN_VOICE_ID):  # never loaded here, or evicted
             assert keys.index(own) < keys.index(model_queue(queue, not_held)), keys
+            assert keys.index(own_interactive) < keys.index(model_queue(queue, not_held, True)), keys

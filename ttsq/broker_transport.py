@@ -10,10 +10,12 @@ worker and the service worker were gone (issue 19, finding 3). Raised as ``redis
 instead, it is what it is, a lost connection, and Celery reconnects as it does for any other.
 
 It also orders the model queues (voice affinity, ``ttsq.constants.model_queue``) each time it asks
-Redis for work: the queues of the models this process holds (:func:`prefer`) before the other model
-queues, each group in turns (the queue that just gave a message goes last in its group), and every
-other queue where the worker listed it. Redis ``BRPOP`` answers from the first non-empty list, so a
-worker takes its own models' segments first and another model's only when none of its own wait.
+Redis for work: each right after the fixed queue of its class (interactive ones after
+``<queue>.interactive``, bulk ones after ``<queue>.segments``), the queues of the models this process
+holds (:func:`prefer`) before the others, each group in turns (the queue that just gave a message
+goes last in its group). Redis ``BRPOP`` answers from the first non-empty list, so a worker takes its
+own models' work first and another model's only when none of its own waits, and interactive work of
+any model still before bulk work.
 
 ``ttsq.broker.celery_config`` names it (:data:`ALIAS`) as the broker transport of every ttsq process;
 the URLs stay ``redis://`` ones.
@@ -28,7 +30,7 @@ import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
-from ttsq.constants import MODEL_QUEUE_INFIX
+from ttsq.constants import is_model_queue, model_queue_home
 
 ALIAS: Final = "ttsq-redis"
 """The name ``broker_transport`` gives this transport (what kombu shows in its logs' URLs)."""
@@ -50,13 +52,9 @@ def prefer(queues: Iterable[str]) -> None:
     _preferred = frozenset(queues)
 
 
-def is_model_queue(queue: str) -> bool:
-    return MODEL_QUEUE_INFIX in queue
-
-
 class AffinityCycle:
     """kombu's queue cycle (``consume``, ``rotate``, ``update``) with the model queues ordered as the
-    module says: held models first, each group in turns; other queues keep their listed places."""
+    module says; the fixed queues keep their listed order."""
 
     def __init__(self) -> None:
         self.items: list[str] = []
@@ -82,12 +80,19 @@ class AffinityCycle:
 
 
 def affinity_order(queues: list[str], turns: list[str], preferred: frozenset[str]) -> list[str]:
-    """``queues`` with its model queues replaced, in place, by the model queues in ``turns`` order,
-    those in ``preferred`` first."""
+    """The fixed queues of ``queues`` in their order, each followed by the model queues read after it
+    (``model_queue_home``): in ``turns`` order, those in ``preferred`` first."""
     listed = set(queues)
-    models = [q for q in turns if q in listed]
-    ordered = iter([q for q in models if q in preferred] + [q for q in models if q not in preferred])
-    return [next(ordered) if is_model_queue(q) else q for q in queues]
+    groups: dict[str, list[str]] = {}
+    for held in (True, False):
+        for name in turns:
+            if name in listed and (name in preferred) is held:
+                groups.setdefault(model_queue_home(name), []).append(name)
+    ordered: list[str] = []
+    for name in queues:
+        if not is_model_queue(name):
+            ordered += [name, *groups.pop(name, [])]
+    return ordered + [name for rest in groups.values() for name in rest]
 
 
 class Channel(kombu_redis.Channel):

@@ -127,7 +127,9 @@ class Engine:
 
     def _count(self, models: int) -> None:
         metrics.MODELS_LOADED.labels(self.device.value).set(models)
-        broker_transport.prefer(model_queue(self._settings.queue, key) for key in self.models.loaded())
+        queue = self._settings.queue
+        held = self.models.loaded()
+        broker_transport.prefer(model_queue(queue, key, interactive) for key in held for interactive in (True, False))
 
     def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
