@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons clean
+.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-loudness  loudness presets on a 30-minute book, voices before/after, chapters, assembly memory"
 	@echo "make bench-normalization  text normalisation rules on a news corpus: edits, and what espeak-ng/OpenJTalk read differently"
 	@echo "make bench-lexicons  a 1,000-entry lexicon: planning time and end-to-end throughput against the raw limit"
+	@echo "make bench-affinity  20 voices on 2 workers, mixed load, with voice affinity and without"
 	@echo "make bench-gpu     the raw model on CUDA: batches 1-64, the worker's batcher, batched vs alone (needs a GPU)"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
@@ -123,6 +124,10 @@ bench-normalization: setup
 # What a 1,000-entry lexicon costs: planning time and throughput against the raw limit (about 15 minutes).
 bench-lexicons: setup
 	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.run --sections lexicons
+
+# 20 voices on 2 workers, a mixed load for 10 minutes with voice affinity and 10 without (about 25 minutes).
+bench-affinity: setup
+	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.run --sections affinity
 
 bench-gpu: setup
 	$(BIN)/python -m bench.gpu --out bench/results/gpu-latest.json

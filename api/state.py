@@ -11,7 +11,7 @@ from api.metrics import ApiMetrics
 from api.waiting import EventHub
 from tts_core.catalog import VoiceCatalog
 from ttsq.broker import make_producer
-from ttsq.constants import FINISH_BATCH_TASK, MAINTENANCE_QUEUE, consumed_queues
+from ttsq.constants import FINISH_BATCH_TASK, MAINTENANCE_QUEUE, consumed_queues, model_queue
 from ttsq.lifecycle import Lifecycle
 from ttsq.settings import Settings
 from ttsq.stores import Stores
@@ -45,11 +45,13 @@ class AppState:
         """Redis calls are bounded by ``ready_timeout_s``, so a request (and ``/readyz``) answers even
         when Redis hangs."""
         stores = Stores.connect(settings, settings.ready_timeout_s, CONNECT_TIMEOUT_S)
-        metrics.watch(stores.redis, [*consumed_queues(settings.queue), MAINTENANCE_QUEUE])
+        catalog = VoiceCatalog.discover(settings.voices_dir)
+        models = [model_queue(settings.queue, key, i) for key in catalog.model_keys() for i in (True, False)]
+        metrics.watch(stores.redis, [*consumed_queues(settings.queue), *models, MAINTENANCE_QUEUE])
         return cls(
             settings=settings,
             stores=stores,
-            catalog=VoiceCatalog.discover(settings.voices_dir),
+            catalog=catalog,
             producer=make_producer(settings),
             hub=EventHub(settings.redis_url),
             metrics=metrics,

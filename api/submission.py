@@ -331,9 +331,15 @@ def _admit_batch(state: AppState, tenant: Tenant, draft: BatchDraft) -> None:
 
 
 def queue_age_s(state: AppState, priority: Priority) -> float:
-    """Age of the oldest task waiting for work of ``priority`` (producers LPUSH: the tail is oldest)."""
-    queues = {entry_queue(state.settings.queue, priority), segments_queue(state.settings.queue, priority)}
-    tails = [state.stores.redis.lindex(queue, -1) for queue in sorted(queues)]
+    """Age of the oldest task waiting for work of ``priority`` (producers LPUSH: the tail is oldest),
+    over its fixed queues and its model queues of every model of the catalog."""
+    queue = state.settings.queue
+    queues = {entry_queue(queue, priority), segments_queue(queue, priority)}
+    queues.update(segments_queue(queue, priority, model) for model in state.catalog.model_keys())
+    with state.stores.redis.pipeline(transaction=False) as pipe:
+        for name in sorted(queues):
+            pipe.lindex(name, -1)
+        tails = pipe.execute()
     now = time.time()
     return max(oldest_age_s(tail, now) for tail in tails)
 
@@ -379,7 +385,8 @@ def _store_and_queue(state: AppState, draft: Draft) -> None:
         state.stores.jobs.create(record, draft.text)
     except redis.RedisError as e:
         raise StoreUnavailable(f"job store unavailable: {e}") from e
-    queue = entry_queue(state.settings.queue, record.priority)
+    model = state.catalog.model_key(record.voice) if state.settings.model_affinity else None
+    queue = entry_queue(state.settings.queue, record.priority, model)
     try:
         state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
     except (OperationalError, redis.RedisError) as e:

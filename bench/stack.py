@@ -33,12 +33,15 @@ class Submitted:
 
 
 class BenchStack:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, **overrides: Any) -> None:
+        """``overrides``: settings of the whole stack (API and workers), e.g. ``voices_dir``."""
         self.root = root
         self.redis = RedisService(root / "redis").start()
         self.s3 = SeaweedService(root / "s3", BUCKET).start()
-        self.base = stack_settings(self.redis.url, self.s3)
+        self.base = stack_settings(self.redis.url, self.s3, **overrides)
         self.workers: list[ManagedProcess] = []
+        self.metrics_ports: list[int] = []
+        """Each running worker's metrics port, in ``workers``' order."""
         port = free_port()
         env = {**os.environ, **settings_env(self.base)}
         self.api = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
@@ -64,6 +67,7 @@ class BenchStack:
             self._started += 1
             name = f"bench{self._started}"
             own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
+            self.metrics_ports.append(own_port.metrics_port or 0)
             spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", "WARNING")
             env = {**os.environ, **spec.env}
             self.workers.append(ManagedProcess(name, spec.argv, self.root / f"{name}.log", env).start())
@@ -82,6 +86,7 @@ class BenchStack:
         for process in self.workers:
             process.stop()
         self.workers = []
+        self.metrics_ports = []
 
     def worker_rss_bytes(self) -> int:
         """Resident memory of the worker processes, children included."""

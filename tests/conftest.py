@@ -221,9 +221,11 @@ class IdleQueueApi:
 @pytest.fixture(scope="session")
 def idle_queue_server(settings: Settings) -> Iterator[tuple[str, str]]:
     """The URL and base queue name of an API whose queues no worker reads, one for the session:
-    starting one for each of a hundred tests took a third of a second each."""
+    starting one for each of a hundred tests took a third of a second each. It sends without voice
+    affinity, so every job's entry waits in the fixed queue of its class (``tests/test_model_pool.py``
+    checks the model queues)."""
     base = f"idle-{uuid.uuid4()}"
-    with serve(create_app(settings.model_copy(update={"queue": base}))) as url:
+    with serve(create_app(settings.model_copy(update={"queue": base, "model_affinity": False}))) as url:
         yield url, base
 
 

@@ -50,7 +50,12 @@ def api_process(settings: Settings, tmp_path_factory: pytest.TempPathFactory) ->
     """On a queue no worker reads: accepted jobs stay queued and cost nothing. The body cap is the
     one derived from ``MAX_CHARS``."""
     idle = settings.model_copy(
-        update={"queue": f"idle-{uuid.uuid4().hex[:8]}", "max_text_chars": MAX_CHARS, "max_request_bytes": None}
+        update={
+            "queue": f"idle-{uuid.uuid4().hex[:8]}",
+            "model_affinity": False,
+            "max_text_chars": MAX_CHARS,
+            "max_request_bytes": None,
+        }
     )
     port = free_port()
     env = {**os.environ, **settings_env(idle)}

@@ -13,7 +13,7 @@ import redis
 from kombu import Connection
 
 from ttsq.broker import make_producer
-from ttsq.broker_transport import Transport
+from ttsq.broker_transport import AffinityCycle, Transport, affinity_order, prefer
 from ttsq.settings import Settings
 
 USES: dict[str, Callable[[Any], object]] = {
@@ -47,3 +47,40 @@ def test_kombus_own_transport_raises_what_stopped_the_workers(settings: Settings
     channel = closed_channel(Connection(settings.redis_url))
     with pytest.raises(AttributeError, match="'NoneType' object has no attribute"):
         USES["acknowledge"](channel)
+
+
+FIXED = ["tts.interactive", "tts", "tts.segments"]
+A, B, C = "tts.model.a", "tts.model.b", "tts.model.kokoro"
+IA, IC = "tts.model.a.interactive", "tts.model.kokoro.interactive"
+
+
+def test_held_models_queues_come_first_and_each_group_takes_turns() -> None:
+    """What the channel sends to BRPOP: each fixed queue followed by the model queues of its class
+    (interactive ones after tts.interactive, bulk ones after tts.segments), those of held models
+    first; a queue that just gave a message goes last in its group."""
+    cycle = AffinityCycle()
+    cycle.update([*FIXED, IA, IC, A, B, C])  # as a worker lists them: model queues added last
+    try:
+        prefer([C, IC])
+        assert cycle.consume(8) == ["tts.interactive", IC, IA, "tts", "tts.segments", C, A, B]
+        cycle.rotate(A)  # A gave a message: B's turn comes before A's among the models not held
+        assert cycle.consume(8)[5:] == [C, B, A]
+        prefer([A, C, IA, IC])  # both held: in their turns, C (served longest ago) first
+        assert cycle.consume(8)[5:] == [C, A, B]
+        cycle.rotate(C)
+        assert cycle.consume(8)[5:] == [A, C, B]
+        cycle.rotate(IA)
+        assert cycle.consume(8)[:3] == ["tts.interactive", IC, IA]
+        cycle.rotate("tts")  # a fixed queue keeps its place
+        assert [q for q in cycle.consume(8) if q in FIXED] == FIXED
+        prefer([])
+        cycle.update([*FIXED, C, "tts.model.new"])  # a queue added later takes the last turn
+        assert cycle.consume(5) == [*FIXED, C, "tts.model.new"]
+    finally:
+        prefer([])
+
+
+def test_a_worker_without_model_queues_or_without_their_home_queue() -> None:
+    assert affinity_order(FIXED, [], frozenset({A})) == FIXED
+    # An interactive-only worker reading bulk model queues would still read them, after its own.
+    assert affinity_order(["tts.interactive", IA, A], [IA, A], frozenset()) == ["tts.interactive", IA, A]

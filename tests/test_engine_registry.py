@@ -286,7 +286,10 @@ def test_the_api_allows_word_marks_by_what_the_engine_times(
     not time words, and the voice list shows each engine's name."""
     base = f"tone-{uuid.uuid4()}"
     try:
-        with serve(create_app(settings.model_copy(update={"queue": base}))) as url, httpx.Client(base_url=url) as api:
+        with (
+            serve(create_app(settings.model_copy(update={"queue": base, "model_affinity": False}))) as url,
+            httpx.Client(base_url=url) as api,
+        ):
             engines = {v["id"]: v["engine"] for v in api.get("/v1/voices").json()["voices"]}
             assert (engines[TONE_VOICE], engines[UNTIMED_VOICE], engines[DEFAULT_VOICE_ID]) == (
                 "tone",

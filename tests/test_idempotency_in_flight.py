@@ -46,7 +46,7 @@ class TwoApis:
 @pytest.fixture(scope="module")
 def apis(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoApis]:
     base = f"idle-{uuid.uuid4()}"
-    idle = settings.model_copy(update={"queue": base})
+    idle = settings.model_copy(update={"queue": base, "model_affinity": False})
     port = free_port()
     env = {**os.environ, **settings_env(idle)}
     log_path = tmp_path_factory.mktemp("api-b") / "api-b.log"

@@ -25,7 +25,8 @@ import yaml
 from api.main import create_app
 from api.metrics import METRICS_PATH
 from cli.main import main as cli
-from ttsq.constants import DEFAULT_QUEUE, segment_queue
+from tts_core.catalog import VoiceCatalog
+from ttsq.constants import DEFAULT_QUEUE, MAINTENANCE_QUEUE, interactive_queue, model_queue, segment_queue
 from ttsq.settings import Settings, settings_env
 from workers.metrics import WorkerProbes, make_app
 
@@ -619,7 +620,7 @@ def triggers(obj: Manifest) -> dict[str, dict[str, str]]:
     for trigger in obj["spec"]["triggers"]:
         metadata = trigger["metadata"]
         assert all(isinstance(v, str) for v in metadata.values()), f"KEDA takes strings only: {metadata}"
-        result[trigger["type"]] = metadata
+        result[trigger.get("name", trigger["type"])] = metadata
     return result
 
 
@@ -633,18 +634,35 @@ def test_worker_autoscaling(overlay: str) -> None:
     assert obj["spec"]["minReplicaCount"] >= 1, "interactive jobs need a warm worker (docs/DEPLOYMENT.md)"
     assert obj["spec"]["maxReplicaCount"] > obj["spec"]["minReplicaCount"]
     assert "replicas" not in deployment(render(overlay), WORKER)["spec"], "KEDA owns the worker count"
-    assert set(triggers(obj)) == {"prometheus", "redis"}
+    assert set(triggers(obj)) == {"bulk-age", "bulk-depth", "redis"}
+    assert [t["type"] for t in obj["spec"]["triggers"]] == ["prometheus", "prometheus", "redis"]
 
 
 @pytest.mark.parametrize("overlay", GPU_OVERLAYS)
-def test_prometheus_trigger_reads_a_metric_the_api_exposes(overlay: str) -> None:
-    prometheus = triggers(scaled_object(overlay))["prometheus"]
+@pytest.mark.parametrize("name", ["bulk-age", "bulk-depth"])
+def test_prometheus_triggers_read_every_bulk_segment_queue_the_api_exposes(overlay: str, name: str) -> None:
+    """Each Prometheus trigger reads a metric the API exposes, over the bulk segment queues: the
+    general one and every model queue (voice affinity), never the interactive or entry queue."""
+    prometheus = triggers(scaled_object(overlay))[name]
     assert urlsplit(prometheus["serverAddress"]).scheme in ("http", "https")
     assert float(prometheus["threshold"]) > 0
     missing = queried_metrics(prometheus["query"]) - exposed_metric_names()
     assert queried_metrics(prometheus["query"])
     assert not missing, f"api/ exposes no {sorted(missing)}"
-    assert re.findall(r'queue="([^"]+)"', prometheus["query"]) == [segment_queue(DEFAULT_QUEUE)]
+    (matcher,) = re.findall(r'queue=~"([^"]+)"', prometheus["query"])
+    bulk = [
+        segment_queue(DEFAULT_QUEUE),
+        *(model_queue(DEFAULT_QUEUE, key) for key in VoiceCatalog.discover().model_keys()),
+    ]
+    assert all(re.fullmatch(matcher, queue) for queue in bulk), (matcher, bulk)
+    others = [
+        interactive_queue(DEFAULT_QUEUE),
+        DEFAULT_QUEUE,
+        MAINTENANCE_QUEUE,
+        "tts.modelx",
+        model_queue(DEFAULT_QUEUE, "kokoro", interactive=True),
+    ]
+    assert not any(re.fullmatch(matcher, queue) for queue in others)
 
 
 @pytest.mark.parametrize("overlay", GPU_OVERLAYS)

@@ -58,7 +58,9 @@ class Api:
 def idle_api(settings: Settings, redis_client: redis.Redis) -> Iterator[Api]:
     """Keys required; its jobs wait in queues no worker reads, until a test hands them over."""
     base = f"idle-{uuid.uuid4()}"
-    with serve(create_app(settings.model_copy(update={"auth_required": True, "queue": base}))) as url:
+    with serve(
+        create_app(settings.model_copy(update={"auth_required": True, "queue": base, "model_affinity": False}))
+    ) as url:
         yield Api(url, interactive_queue(base))
     redis_client.delete(*consumed_queues(base))
 

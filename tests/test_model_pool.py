@@ -4,18 +4,24 @@ the voice it asked for, and the worker's metrics count each load and eviction.""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import httpx
 import pytest
+import redis
 
 from api.main import create_app
 from cli.processes import ManagedProcess
 from tests.conftest import FOLDER_VOICE_ID, serve, start_worker, wait_for_job
 from tests.test_metrics import scrape, total, value, worker_url
-from tests.voices import MULTI_SPEAKER_VOICE_ID
-from tts_core.catalog import DEFAULT_VOICE_ID
+from tests.test_segment_jobs import PARAGRAPH
+from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
+from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from ttsq.constants import interactive_queue, model_queue, segment_queue
 from ttsq.settings import Settings
 
 ALPHA, KUMO = "ja_JP-kokoro-jf_alpha", "ja_JP-kokoro-jm_kumo"
@@ -23,15 +29,22 @@ JAPANESE = "今日は良い天気ですね。"
 ENGLISH = "The pool keeps two models at a time."
 
 
+@dataclass(frozen=True)
+class Pool:
+    client: httpx.Client
+    worker: ManagedProcess
+    queue: str
+
+
 @pytest.fixture(scope="module")
-def pool(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, ManagedProcess]]:
+def pool(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
     """A worker on a queue of its own holding at most two models, and an API sending to it."""
     own = settings.model_copy(update={"queue": f"pool-{uuid.uuid4().hex[:8]}"})
     folder = tmp_path_factory.mktemp("pool")
     worker = start_worker(own, folder / "worker.log", "pool-worker", {"TTSQ_WORKER__MAX_LOADED_MODELS": "2"})
     try:
         with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
-            yield client, worker
+            yield Pool(client, worker, own.queue)
     finally:
         worker.stop()
 
@@ -51,9 +64,9 @@ def loads(worker: ManagedProcess, model: str) -> float:
 
 
 def test_japanese_voices_share_one_model_and_others_evict_the_least_recent(
-    pool: tuple[httpx.Client, ManagedProcess],
+    pool: Pool,
 ) -> None:
-    client, worker = pool
+    client, worker = pool.client, pool.worker
     metrics_url = f"{worker_url(worker)}/metrics"
     start = scrape(metrics_url)
     assert value(start, "ttsq_model_loads_total", device="cpu", model=DEFAULT_VOICE_ID) == 1
@@ -83,3 +96,56 @@ def test_japanese_voices_share_one_model_and_others_evict_the_least_recent(
     again = speak(client, KUMO, JAPANESE)
     assert again == kumo
     assert loads(worker, "kokoro") == 2
+
+
+def test_bulk_segments_wait_in_their_model_queue_which_its_holder_asks_for_first(
+    pool: Pool, redis_client: redis.Redis
+) -> None:
+    """What the worker really sends to Redis (MONITOR): a bulk job's segments pushed to its model's
+    queue, and BRPOPs that list the fixed queues, then the model queues of the models the worker
+    holds, then the other model queues of its catalog."""
+    client, queue = pool.client, pool.queue
+    commands: list[list[str]] = []
+    done = threading.Event()
+
+    def listen() -> None:
+        with redis_client.monitor() as monitor:  # type: ignore[no-untyped-call]
+            for entry in monitor.listen():
+                words = entry["command"].split()
+                if any(w.startswith(queue) for w in words):
+                    commands.append(words)
+                if done.is_set():
+                    return
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    time.sleep(0.5)
+    job = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 2), "priority": "bulk"}).json()
+    finished = wait_for_job(client, job["id"])
+    assert finished["status"] == "succeeded"
+    client.post("/v1/jobs", json={"text": "One more, to see the next BRPOP."}).json()
+    time.sleep(1)
+    done.set()
+    listener.join(10)
+
+    own, own_interactive = model_queue(queue, DEFAULT_VOICE_ID), model_queue(queue, DEFAULT_VOICE_ID, True)
+    pushed = [w[1] for w in commands if w[0] == "LPUSH"]
+    assert pushed.count(own) == finished["progress"]["segments_total"] > 1
+    assert own_interactive in pushed  # the short job's entry: its model's interactive queue
+    assert segment_queue(queue) not in pushed
+    assert interactive_queue(queue) not in pushed
+    catalog = VoiceCatalog.discover(None).model_keys()
+    # kombu lists every queue once per priority step (``name\x06\x16<step>`` after the plain names).
+    brpops = [
+        [k for k in w[1:-1] if "\\x06" not in k and "\x06" not in k] for w in commands if w[0] == "BRPOP" and queue in w
+    ]
+    assert brpops, "no BRPOP of the worker's queues seen"
+    for keys in brpops:
+        entry, segments = keys.index(queue), keys.index(segment_queue(queue))
+        assert keys[0] == interactive_queue(queue)
+        assert entry < segments
+        assert set(keys[1:entry]) >= {model_queue(queue, key, True) for key in catalog}
+        assert set(keys[segments + 1 :]) >= {model_queue(queue, key) for key in catalog}
+        for not_held in (FOLDER_VOICE_ID, BROKEN_VOICE_ID):  # never loaded here, or evicted
+            assert keys.index(own) < keys.index(model_queue(queue, not_held)), keys
+            assert keys.index(own_interactive) < keys.index(model_queue(queue, not_held, True)), keys

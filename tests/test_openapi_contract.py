@@ -24,7 +24,9 @@ MAX_CHARS = 50
 @pytest.fixture(scope="module")
 def api(settings: Settings) -> Iterator[httpx.Client]:
     """On a queue no worker reads, with a small ``max_text_chars``."""
-    small = settings.model_copy(update={"queue": f"contract-{uuid.uuid4().hex[:8]}", "max_text_chars": MAX_CHARS})
+    small = settings.model_copy(
+        update={"queue": f"contract-{uuid.uuid4().hex[:8]}", "model_affinity": False, "max_text_chars": MAX_CHARS}
+    )
     # A pooled connection is dropped after 1 s idle: uvicorn closes its own after 5 s, and a request
     # sent on one it is closing meets a reset (seen when a loaded machine stretches a test's gap).
     keepalive = httpx.Limits(keepalive_expiry=1.0)

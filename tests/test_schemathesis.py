@@ -83,6 +83,7 @@ def idle_api(settings: Settings) -> Iterator[str]:
     fuzzed = settings.model_copy(
         update={
             "queue": f"fuzz-{uuid.uuid4().hex[:8]}",
+            "model_affinity": False,
             "ready_timeout_s": 0.2,
             "admission_max_age_interactive_s": 1e9,
             "admission_max_age_bulk_s": 1e9,

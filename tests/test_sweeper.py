@@ -22,19 +22,22 @@ from cli.workerpool import wait_for_node
 from tests.conftest import create_record, start_worker
 from tts_core.plan import PlannedUtterance
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore, cancel_batch, finish_batch, new_batch_id
-from ttsq.broker import TaskPublisher, make_producer
+from ttsq.broker import TaskPublisher, make_producer, register_model_queues
 from ttsq.constants import (
     ACTIVE_BATCHES_KEY,
     MAINTENANCE_QUEUE,
+    MODEL_QUEUES_KEY,
     OBJECT_EXPIRY_KEY,
     batch_counts_key,
     batch_items_key,
     batch_key,
     consumed_queues,
     job_objects_prefix,
+    model_queue,
     part_object_key,
+    segment_queue,
 )
-from ttsq.jobs import JobRecord, JobStatus, JobStore, utcnow
+from ttsq.jobs import JobRecord, JobStatus, JobStore, Priority, utcnow
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
 from ttsq.progress import SegmentStore
@@ -119,6 +122,35 @@ def test_a_job_with_a_message_waiting_is_left_alone(own_settings: Settings, own_
     assert record.id not in sweeper.sweep(now).suspected
     assert record.id not in sweeper.sweep(now + idle.sweep_interval_s).requeued
     own_redis.delete(*consumed_queues(idle.queue))
+    jobs.forget_active(record.id, record.tenant)
+
+
+def test_a_job_whose_segments_wait_in_a_model_queue_is_left_alone(
+    own_settings: Settings, own_redis: redis.Redis
+) -> None:
+    """Voice affinity puts bulk segments in their model's queue: the sweeper finds them there once a
+    worker said it reads that queue; in a model queue no worker reads, they are lost work, sent
+    again to the fixed segment queue that every worker reads."""
+    idle = own_settings.model_copy(update={"queue": "sweep-models"})
+    jobs = JobStore(own_redis, idle.job_ttl_s)
+    segments = SegmentStore(own_redis, idle.job_ttl_s)
+    record = create_record(jobs, status="running", progress={"segments_total": 2}, priority="bulk")
+    segments.save_plan(record.id, [[PlannedUtterance([1, 2, 3])] for _ in range(2)])
+    kokoro, unread = model_queue(idle.queue, "kokoro"), model_queue(idle.queue, "nobody")
+    TaskPublisher(make_producer(idle), idle.queue).segments(record.id, [0, 1], Priority.BULK, "kokoro")
+    assert own_redis.llen(kokoro) == 2
+    register_model_queues(own_redis, [kokoro])
+    sweeper = sweeper_for(idle)
+    now = time.time()
+    assert record.id not in sweeper.sweep(now).suspected
+    assert record.id not in sweeper.sweep(now + idle.sweep_interval_s).requeued
+
+    own_redis.rename(kokoro, unread)  # as if sent to a model no worker has
+    assert record.id in sweeper.sweep(now + 2 * idle.sweep_interval_s).suspected
+    assert sweeper.sweep(now + 3 * idle.sweep_interval_s).requeued == [record.id]
+    assert own_redis.llen(segment_queue(idle.queue)) == 2
+    own_redis.delete(unread, *consumed_queues(idle.queue))
+    own_redis.srem(MODEL_QUEUES_KEY, kokoro)
     jobs.forget_active(record.id, record.tenant)
 
 

@@ -53,7 +53,7 @@ def keyed_api(settings: Settings, worker: ManagedProcess) -> Iterator[KeyedApi]:
 def idle_keyed_api(settings: Settings, redis_client: redis.Redis) -> Iterator[KeyedApi]:
     """The same, sending to queues no worker reads: its jobs stay queued."""
     queue = f"idle-{uuid.uuid4()}"
-    changed = settings.model_copy(update={"auth_required": True, "queue": queue})
+    changed = settings.model_copy(update={"auth_required": True, "queue": queue, "model_affinity": False})
     with serve(create_app(changed)) as url:
         yield KeyedApi(url, TenantStore(redis_client))
     redis_client.delete(*consumed_queues(queue))

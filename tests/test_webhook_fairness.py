@@ -62,7 +62,9 @@ class TenantApi:
 @pytest.fixture
 def tenant_api(settings: Settings, redis_client: redis.Redis, webhook_worker: ManagedProcess) -> Iterator[TenantApi]:
     queue = f"idle-{uuid.uuid4()}"
-    with serve(create_app(settings.model_copy(update={"auth_required": True, "queue": queue}))) as url:
+    with serve(
+        create_app(settings.model_copy(update={"auth_required": True, "queue": queue, "model_affinity": False}))
+    ) as url:
         yield TenantApi(url, TenantStore(redis_client))
     redis_client.delete(*consumed_queues(queue))
 

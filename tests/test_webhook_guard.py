@@ -123,7 +123,9 @@ def test_a_delivery_to_a_transition_form_is_refused_before_connecting() -> None:
 
 @pytest.mark.parametrize("url", ["http://[2002:7f00:1::]/hook", "http://[64:ff9b::a9fe:a9fe]/latest", "http://0x7f.1/"])
 def test_the_api_refuses_them_at_submit(settings: Settings, redis_client: Any, url: str) -> None:
-    guarded = settings.model_copy(update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}"})
+    guarded = settings.model_copy(
+        update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}", "model_affinity": False}
+    )
     with serve(create_app(guarded)) as api, httpx.Client(base_url=api) as http:
         response = http.post("/v1/jobs", json={"text": "A hook.", "webhook_url": url})
     assert response.status_code == 422, response.text

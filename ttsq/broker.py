@@ -23,9 +23,13 @@ from ttsq.constants import (
     ASSEMBLE_TASK,
     FINISH_BATCH_TASK,
     MAINTENANCE_QUEUE,
+    MODEL_QUEUE_INFIX,
+    MODEL_QUEUES_KEY,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
+    consumed_queues,
     interactive_queue,
+    model_queue,
     segment_queue,
 )
 from ttsq.errors import QueueUnavailable
@@ -101,14 +105,36 @@ def transport_options(visibility_timeout_s: int, unacked_prefix: str = "unacked"
     }
 
 
-def entry_queue(queue: str, priority: Priority) -> str:
-    """Queue of a job's entry and assembly tasks."""
-    return interactive_queue(queue) if priority is Priority.INTERACTIVE else queue
+def entry_queue(queue: str, priority: Priority, model: str | None = None) -> str:
+    """Queue of a job's entry task (and, without ``model``, of its assembly): an interactive job's
+    goes to its model's interactive queue where ``model`` is given (voice affinity); a bulk job's
+    entry plans it and needs no model, so it stays on ``queue``."""
+    if priority is Priority.INTERACTIVE:
+        return interactive_queue(queue) if model is None else model_queue(queue, model, interactive=True)
+    return queue
 
 
-def segments_queue(queue: str, priority: Priority) -> str:
-    """Queue of a job's segment tasks."""
+def segments_queue(queue: str, priority: Priority, model: str | None = None) -> str:
+    """Queue of a job's segment tasks: its model's queue of its class where ``model`` is given."""
+    if model is not None:
+        return model_queue(queue, model, interactive=priority is Priority.INTERACTIVE)
     return interactive_queue(queue) if priority is Priority.INTERACTIVE else segment_queue(queue)
+
+
+def register_model_queues(client: redis.Redis, names: Iterable[str]) -> None:
+    """Say that this worker reads these model queues (the sweeper looks there for waiting work)."""
+    if names := list(names):
+        client.sadd(MODEL_QUEUES_KEY, *names)
+
+
+def synthesis_queues(client: redis.Redis, queue: str) -> list[str]:
+    """The queues synthesis work of ``queue`` may wait in: the fixed ones and every model queue a
+    worker reads. Work sent to a model queue no worker reads is not counted, so the sweeper sends it
+    again to a fixed queue."""
+    prefix = f"{queue}{MODEL_QUEUE_INFIX}"
+    registered = cast(set[bytes], client.smembers(MODEL_QUEUES_KEY))
+    models = sorted(name for name in (m.decode() for m in registered) if name.startswith(prefix))
+    return [*consumed_queues(queue), *models]
 
 
 class TaskPublisher:
@@ -119,15 +145,17 @@ class TaskPublisher:
         self._app = app
         self._queue = queue
 
-    def entry(self, job_id: str, priority: Priority) -> None:
+    def entry(self, job_id: str, priority: Priority, model: str | None = None) -> None:
         with _publishing():
-            self._app.send_task(SYNTHESIZE_TASK, args=[job_id], queue=entry_queue(self._queue, priority))
+            self._app.send_task(SYNTHESIZE_TASK, args=[job_id], queue=entry_queue(self._queue, priority, model))
 
-    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority) -> None:
-        """One segment task for each index, on the queue of the job's class."""
+    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority, model: str | None = None) -> None:
+        """One segment task for each index, on the queue of the job's class (and of its model: see
+        :func:`segments_queue`)."""
+        queue = segments_queue(self._queue, priority, model)
         with _publishing():
             for index in indexes:
-                self._app.send_task(SEGMENT_TASK, args=[job_id, index], queue=segments_queue(self._queue, priority))
+                self._app.send_task(SEGMENT_TASK, args=[job_id, index], queue=queue)
 
     def assembly(self, job_id: str, priority: Priority) -> None:
         """The task that joins a job's parts."""

@@ -9,17 +9,28 @@ unrecoverable error and the worker exits for good: after a Redis restart of a fe
 worker and the service worker were gone (issue 19, finding 3). Raised as ``redis.ConnectionError``
 instead, it is what it is, a lost connection, and Celery reconnects as it does for any other.
 
+It also orders the model queues (voice affinity, ``ttsq.constants.model_queue``) each time it asks
+Redis for work: each right after the fixed queue of its class (interactive ones after
+``<queue>.interactive``, bulk ones after ``<queue>.segments``), the queues of the models this process
+holds (:func:`prefer`) before the others, each group in turns (the queue that just gave a message
+goes last in its group). Redis ``BRPOP`` answers from the first non-empty list, so a worker takes its
+own models' work first and another model's only when none of its own waits, and interactive work of
+any model still before bulk work.
+
 ``ttsq.broker.celery_config`` names it (:data:`ALIAS`) as the broker transport of every ttsq process;
 the URLs stay ``redis://`` ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
+
+from ttsq.constants import is_model_queue, model_queue_home
 
 ALIAS: Final = "ttsq-redis"
 """The name ``broker_transport`` gives this transport (what kombu shows in its logs' URLs)."""
@@ -31,8 +42,66 @@ def register() -> str:
     return ALIAS
 
 
+_preferred: frozenset[str] = frozenset()
+
+
+def prefer(queues: Iterable[str]) -> None:
+    """The model queues this process's consumers ask for before the other model queues (those of the
+    models it holds); replaces the previous set."""
+    global _preferred
+    _preferred = frozenset(queues)
+
+
+class AffinityCycle:
+    """kombu's queue cycle (``consume``, ``rotate``, ``update``) with the model queues ordered as the
+    module says; the fixed queues keep their listed order."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._turns: list[str] = []
+        """Model queues, the one served longest ago first."""
+
+    def update(self, queues: Iterable[str]) -> None:
+        self.items[:] = queues
+        present = set(self.items)
+        kept = [q for q in self._turns if q in present]
+        self._turns = kept + [q for q in self.items if is_model_queue(q) and q not in kept]
+
+    def consume(self, n: int) -> list[str]:
+        return affinity_order(self.items[:n], self._turns, _preferred)
+
+    def rotate(self, last_used: str) -> None:
+        if last_used in self._turns:
+            self._turns.remove(last_used)
+            self._turns.append(last_used)
+
+    def close(self) -> None:
+        pass
+
+
+def affinity_order(queues: list[str], turns: list[str], preferred: frozenset[str]) -> list[str]:
+    """The fixed queues of ``queues`` in their order, each followed by the model queues read after it
+    (``model_queue_home``): in ``turns`` order, those in ``preferred`` first."""
+    listed = set(queues)
+    groups: dict[str, list[str]] = {}
+    for held in (True, False):
+        for name in turns:
+            if name in listed and (name in preferred) is held:
+                groups.setdefault(model_queue_home(name), []).append(name)
+    ordered: list[str] = []
+    for name in queues:
+        if not is_model_queue(name):
+            ordered += [name, *groups.pop(name, [])]
+    return ordered + [name for rest in groups.values() for name in rest]
+
+
 class Channel(kombu_redis.Channel):
-    """kombu's Redis channel, refusing to connect on behalf of a connection that was closed."""
+    """kombu's Redis channel, refusing to connect on behalf of a connection that was closed, and
+    asking for model queues in :class:`AffinityCycle`'s order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._queue_cycle = AffinityCycle()  # before any consume: kombu fills it as queues are added
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         transport = self.connection

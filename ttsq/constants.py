@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 KEY_PREFIX: Final = "ttsq"
@@ -25,6 +26,14 @@ segments of long jobs."""
 
 SEGMENT_QUEUE_SUFFIX: Final = ".segments"
 INTERACTIVE_QUEUE_SUFFIX: Final = ".interactive"
+MODEL_QUEUE_INFIX: Final = ".model."
+"""Work for one model's voices waits in ``<queue>.model.<model>`` (bulk) and
+``<queue>.model.<model>.interactive`` (voice affinity): workers holding the model ask for them
+first, any other worker when it has nothing of its own."""
+MODEL_QUEUES_KEY: Final = f"{KEY_PREFIX}:model-queues"
+"""Set of the model queues some synthesis worker reads (each adds its own at start): where the
+sweeper looks for waiting work besides the fixed queues."""
+_QUEUE_NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"
 """S3 key of one segment's raw PCM, as one attempt at the segment made it, while its job is assembled
@@ -82,6 +91,24 @@ def segment_queue(queue: str) -> str:
 
 def interactive_queue(queue: str) -> str:
     return f"{queue}{INTERACTIVE_QUEUE_SUFFIX}"
+
+
+def model_queue(queue: str, model_key: str, interactive: bool = False) -> str:
+    """The queue of one model's bulk work, or of its interactive work (a voice id or ``kokoro``:
+    characters other than letters, digits, ``_-`` become ``_``, so the name has no dot of its own)."""
+    name = f"{queue}{MODEL_QUEUE_INFIX}{_QUEUE_NAME_UNSAFE.sub('_', model_key)}"
+    return f"{name}{INTERACTIVE_QUEUE_SUFFIX}" if interactive else name
+
+
+def is_model_queue(name: str) -> bool:
+    return MODEL_QUEUE_INFIX in name
+
+
+def model_queue_home(name: str) -> str:
+    """The fixed queue a model queue is read right after: ``<queue>.interactive`` for a model's
+    interactive work, ``<queue>.segments`` for its bulk work."""
+    queue = name.rsplit(MODEL_QUEUE_INFIX, 1)[0]
+    return interactive_queue(queue) if name.endswith(INTERACTIVE_QUEUE_SUFFIX) else segment_queue(queue)
 
 
 def consumed_queues(queue: str) -> list[str]:

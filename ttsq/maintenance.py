@@ -29,8 +29,8 @@ from typing import Final, cast
 import redis
 
 from ttsq.batch_sweep import BatchSweeper, BatchSweepReport
-from ttsq.broker import TaskPublisher, ids_in_messages
-from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_SUSPECTS_KEY, consumed_queues
+from ttsq.broker import TaskPublisher, ids_in_messages, synthesis_queues
+from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_SUSPECTS_KEY
 from ttsq.errors import ServiceError, Stalled
 from ttsq.jobs import JobError, JobRecord, JobStatus
 from ttsq.lifecycle import Lifecycle, fail_job
@@ -79,7 +79,7 @@ class Sweeper:
         if not candidates:
             self._redis.delete(SWEEP_SUSPECTS_KEY)
             return
-        present = ids_in_messages(self._redis, consumed_queues(self._settings.queue), UNACKED_KEY)
+        present = ids_in_messages(self._redis, synthesis_queues(self._redis, self._settings.queue), UNACKED_KEY)
         suspects = {
             k.decode(): float(v) for k, v in cast(dict[bytes, bytes], self._redis.hgetall(SWEEP_SUSPECTS_KEY)).items()
         }

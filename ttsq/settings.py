@@ -27,8 +27,9 @@ DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14
 
 DEFAULT_WORKER_METRICS_PORT: Final = 9101
 DEFAULT_MAX_LOADED_MODELS: Final = 8
-"""Models a worker holds at most by default: eight Piper medium voices take about 0.6 GiB beside the
-runtime; the Japanese voices are one model."""
+"""Models a worker holds at most by default. A Piper medium voice takes about 240 MiB once it has
+spoken, the Japanese voices together about 430 MiB (measured on CPU, docs/PERFORMANCE.md): eight
+models stay within the 6 GiB the Kubernetes manifests allow a worker."""
 
 REQUEST_BYTES_PER_CHAR: Final = 12
 """Body bytes allowed per character of ``max_text_chars`` when ``max_request_bytes`` is unset: the
@@ -108,6 +109,10 @@ class Settings(BaseSettings):
     voices_dir: Path | None = None
     default_voice: str = DEFAULT_VOICE_ID
     queue: str = DEFAULT_QUEUE
+    model_affinity: bool = True
+    """Send a bulk job's segments to its model's queue (``<queue>.model.<model>``), which workers that
+    hold the model ask for first and others only when they have nothing of their own, so a worker
+    rarely loads a model another worker already holds; off: one segment queue for every model."""
     max_text_chars: int = Field(1_000_000, ge=1)
     """Longest text of a job, in characters (of an SSML job: its spoken text); a book of about 16 hours
     of speech. The API holds one request's text at a time; workers plan it, and then hold one segment."""

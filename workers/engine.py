@@ -34,6 +34,8 @@ from tts_core.runtime import resolve_device
 from tts_core.segments import iter_plain, iter_segments, iter_ssml, iter_stream_segments
 from tts_core.speech_markup import parse_ssml
 from tts_core.timing import TimedAudio, Weigh, WordIds
+from ttsq import broker_transport
+from ttsq.constants import model_queue
 from ttsq.errors import PlanTooLong
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
@@ -111,8 +113,7 @@ class Engine:
 
     def model_key(self, voice_id: str) -> str:
         """The model the voice runs on (voices that are styles of one model share it)."""
-        info = self.catalog.get(voice_id)
-        return engine_of(info).model_key(info)
+        return self.catalog.model_key(voice_id)
 
     def _share(self, model: SpeechModel, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
@@ -126,6 +127,9 @@ class Engine:
 
     def _count(self, models: int) -> None:
         metrics.MODELS_LOADED.labels(self.device.value).set(models)
+        queue = self._settings.queue
+        held = self.models.loaded()
+        broker_transport.prefer(model_queue(queue, key, interactive) for key in held for interactive in (True, False))
 
     def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)

@@ -220,7 +220,8 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         run_segment(job_id, 0, ctx, run)
         first = 1
     run.ensure_current()
-    ctx.send.segments(job_id, range(first, len(segments)), record.priority)
+    model = ctx.engine.model_key(record.voice) if ctx.settings.model_affinity else None
+    ctx.send.segments(job_id, range(first, len(segments)), record.priority, model)
 
 
 def _streams_clauses(record: JobRecord) -> bool:

@@ -24,9 +24,18 @@ from celery.signals import celeryd_after_setup, worker_process_init, worker_read
 from celery.worker.control import inspect_command
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
+from tts_core.catalog import VoiceCatalog
 from tts_core.errors import TTSError
-from ttsq.broker import TaskPublisher
-from ttsq.constants import ASSEMBLE_TASK, SEGMENT_TASK, SYNTHESIZE_TASK
+from ttsq.broker import TaskPublisher, register_model_queues
+from ttsq.constants import (
+    ASSEMBLE_TASK,
+    SEGMENT_TASK,
+    SYNTHESIZE_TASK,
+    interactive_queue,
+    is_model_queue,
+    model_queue,
+    segment_queue,
+)
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
 from ttsq.settings import get_settings
 from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
@@ -98,9 +107,37 @@ def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
         engine.warm_up()
 
 
+@celeryd_after_setup.connect
+def _consume_model_queues(instance: Any = None, **_: Any) -> None:
+    """A worker reading the interactive queue, or the bulk segments queue, reads the model queues of
+    that class for every model of its catalog too (voice affinity); the transport asks for those of
+    the models it holds first (``ttsq.broker_transport``). Whatever ``model_affinity`` says here (it
+    decides where work is sent), so that no process sending to a model queue finds it unread."""
+    if instance is None:
+        return
+    queues = instance.app.amqp.queues
+    reading = set(queues.consume_from)
+    models = VoiceCatalog.discover(_settings.voices_dir).model_keys()
+    for interactive, fixed in ((True, interactive_queue(_settings.queue)), (False, segment_queue(_settings.queue))):
+        if fixed in reading:
+            for key in models:
+                queues.select_add(model_queue(_settings.queue, key, interactive))
+    _model_queues_read.extend(name for name in queues.consume_from if is_model_queue(name))
+
+
+_model_queues_read: list[str] = []
+
+
 @worker_ready.connect
 def _mark_ready(**_: Any) -> None:
-    """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200."""
+    """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200.
+    The model queues it reads are registered for the sweeper."""
+    try:
+        client = redis.Redis.from_url(_settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        with client:
+            register_model_queues(client, _model_queues_read)
+    except redis.RedisError as e:  # the sweeper may then send such work again: a late duplicate, skipped
+        log.warning("could not register the model queues this worker reads: %s", e)
     metrics.PROBES.ready.set()
     lease_keeper().start()
 
