@@ -1,5 +1,7 @@
 """``priority`` section: interactive latency on an idle worker, then on the same worker while a
-half-hour bulk narration runs. The goal: the loaded p99 within 2x the idle p99."""
+half-hour bulk narration runs, and the bulk throughput of a narration with no interactive work; each
+with the interactive slot and bulk preemption off (``before``) and on (``after``). The goals (issue
+24): the loaded p99 within 1.5x the idle p99; bulk throughput alone at least 0.9x that without them."""
 
 from __future__ import annotations
 
@@ -51,10 +53,37 @@ def interactive_round(stack: BenchStack, texts: list[str], more: Callable[[int],
             "audio_s": audio}  # fmt: skip
 
 
+BULK_ALONE_CHARS = 8000
+"""Characters of the narration timed alone (about 7 minutes of speech)."""
+
+
+def bulk_alone(stack: BenchStack) -> dict[str, float]:
+    """One bulk narration job on the idle worker: seconds of audio per second, submit to finish."""
+    job = stack.submit(corpus.narration()[:BULK_ALONE_CHARS], priority="bulk")
+    (record,) = stack.wait_all([job])
+    assert record.result is not None
+    assert record.finished_at is not None
+    wall = record.finished_at.timestamp() - job.submitted_at
+    return {"audio_s": record.result.duration_s, "wall_s": wall, "audio_s_per_s": record.result.duration_s / wall}
+
+
 def priority(stack: BenchStack, samples: int, narration_copies: int = 2) -> dict[str, Any]:
-    """Idle round, then the same texts while ``narration_copies`` x the ~17-minute narration runs as
-    one bulk job on the same single worker; the bulk job must still be running at the end."""
-    stack.start_workers(1)
+    """:func:`priority_round` with the slot and preemption off, then on; and their ratios."""
+    before = priority_round(stack, samples, narration_copies, interactive_slot=False, preempt_bulk=False)
+    after = priority_round(stack, samples, narration_copies, interactive_slot=True, preempt_bulk=True)
+    return {
+        "before": before,
+        "after": after,
+        "bulk_alone_after_over_before": after["bulk_alone"]["audio_s_per_s"] / before["bulk_alone"]["audio_s_per_s"],
+    }
+
+
+def priority_round(stack: BenchStack, samples: int, narration_copies: int, **worker: Any) -> dict[str, Any]:
+    """Bulk throughput alone; an idle round; then the same texts while ``narration_copies`` x the
+    ~17-minute narration runs as one bulk job on the same single worker (``worker``: its settings);
+    the bulk job must still be running at the end."""
+    stack.start_workers(1, **worker)
+    alone = bulk_alone(stack)
     texts = corpus.short_messages()
     idle = interactive_round(stack, texts, lambda n: n < samples)
     bulk = stack.submit(" ".join([corpus.narration()] * narration_copies), priority="bulk")
@@ -70,6 +99,8 @@ def priority(stack: BenchStack, samples: int, narration_copies: int = 2) -> dict
     }
     (record,) = stack.wait_all([bulk])
     return {
+        "worker": worker,
+        "bulk_alone": alone,
         "idle": idle,
         "loaded": loaded,
         "bulk_job": {**progress, "audio_s": record.result.duration_s if record.result else None},

@@ -328,17 +328,31 @@ def on_request_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def priority_rows(pri: dict[str, Any], mode: str) -> list[tuple[str, str]]:
+    """Rows of one round of the priority section."""
+    idle, loaded = pri["idle"]["finished_ms"], pri["loaded"]["finished_ms"]
+    alone = pri["bulk_alone"]
+    return [
+        (f"{mode}: bulk alone", f"{alone['audio_s_per_s']:.1f} s of audio per s"),
+        (
+            f"{mode}: interactive idle, {pri['idle']['jobs']} jobs: p50 / p99",
+            f"{idle['p50']:.0f} / {idle['p99']:.0f} ms",
+        ),
+        (
+            f"{mode}: interactive beside a {pri['bulk_job']['audio_s'] / 60:.0f}-min bulk job: p50 / p99",
+            f"{loaded['p50']:.0f} / {loaded['p99']:.0f} ms",
+        ),
+        (f"{mode}: loaded p99 / idle p99 (goal <= 1.5x)", f"**{pri['p99_loaded_over_idle']:.2f}x**"),
+    ]
+
+
 def push_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the priority, peer and waiters sections."""
     rows: list[tuple[str, str]] = []
     if pri := result.get("priority"):
-        idle, loaded = pri["idle"]["finished_ms"], pri["loaded"]["finished_ms"]
-        rows.append(
-            (f"interactive idle, {pri['idle']['jobs']} jobs: p50 / p99", f"{idle['p50']:.0f} / {idle['p99']:.0f} ms")
-        )
-        label = f"interactive beside a {pri['bulk_job']['audio_s'] / 60:.0f}-min bulk job: p50 / p99"
-        rows.append((label, f"{loaded['p50']:.0f} / {loaded['p99']:.0f} ms"))
-        rows.append(("loaded p99 / idle p99 (goal <= 2x)", f"**{pri['p99_loaded_over_idle']:.2f}x**"))
+        for mode in ("before", "after"):
+            rows.extend(priority_rows(pri[mode], "slot and preemption " + ("on" if mode == "after" else "off")))
+        rows.append(("bulk alone, on / off (goal >= 0.9x)", f"{pri['bulk_alone_after_over_before']:.2f}x"))
     if peer_result := result.get("peer"):
         rows.extend(peer_rows(peer_result))
     if waiter_result := result.get("waiters"):
