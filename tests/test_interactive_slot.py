@@ -77,15 +77,24 @@ def threads(settings: Settings) -> int:
     return batch_plan(settings.worker, Device.CPU).concurrency
 
 
-def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(
-    client: httpx.Client, settings: Settings, worker: ManagedProcess
-) -> None:
-    """With the slot (the default), the interactive job ran while all ``concurrency`` task threads had
-    bulk segments in hand; bulk calls it stopped ran again (none failed)."""
-    assert settings.worker.interactive_slot
-    beside, bulk_records = interactive_beside_bulk(client, settings, worker)
-    assert beside == threads(settings)
+def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(settings: Settings, tmp_path: Path) -> None:
+    """With the slot, the interactive job was taken while all ``concurrency`` task threads had bulk
+    segments in hand; bulk calls it stopped ran again (none failed)."""
+    own = settings.model_copy(
+        update={
+            "queue": f"slot-{uuid.uuid4().hex[:8]}",
+            "worker": settings.worker.model_copy(update={"interactive_slot": True, "preempt_bulk": True}),
+        }
+    )
+    worker = start_worker(own, tmp_path / "worker.log", "slot")
+    try:
+        with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
+            beside, bulk_records = interactive_beside_bulk(client, own, worker)
+    finally:
+        worker.stop()
+    assert beside == threads(own)
     assert all(r["ok"] or r["stopped"] for r in bulk_records)
+    assert "interactive slot consuming" in (tmp_path / "worker.log").read_text()
 
 
 def test_without_the_slot_an_interactive_job_waits_for_a_task_thread(settings: Settings, tmp_path: Path) -> None:
