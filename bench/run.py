@@ -22,6 +22,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
   in ``opus`` against ``wav``, each a share of the raw limit.
 * ``lexicons``: planning time of the long narration without normalisation, with it, and with a
   1,000-entry lexicon too; the corpus end to end with and without the lexicon against the raw limit.
+* ``models``: worker memory and first-job time as each Japanese voice is spoken, and English
+  interactive latency while a Japanese model loads against without.
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
 * ``batchload`` (only when asked, ``make bench-batch``): one 10,000-item batch while interactive jobs
   arrive at 1/s: interactive p99 against idle, batch throughput against the raw model limit.
@@ -50,6 +52,7 @@ from bench.formats import formats, formats_rows
 from bench.japanese import japanese, japanese_rows
 from bench.lexicons import lexicon_rows, lexicons
 from bench.machine import describe
+from bench.models import models, models_rows
 from bench.peer import peer
 from bench.priority import priority
 from bench.scaleout import scaleout, scaleout_rows
@@ -69,7 +72,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
-    "formats", "lexicons", "wyoming", "voicevox",
+    "formats", "lexicons", "wyoming", "voicevox", "models",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -313,6 +316,7 @@ def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         "japanese": japanese_rows, "formats": formats_rows, "lexicons": lexicon_rows, "scaleout": scaleout_rows,
         "wyoming": wyoming_rows,
         "voicevox": voicevox_rows,
+        "models": models_rows,
     }  # fmt: skip
     return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
@@ -428,6 +432,7 @@ def run_section(
         "lexicons": lambda: lexicons(stack, texts, quick, raw_limit, end_to_end),
         "wyoming": lambda: wyoming(stack, root, quick),
         "voicevox": lambda: voicevox(stack, quick),
+        "models": lambda: models(stack, quick),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "batchload": lambda: batch_load(
             stack, batch_items or (300 if quick else ITEMS), 15 if quick else IDLE_JOBS, raw_limit

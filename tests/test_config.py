@@ -246,6 +246,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_wait_ms=2.5,
         preload_voices=["a", "b"],
         metrics_port=9301,
+        max_loaded_models=3,
     )
     chosen = Settings(
         _env_file=None,

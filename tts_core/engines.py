@@ -90,6 +90,17 @@ class SpeechEngine(ABC):
     def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
         """The voice loaded on ``device`` (a resolved one, never ``auto``) with its own session."""
 
+    def model_key(self, info: VoiceInfo) -> str:
+        """What the voice's loaded weights are known by: voices of one key share one loaded model (a
+        worker loads, counts and evicts models, not voices). By default each voice is its own model
+        (a multi-speaker voice is already one model: its speakers are an input)."""
+        return info.id
+
+    def with_voice(self, model: SpeechModel, info: VoiceInfo) -> SpeechModel:
+        """Voice ``info`` on ``model``, a loaded model of the same :meth:`model_key` (loaded for
+        another of its voices), without loading the weights again; by default the model itself."""
+        return model
+
     @abstractmethod
     def front_end(self, info: VoiceInfo) -> FrontEnd:
         """The voice's text front end: its sentences, its model's ids and their limit per utterance."""

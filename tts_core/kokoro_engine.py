@@ -54,6 +54,19 @@ class KokoroEngine(SpeechEngine):
 
         return KokoroVoice.load(kokoro_source(info).name, device, intra_op_threads, spin_wait)
 
+    def model_key(self, info: VoiceInfo) -> str:
+        """Every voice of the package is a style table of one graph: one model for all of them."""
+        kokoro_source(info)  # a Kokoro voice, or a VoiceLoadError
+        return self.name
+
+    def with_voice(self, model: SpeechModel, info: VoiceInfo) -> SpeechModel:
+        """The voice's style table on the loaded graph's session."""
+        from tts_core.kokoro import KokoroVoice  # ONNX Runtime: workers only
+
+        if not isinstance(model, KokoroVoice):
+            raise VoiceLoadError(f"voice {info.id} cannot share a {type(model).__name__}")
+        return model.styled(kokoro_source(info).name)
+
     def front_end(self, info: VoiceInfo) -> FrontEnd:
         from tts_core.kokoro import front_end  # the G2P: workers only
 

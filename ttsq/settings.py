@@ -26,6 +26,10 @@ DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14
 """5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: eleven attempts over about a day."""
 
 DEFAULT_WORKER_METRICS_PORT: Final = 9101
+DEFAULT_MAX_LOADED_MODELS: Final = 8
+"""Models a worker holds at most by default. A Piper medium voice takes about 240 MiB once it has
+spoken, the Japanese voices together about 430 MiB (measured on CPU, docs/PERFORMANCE.md): eight
+models stay within the 6 GiB the Kubernetes manifests allow a worker."""
 
 REQUEST_BYTES_PER_CHAR: Final = 12
 """Body bytes allowed per character of ``max_text_chars`` when ``max_request_bytes`` is unset: the
@@ -78,7 +82,12 @@ class WorkerSettings(BaseModel):
     """Stop the bulk inference call running when interactive work arrives, and run it again after
     (each call at most once), so an interactive call never shares the cores with a bulk one."""
     preload_voices: list[str] = Field(default_factory=list)
-    """Voices loaded at start besides the default one; others load on first use."""
+    """Voices loaded at start besides the default one; others load on first use. Their models (and
+    the default voice's) are pinned: never evicted."""
+    max_loaded_models: int = Field(DEFAULT_MAX_LOADED_MODELS, ge=1)
+    """Most models a worker process holds; loading one more evicts the least recently used model that
+    no call is using and that is not pinned (voices that are styles or speakers of one model count
+    once). Pinned models count too; if they alone exceed this, nothing else stays loaded."""
     metrics_port: int | None = Field(DEFAULT_WORKER_METRICS_PORT, ge=1, le=65535)
     """Port of the worker's own HTTP server: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``;
     ``null`` serves none. ``ttsq worker --gpus`` gives its N workers this port and the N-1 above it."""

@@ -39,6 +39,7 @@ from ttsq.errors import PlanTooLong
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
 from workers import metrics
+from workers.models import LoadedModels, ModelEvents
 from workers.tuning import batch_plan
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,14 @@ class Engine:
         self._settings = settings
         self.device = device
         self.catalog = VoiceCatalog.discover(settings.voices_dir)
-        self._voices: dict[str, SpeechModel] = {}
-        self._lock = threading.Lock()
+        self.models: LoadedModels[SpeechModel] = LoadedModels(
+            self._load,
+            self._share,
+            self.model_key,
+            settings.worker.max_loaded_models,
+            ModelEvents(self._loaded, self._evicted, self._count),
+        )
+        self.models.pin([settings.default_voice, *settings.worker.preload_voices])
         self._levelings: dict[tuple[str, LoudnessTarget], Leveling] = {}
         plan = batch_plan(settings.worker, device)
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
@@ -101,13 +108,26 @@ class Engine:
         return self.batcher.alive and self.interactive.alive
 
     def voice(self, voice_id: str) -> SpeechModel:
-        """The loaded voice, loading it on first use."""
-        with self._lock:
-            loaded = self._voices.get(voice_id)
-            if loaded is None:
-                loaded = self._load(voice_id)
-                self._voices[voice_id] = loaded
-            return loaded
+        """The loaded voice, loading its model on first use (see :mod:`workers.models`)."""
+        return self.models.get(voice_id)
+
+    def model_key(self, voice_id: str) -> str:
+        """The model the voice runs on (voices that are styles of one model share it)."""
+        info = self.catalog.get(voice_id)
+        return engine_of(info).model_key(info)
+
+    def _share(self, model: SpeechModel, voice_id: str) -> SpeechModel:
+        info = self.catalog.get(voice_id)
+        return engine_of(info).with_voice(model, info)
+
+    def _loaded(self, key: str) -> None:
+        metrics.MODEL_LOADS.labels(self.device.value, key).inc()
+
+    def _evicted(self, key: str) -> None:
+        metrics.MODEL_EVICTIONS.labels(self.device.value, key).inc()
+
+    def _count(self, models: int) -> None:
+        metrics.MODELS_LOADED.labels(self.device.value).set(models)
 
     def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
@@ -187,8 +207,8 @@ class Engine:
         key = (voice_id, target)
         if (known := self._levelings.get(key)) is not None:
             return known
-        model = self.voice(voice_id)
-        leveling = calibrated_leveling(model, self.catalog.get(voice_id).language, target)
+        with self.models.using(voice_id) as model:
+            leveling = calibrated_leveling(model, self.catalog.get(voice_id).language, target)
         log.info("voice %s calibrated for %s: gain %+.1f dB", voice_id, target, leveling.gain_db)
         self._levelings[key] = leveling
         return leveling
@@ -207,10 +227,10 @@ class Engine:
     ) -> list[BatchResult]:
         """Synthesise utterances through the batcher of their class (they may share calls with other
         tasks' utterances of the same class)."""
-        self.voice(voice_id)  # load in the caller's thread, not in the batcher's
         lane = self.interactive if priority is Priority.INTERACTIVE else self.batcher
         in_flight = metrics.SEGMENTS_IN_FLIGHT.labels(self.device.value)
-        with in_flight.track_inprogress():
+        # Loaded in the caller's thread, not in the batcher's, and kept loaded until the calls end.
+        with self.models.using(voice_id), in_flight.track_inprogress():
             return lane.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
 
     def records(self) -> list[BatchRecord]:

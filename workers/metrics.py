@@ -6,7 +6,8 @@ The metrics live in a registry of their own, so Flower, which imports the task m
 them empty. Labels are devices, voices, lanes and error codes: never text, never job ids.
 
 Every label value comes from a closed set: the device and lane enums, the batch size of the device's
-plan, the voices of this worker's catalog (a voice is labelled once loaded, or once it made audio)
+plan, the voices of this worker's catalog and their model keys (a voice or model is labelled once
+loaded, or once it made audio)
 and the error classes' codes. The server labels nothing by request, and closes a connection idle for
 :data:`IDLE_TIMEOUT_S`, since each open one holds a thread.
 """
@@ -69,6 +70,19 @@ REAL_TIME_FACTOR: Final = Histogram(
 MODEL_LOAD_SECONDS: Final = Gauge(
     "ttsq_model_load_seconds", "Time to load and warm one voice.", ["device", "voice"], registry=REGISTRY
 )
+MODEL_LOADS: Final = Counter(
+    "ttsq_model_loads",
+    "Models loaded by this process (voices that are styles of one model load it once).",
+    ["device", "model"],
+    registry=REGISTRY,
+)
+MODEL_EVICTIONS: Final = Counter(
+    "ttsq_model_evictions",
+    "Models unloaded to stay within TTSQ_WORKER__MAX_LOADED_MODELS (least recently used first).",
+    ["device", "model"],
+    registry=REGISTRY,
+)
+MODELS_LOADED: Final = Gauge("ttsq_models_loaded", "Models this process holds now.", ["device"], registry=REGISTRY)
 TASK_FAILURES: Final = Counter(
     "ttsq_task_failures", "Job steps that failed their job, by error code.", ["code"], registry=REGISTRY
 )
