@@ -10,6 +10,7 @@ interactive task with fewer than ``concurrency`` bulk segments in hand.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,13 @@ import httpx
 
 from api.main import create_app
 from bench.corpus import narration
-from cli.processes import ManagedProcess
+from cli.processes import ManagedProcess, wait_until
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for, wait_for_job
+from tests.faults_support import fault_stack, wait_terminal
 from tts_core.device import Device
 from ttsq.broker import make_producer
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
-from ttsq.settings import Settings
+from ttsq.settings import Settings, WorkerSettings
 from workers.tuning import batch_plan
 
 _TASK_LINE = re.compile(r"Task ([\w.]+)\[([0-9a-f-]+)\] (received|succeeded|failed|retry|raised)")
@@ -92,6 +94,7 @@ def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(settings: Se
             beside, bulk_records = interactive_beside_bulk(client, own, worker)
     finally:
         worker.stop()
+    assert worker.returncode == 0, "no warm shutdown: the slot's thread held the worker until SIGKILL"
     assert beside == threads(own)
     assert all(r["ok"] or r["stopped"] for r in bulk_records)
     assert "interactive slot consuming" in (tmp_path / "worker.log").read_text()
@@ -114,3 +117,26 @@ def test_without_the_slot_an_interactive_job_waits_for_a_task_thread(settings: S
         worker.stop()
     assert beside < threads(own)
     assert "interactive slot" not in (tmp_path / "worker.log").read_text()
+
+
+def test_the_slot_reconnects_after_a_redis_restart(tmp_path: Path) -> None:
+    """Redis SIGKILLed and restarted on the same port and data: the slot's own connection is lost and
+    taken again by its own drain thread (its log says so), the worker lives, and interactive jobs
+    run after."""
+    with fault_stack(tmp_path, worker=WorkerSettings(interactive_slot=True)) as stack:
+        log_path = stack.log_path("worker")
+        assert log_path.read_text().count("interactive slot consuming") == 1
+        stack.redis_server.kill()
+        time.sleep(3)
+        stack.redis_server.start()
+        wait_until(lambda: log_path.read_text().count("interactive slot consuming") == 2, 60, "the slot reconnected")
+        with httpx.Client(base_url=stack.api_url, timeout=30) as api:
+            ids = [
+                api.post("/v1/jobs", json={"text": f"Back again, {n}.", "priority": "interactive"}).json()["id"]
+                for n in range(3)
+            ]
+        found = wait_terminal(stack.redis_client, ids, JOB_TIMEOUT_S)
+        alive = stack.alive()
+    assert all(alive.values()), alive
+    assert [r.status.value if r else None for r in found.values()] == ["succeeded"] * 3
+    assert "interactive slot lost its broker connection" in log_path.read_text()

@@ -38,6 +38,7 @@ from celery.utils.timer2 import Timer
 from celery.worker.consumer import Consumer
 from kombu import Connection
 from kombu.common import QoS, ignore_errors
+from kombu.exceptions import OperationalError
 
 from ttsq.constants import interactive_queue
 from ttsq.settings import get_settings
@@ -140,6 +141,7 @@ class _Drain:
         self._wake = threading.Event()  # the slot's task ended
         self._lock = threading.Lock()  # the connection, between the drain thread and close()
         self._connection: Connection | None = None
+        self._failures = 0  # connection attempts failed in a row
         self.timer = Timer()
         self.pool = _SlotPool(self._wake.set)
         self.pool.start()
@@ -175,7 +177,7 @@ class _Drain:
                 self._connection = None
 
     def _run(self) -> None:
-        failures = 0
+        self._failures = 0
         while not self._stopping.is_set():
             try:
                 self._consume()
@@ -185,16 +187,17 @@ class _Drain:
                 if not isinstance(e, errors):
                     log.exception("interactive slot stopped")
                     return
-                delay = RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)]
-                failures += 1
+                delay = RECONNECT_DELAYS_S[min(self._failures, len(RECONNECT_DELAYS_S) - 1)]
+                self._failures += 1
                 log.warning("interactive slot lost its broker connection (%r); reconnecting in %g s", e, delay)
                 self._drop_connection()
                 self._stopping.wait(delay)
 
     def _connection_errors(self) -> tuple[type[BaseException], ...]:
-        """What the broker's transport raises for a lost connection or channel, and socket errors."""
+        """What the broker's transport raises for a lost connection or channel, what kombu raises for
+        a failed connection attempt, and socket errors."""
         connection = self._parent.app.connection_for_read()
-        return (*connection.connection_errors, *connection.channel_errors, OSError)
+        return (*connection.connection_errors, *connection.channel_errors, OperationalError, OSError)
 
     def _drop_connection(self) -> None:
         with self._lock:
@@ -216,6 +219,7 @@ class _Drain:
         qos.update()
         slot = self._slot = _SlotConsumer(self._parent, self.pool, qos, self.timer)
         slot.update_strategies()
+        self._failures = 0
         consumer: Any = None
         log.info("interactive slot consuming %s", self._queue.name)
         while not self._stopping.is_set():
