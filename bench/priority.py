@@ -57,14 +57,26 @@ BULK_ALONE_CHARS = 8000
 """Characters of the narration timed alone (about 7 minutes of speech)."""
 
 
-def bulk_alone(stack: BenchStack) -> dict[str, float]:
-    """One bulk narration job on the idle worker: seconds of audio per second, submit to finish."""
-    job = stack.submit(corpus.narration()[:BULK_ALONE_CHARS], priority="bulk")
-    (record,) = stack.wait_all([job])
-    assert record.result is not None
-    assert record.finished_at is not None
-    wall = record.finished_at.timestamp() - job.submitted_at
-    return {"audio_s": record.result.duration_s, "wall_s": wall, "audio_s_per_s": record.result.duration_s / wall}
+BULK_ALONE_RUNS = 2
+"""Runs of the bulk job alone per round; the fastest counts (other load on a shared machine only
+ever slows a run down)."""
+
+
+def bulk_alone(stack: BenchStack) -> dict[str, Any]:
+    """One bulk narration job on the idle worker, :data:`BULK_ALONE_RUNS` times: seconds of audio per
+    second, submit to finish, of the fastest run, and every run's."""
+    runs = []
+    for _ in range(BULK_ALONE_RUNS):
+        job = stack.submit(corpus.narration()[:BULK_ALONE_CHARS], priority="bulk")
+        (record,) = stack.wait_all([job])
+        assert record.result is not None
+        assert record.finished_at is not None
+        wall = record.finished_at.timestamp() - job.submitted_at
+        runs.append(
+            {"audio_s": record.result.duration_s, "wall_s": wall, "audio_s_per_s": record.result.duration_s / wall}
+        )
+    best = max(runs, key=lambda run: run["audio_s_per_s"])
+    return {**best, "runs_audio_s_per_s": [run["audio_s_per_s"] for run in runs]}
 
 
 MODES: dict[str, dict[str, bool]] = {
