@@ -12,7 +12,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``long``: one ~20-minute narration on 1 worker and on 2, one inference thread each.
 * ``parts``: cost of storing and fetching one segment's PCM in Redis and in S3.
 * ``priority``: bulk throughput alone, interactive latency idle, then while a half-hour bulk narration
-  runs on the same worker; four rounds: the interactive slot and bulk preemption off, each alone, both.
+  runs on the same worker; four rounds: the interactive slot and bulk preemption off, each alone, both
+  (``--priority-modes off,both``: only those).
 * ``peer``: Piper's own HTTP server against ``/v1/audio/speech`` and submit + ``?wait=`` + download:
   latency, 8-client throughput, time to first byte of a 2,000-character stream, stage breakdown.
 * ``waiters``: 1,000 open event streams, then 1,000 long polls, on one API process: RSS and CPU.
@@ -55,7 +56,7 @@ from bench.lexicons import lexicon_rows, lexicons
 from bench.machine import describe
 from bench.models import models, models_rows
 from bench.peer import peer
-from bench.priority import priority
+from bench.priority import MODES, priority
 from bench.scaleout import scaleout, scaleout_rows
 from bench.stack import BenchStack, Submitted
 from bench.voicevox import voicevox, voicevox_rows
@@ -423,7 +424,13 @@ def waiter_rows(waiter_result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def run_section(
-    name: str, stack: BenchStack, root: Path, texts: list[str], quick: bool, batch_items: int | None = None
+    name: str,
+    stack: BenchStack,
+    root: Path,
+    texts: list[str],
+    quick: bool,
+    batch_items: int | None = None,
+    priority_modes: list[str] | None = None,
 ) -> dict[str, Any]:
     """One section's results, under the keys the table reads."""
     if name == "throughput":
@@ -434,7 +441,7 @@ def run_section(
         "batching": lambda: batching_curve(stack, BATCH_SIZES[:3] if quick else BATCH_SIZES, 16 if quick else 64),
         "long": lambda: long_job(stack, corpus.narration()[:3000] if quick else corpus.narration()),
         "parts": lambda: part_stores(stack),
-        "priority": lambda: priority(stack, 10 if quick else 40, 1 if quick else 2),
+        "priority": lambda: priority(stack, 10 if quick else 40, 1 if quick else 2, priority_modes or list(MODES)),
         "peer": lambda: peer(stack, root, quick),
         "waiters": lambda: waiters(stack),
         "scaleout": lambda: scaleout(stack, quick),
@@ -459,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true", help="small corpus and short runs, to check the bench itself")
     parser.add_argument("--batch-items", type=int, help=f"items of the batchload section's batch ({ITEMS:,})")
+    parser.add_argument("--priority-modes", help=f"rounds of the priority section (default all: {','.join(MODES)})")
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - {*SECTIONS, *ON_REQUEST}
@@ -471,7 +479,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         stack = BenchStack(Path(root))
         try:
             for name in sections:
-                result.update(run_section(name, stack, Path(root), texts, args.quick, args.batch_items))
+                modes = args.priority_modes.split(",") if args.priority_modes else None
+                result.update(run_section(name, stack, Path(root), texts, args.quick, args.batch_items, modes))
         finally:
             stack.close()
     result["finished_at"] = datetime.now(UTC).isoformat()
