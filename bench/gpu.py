@@ -90,7 +90,7 @@ def through_batcher(voice: Any, ids: list[list[int]], max_batch: int, clients: i
     length into calls."""
     config = SynthesisConfig()
     batcher: DynamicBatcher[str] = DynamicBatcher(
-        lambda _key, batch: voice.synthesize_ids(batch, config), max_batch, 10.0, name="bench-batcher"
+        lambda _key, batch, _stop: voice.synthesize_ids(batch, config), max_batch, 10.0, name="bench-batcher"
     )
     shares = [ids[n::clients] for n in range(clients)]
     samples: list[int] = []

@@ -11,7 +11,9 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
 * ``batching``: throughput and per-item latency at max_batch 1..32.
 * ``long``: one ~20-minute narration on 1 worker and on 2, one inference thread each.
 * ``parts``: cost of storing and fetching one segment's PCM in Redis and in S3.
-* ``priority``: interactive latency idle, then while a half-hour bulk narration runs on the same worker.
+* ``priority``: bulk throughput alone, interactive latency idle, then while a half-hour bulk narration
+  runs on the same worker; four rounds: the interactive slot and bulk preemption off, each alone, both
+  (``--priority-modes off,both``: only those).
 * ``peer``: Piper's own HTTP server against ``/v1/audio/speech`` and submit + ``?wait=`` + download:
   latency, 8-client throughput, time to first byte of a 2,000-character stream, stage breakdown.
 * ``waiters``: 1,000 open event streams, then 1,000 long polls, on one API process: RSS and CPU.
@@ -60,7 +62,7 @@ from bench.lexicons import lexicon_rows, lexicons
 from bench.machine import describe
 from bench.models import models, models_rows
 from bench.peer import peer
-from bench.priority import priority
+from bench.priority import MODES, priority
 from bench.scaleout import scaleout, scaleout_rows
 from bench.stack import BenchStack, Submitted
 from bench.voicevox import voicevox, voicevox_rows
@@ -83,6 +85,14 @@ SECTIONS = (
 ON_REQUEST = ("memory", "batchload", "affinity")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+
+PRIORITY_MODE_NAMES = {
+    "off": "slot and preemption off",
+    "slot": "slot only",
+    "preempt": "preemption only",
+    "both": "slot and preemption on",
+}
+"""How the table names the priority section's rounds (``bench.priority.MODES``)."""
 
 
 def percentile(values: Sequence[float], q: int) -> float:
@@ -340,17 +350,33 @@ def on_request_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def priority_rows(pri: dict[str, Any], mode: str) -> list[tuple[str, str]]:
+    """Rows of one round of the priority section."""
+    idle, loaded = pri["idle"]["finished_ms"], pri["loaded"]["finished_ms"]
+    alone = pri["bulk_alone"]
+    return [
+        (
+            f"{mode}: bulk alone (goal >= 0.9x of off)",
+            f"{alone['audio_s_per_s']:.1f} s of audio per s ({pri['bulk_alone_over_off']:.2f}x)",
+        ),
+        (
+            f"{mode}: interactive idle, {pri['idle']['jobs']} jobs: p50 / p99",
+            f"{idle['p50']:.0f} / {idle['p99']:.0f} ms",
+        ),
+        (
+            f"{mode}: interactive beside a {pri['bulk_job']['chars']:,}-character bulk job: p50 / p99",
+            f"{loaded['p50']:.0f} / {loaded['p99']:.0f} ms",
+        ),
+        (f"{mode}: loaded p99 / idle p99 (goal <= 1.5x)", f"**{pri['p99_loaded_over_idle']:.2f}x**"),
+    ]
+
+
 def push_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the priority, peer and waiters sections."""
     rows: list[tuple[str, str]] = []
     if pri := result.get("priority"):
-        idle, loaded = pri["idle"]["finished_ms"], pri["loaded"]["finished_ms"]
-        rows.append(
-            (f"interactive idle, {pri['idle']['jobs']} jobs: p50 / p99", f"{idle['p50']:.0f} / {idle['p99']:.0f} ms")
-        )
-        label = f"interactive beside a {pri['bulk_job']['audio_s'] / 60:.0f}-min bulk job: p50 / p99"
-        rows.append((label, f"{loaded['p50']:.0f} / {loaded['p99']:.0f} ms"))
-        rows.append(("loaded p99 / idle p99 (goal <= 2x)", f"**{pri['p99_loaded_over_idle']:.2f}x**"))
+        for mode, found in pri.items():
+            rows.extend(priority_rows(found, f"priority, {PRIORITY_MODE_NAMES.get(mode, mode)}"))
     if peer_result := result.get("peer"):
         rows.extend(peer_rows(peer_result))
     if waiter_result := result.get("waiters"):
@@ -406,7 +432,13 @@ def waiter_rows(waiter_result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def run_section(
-    name: str, stack: BenchStack, root: Path, texts: list[str], quick: bool, batch_items: int | None = None
+    name: str,
+    stack: BenchStack,
+    root: Path,
+    texts: list[str],
+    quick: bool,
+    batch_items: int | None = None,
+    priority_modes: list[str] | None = None,
 ) -> dict[str, Any]:
     """One section's results, under the keys the table reads."""
     if name == "throughput":
@@ -417,7 +449,7 @@ def run_section(
         "batching": lambda: batching_curve(stack, BATCH_SIZES[:3] if quick else BATCH_SIZES, 16 if quick else 64),
         "long": lambda: long_job(stack, corpus.narration()[:3000] if quick else corpus.narration()),
         "parts": lambda: part_stores(stack),
-        "priority": lambda: priority(stack, 10 if quick else 40, 1 if quick else 2),
+        "priority": lambda: priority(stack, 10 if quick else 40, 1 if quick else 2, priority_modes or list(MODES)),
         "peer": lambda: peer(stack, root, quick),
         "waiters": lambda: waiters(stack),
         "scaleout": lambda: scaleout(stack, quick),
@@ -444,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true", help="small corpus and short runs, to check the bench itself")
     parser.add_argument("--batch-items", type=int, help=f"items of the batchload section's batch ({ITEMS:,})")
+    parser.add_argument("--priority-modes", help=f"rounds of the priority section (default all: {','.join(MODES)})")
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - {*SECTIONS, *ON_REQUEST}
@@ -456,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         stack = BenchStack(Path(root))
         try:
             for name in sections:
-                result.update(run_section(name, stack, Path(root), texts, args.quick, args.batch_items))
+                modes = args.priority_modes.split(",") if args.priority_modes else None
+                result.update(run_section(name, stack, Path(root), texts, args.quick, args.batch_items, modes))
         finally:
             stack.close()
     result["finished_at"] = datetime.now(UTC).isoformat()

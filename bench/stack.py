@@ -17,6 +17,7 @@ from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import default_worker
 from ttsq.broker import make_producer
+from ttsq.constants import consumed_queues
 from ttsq.jobs import JobRecord, JobStatus
 from ttsq.settings import Settings, WorkerSettings, settings_env
 from ttsq.stores import Stores
@@ -87,6 +88,17 @@ class BenchStack:
             process.stop()
         self.workers = []
         self.metrics_ports = []
+
+    def purge_queues(self) -> None:
+        """Empty the synthesis queues (what a canceled job left there)."""
+        producer = make_producer(self.base)
+        try:
+            with producer.connection_for_write() as connection:
+                channel: Any = connection.default_channel
+                for name in consumed_queues(self.base.queue):
+                    channel.queue_purge(name)
+        finally:
+            producer.close()
 
     def worker_rss_bytes(self) -> int:
         """Resident memory of the worker processes, children included."""

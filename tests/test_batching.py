@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tts_core.audio import FloatAudio
-from tts_core.batching import BatchItem, DynamicBatcher, plan_batches
+from tts_core.batching import BatchItem, CallStop, DynamicBatcher, plan_batches
 
 
 class FakeModel:
@@ -25,7 +25,7 @@ class FakeModel:
         self.fail = fail
         self.threads: set[str] = set()
 
-    def __call__(self, key: str, batch: list[Sequence[int]]) -> list[FloatAudio]:
+    def __call__(self, key: str, batch: list[Sequence[int]], stop: CallStop | None = None) -> list[FloatAudio]:
         self.threads.add(threading.current_thread().name)
         self.calls.append((key, [len(ids) for ids in batch]))
         if self.fail:
@@ -129,10 +129,10 @@ class GatedModel(FakeModel):
         self.started = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, key: str, batch: list[Sequence[int]]) -> list[FloatAudio]:
+    def __call__(self, key: str, batch: list[Sequence[int]], stop: CallStop | None = None) -> list[FloatAudio]:
         self.started.set()
         self.release.wait(5)
-        return super().__call__(key, batch)
+        return super().__call__(key, batch, stop)
 
 
 def test_interactive_items_overtake_queued_bulk_items() -> None:
@@ -177,3 +177,81 @@ def test_a_deferring_batcher_starts_no_call_while_the_preferred_one_is_busy() ->
     assert second.started_at >= first.started_at + first.run_ms / 1000 - 0.01
     preferred.close()
     deferring.close()
+
+
+class StoppableModel(FakeModel):
+    """Each call runs until let go or stopped; a stopped call raises, as ONNX Runtime's ``session.run``
+    does once its ``RunOptions.terminate`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Semaphore(0)
+        self.released = False
+        self._wakes: list[threading.Event] = []
+
+    def __call__(self, key: str, batch: list[Sequence[int]], stop: CallStop | None = None) -> list[FloatAudio]:
+        assert stop is not None
+        wake = threading.Event()
+        self._wakes.append(wake)
+        stop.when_requested(wake.set)
+        if self.released:
+            wake.set()
+        self.started.release()
+        wake.wait(5)
+        if stop.requested:
+            raise RuntimeError("Exiting due to terminate flag being set to true.")
+        return super().__call__(key, batch, stop)
+
+    def let_go(self) -> None:
+        self.released = True
+        for wake in self._wakes:
+            wake.set()
+
+
+def test_preferred_work_stops_a_running_call_which_runs_again_after_and_only_once() -> None:
+    """An item arriving at the preferred batcher stops the preemptible one's running call; that call
+    runs again once the preferred work is done, and this second run is not stopped by more preferred
+    work. The stopped call is kept in the history as stopped, not failed, and no observer hears of it."""
+    preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
+    model = StoppableModel()
+    observed: list[bool] = []
+    bulk = DynamicBatcher(
+        model, 1, defer_to=preferred, preemptible=True, observe=lambda _key, record: observed.append(record.ok)
+    )
+    result = bulk.submit("voice", [1] * 6, "bulk")
+    assert model.started.acquire(timeout=5)
+    preferred.submit("voice", [2] * 3, "first").result(timeout=5)
+    assert model.started.acquire(timeout=5)  # run again, after the preferred call
+    preferred.submit("voice", [3] * 3, "second").result(timeout=5)  # must not stop the second run
+    model.let_go()
+    assert result.result(timeout=5).audio.size == 6
+    bulk.close()
+    preferred.close()
+    stopped, finished = bulk.records()
+    assert (stopped.stopped, stopped.ok, finished.stopped, finished.ok) == (True, False, False, True)
+    assert (bulk.calls, bulk.stopped_calls, observed) == (1, 1, [True])
+    first_preferred = preferred.records()[0]
+    assert stopped.started_at <= first_preferred.started_at <= finished.started_at
+
+
+def test_a_batcher_not_preemptible_lets_its_call_finish() -> None:
+    preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
+    model = StoppableModel()
+    bulk = DynamicBatcher(model, max_batch=1, defer_to=preferred)
+    result = bulk.submit("voice", [1] * 4, "bulk")
+    assert model.started.acquire(timeout=5)
+    preferred.submit("voice", [2] * 3, "first").result(timeout=5)
+    assert not result.done()
+    model.let_go()
+    result.result(timeout=5)
+    bulk.close()
+    preferred.close()
+    assert [(r.ok, r.stopped) for r in bulk.records()] == [(True, False)]
+
+
+def test_a_stop_requested_before_the_run_registers_stops_it_at_once() -> None:
+    stop = CallStop()
+    stop.request()
+    stopped: list[bool] = []
+    stop.when_requested(lambda: stopped.append(True))
+    assert stopped == [True]

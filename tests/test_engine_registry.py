@@ -97,7 +97,7 @@ class ToneModel:
         return TimedAudio(np.concatenate(pieces), samples.astype(np.int64))
 
     def synthesize_batch(
-        self, batch: Sequence[Sequence[int]], config: SynthesisConfig
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: object = None
     ) -> Sequence[FloatAudio | TimedAudio]:
         self.calls.append([len(ids) for ids in batch])
         return [self._one(ids, config.speed) for ids in batch]
@@ -118,7 +118,7 @@ class UntimedToneModel(ToneModel):
         return None
 
     def synthesize_batch(
-        self, batch: Sequence[Sequence[int]], config: SynthesisConfig
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: object = None
     ) -> Sequence[FloatAudio | TimedAudio]:
         self.calls.append([len(ids) for ids in batch])
         return self.synthesize_ids(batch, config)

@@ -6,6 +6,12 @@ takes the first waiting item (lowest ``priority`` value first, then oldest), col
 options must match to share one call) and by length (to bound padding), and runs each group as one
 inference call. Only this thread ever calls the model, so the session needs no locking and sees one
 request at a time.
+
+A batcher may be *preemptible* by the one it defers to: when an item arrives there while a call
+runs here, that call is stopped (its run function says how, through :class:`CallStop`) and, once
+the preferred batcher is idle again (or ``MAX_DEFER_S`` passed), run again, this time to the end.
+So preferred work waits for no long call, and each call is stopped at most once: a stream of
+preferred work slows the other batcher but never starves it.
 """
 
 from __future__ import annotations
@@ -31,9 +37,35 @@ K = TypeVar("K", bound=Hashable)
 DEFAULT_MAX_PADDING: Final = 0.3
 """Largest share of padded (wasted) positions a batch may carry before it is split by length."""
 
-RunBatch = Callable[[K, list[Sequence[int]]], Sequence[FloatAudio | TimedAudio]]
+
+class CallStop:
+    """How one thread stops an inference call another thread runs: the run function says how
+    (:meth:`when_requested`, e.g. set ONNX Runtime's ``RunOptions.terminate``), the batcher asks
+    (:meth:`request`). A request that comes before the run function registered stops it at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop: Callable[[], None] | None = None
+        self.requested = False
+
+    def when_requested(self, stop: Callable[[], None]) -> None:
+        """Call ``stop`` (from the requesting thread) when a stop is requested, now if it was."""
+        with self._lock:
+            self._stop = stop
+            if self.requested:
+                stop()
+
+    def request(self) -> None:
+        with self._lock:
+            self.requested = True
+            if self._stop is not None:
+                self._stop()
+
+
+RunBatch = Callable[[K, list[Sequence[int]], CallStop], Sequence[FloatAudio | TimedAudio]]
 """Runs one inference call for items sharing a key; returns one trimmed audio array per item, with
-each input id's share of it where the model says (``TimedAudio``)."""
+each input id's share of it where the model says (``TimedAudio``). It may raise once its
+:class:`CallStop` is requested (a stopped call); it may as well ignore the request and finish."""
 
 ObserveCall = Callable[[K, "BatchRecord"], None]
 """Told of every inference call once it ended (e.g. to count it in metrics); must not raise."""
@@ -70,6 +102,9 @@ class BatchRecord:
     ok: bool
     output_samples: int = 0
     """Samples of audio the call returned, all items together (0 if it failed)."""
+    stopped: bool = False
+    """Stopped for preferred work (``ok`` is False): its items ran again in a later call; neither a
+    failure nor counted as a call by observers."""
 
     @property
     def padding_share(self) -> float:
@@ -140,9 +175,12 @@ class DynamicBatcher(Generic[K]):
         name: str = "ttsq-batcher",
         defer_to: DynamicBatcher[K] | None = None,
         observe: ObserveCall[K] | None = None,
+        preemptible: bool = False,
     ) -> None:
         """``defer_to``: another batcher whose work goes first: before each call this one waits
         (up to ``MAX_DEFER_S``) until that one is idle, so the two do not share the cores.
+        ``preemptible`` (with ``defer_to``): an item arriving there also stops the call running
+        here, which runs again once that one is idle (each call at most once).
         ``observe``: told of each call with its key and record."""
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -158,7 +196,15 @@ class DynamicBatcher(Generic[K]):
         self._counter = itertools.count()
         self.calls = 0
         self.items = 0
+        self.stopped_calls = 0
         self._defer_to = defer_to
+        self._followers: list[DynamicBatcher[K]] = []
+        self._running: CallStop | None = None
+        """The running call's stop, while it may still be stopped (first runs of a preemptible batcher)."""
+        self._running_lock = threading.Lock()
+        self._preemptible = preemptible and defer_to is not None
+        if defer_to is not None and self._preemptible:
+            defer_to._followers.append(self)
         self._observe = observe
         self._pending = 0
         self._pending_lock = threading.Lock()
@@ -178,7 +224,16 @@ class DynamicBatcher(Generic[K]):
             self._idle.clear()
         request.future.add_done_callback(self._settled)
         self._queue.put((priority, arrival, request))
+        for follower in self._followers:
+            follower.preempt()
         return request.future
+
+    def preempt(self) -> None:
+        """Stop the call running now, if it may be stopped (see ``preemptible``)."""
+        with self._running_lock:
+            running, self._running = self._running, None
+        if running is not None:
+            running.request()
 
     def _settled(self, _: Future[BatchResult]) -> None:
         with self._pending_lock:
@@ -239,49 +294,100 @@ class DynamicBatcher(Generic[K]):
                 self._execute(group)
 
     def _execute(self, group: list[BatchItem[K]]) -> None:
+        if self._call(group, stoppable=self._preemptible):
+            return
+        if self._defer_to is not None:  # stopped for preferred work: let it run, then finish this
+            self._defer_to.wait_idle(MAX_DEFER_S)
+        self._call(group, stoppable=False)
+
+    def _call(self, group: list[BatchItem[K]], stoppable: bool) -> bool:
+        """One inference call for ``group``; False if it was stopped (its items still wait)."""
+        stop = CallStop()
+        if stoppable:
+            self._stoppable(stop)
         started_wall = time.time()
         started = time.perf_counter()
-        lengths = [len(r.ids) for r in group]
-        ok = False
+        outputs: Sequence[FloatAudio | TimedAudio] = ()
         try:
-            outputs = self._run(group[0].key, [r.ids for r in group])
+            outputs = self._run(group[0].key, [r.ids for r in group], stop)
             if len(outputs) != len(group):
                 raise RuntimeError(f"model returned {len(outputs)} outputs for {len(group)} inputs")
-            ok = True
+        except Exception as e:
+            outputs = ()
+            if not stop.requested:
+                self._fail(group, e)
         except BaseException as e:  # every waiting task must learn of the failure
-            for request in group:
-                request.future.set_exception(e)
-            if not isinstance(e, Exception):
-                raise
+            self._fail(group, e)
+            raise
+        finally:
+            with self._running_lock:
+                self._running = None
         run_ms = (time.perf_counter() - started) * 1000.0
-        total_ids = sum(lengths)
+        ok = bool(outputs)
         if ok:
-            for request, output in zip(group, outputs, strict=True):
-                share = run_ms * len(request.ids) / total_ids if total_ids else run_ms / len(group)
-                wait = (started - request.submitted) * 1000.0
-                id_samples = output.id_samples if isinstance(output, TimedAudio) else None
-                result = BatchResult(_audio(output), len(group), run_ms, share, wait, id_samples)
-                request.future.set_result(result)
+            self._settle(group, outputs, started, run_ms)
+        self._remember(group, started_wall, started, run_ms, outputs, stopped=not ok and stop.requested)
+        return ok or not stop.requested
+
+    def _stoppable(self, stop: CallStop) -> None:
+        with self._running_lock:
+            self._running = stop
+        # Preferred work that arrived after this batcher's deferral but before the line above
+        # found no call to stop: it is stopped here, before it starts.
+        if self._defer_to is not None and not self._defer_to.wait_idle(0):
+            self.preempt()
+
+    @staticmethod
+    def _settle(
+        group: list[BatchItem[K]], outputs: Sequence[FloatAudio | TimedAudio], started: float, run_ms: float
+    ) -> None:
+        total_ids = sum(len(r.ids) for r in group)
+        for request, output in zip(group, outputs, strict=True):
+            share = run_ms * len(request.ids) / total_ids if total_ids else run_ms / len(group)
+            wait = (started - request.submitted) * 1000.0
+            id_samples = output.id_samples if isinstance(output, TimedAudio) else None
+            request.future.set_result(BatchResult(_audio(output), len(group), run_ms, share, wait, id_samples))
+
+    def _remember(
+        self,
+        group: list[BatchItem[K]],
+        started_wall: float,
+        started: float,
+        run_ms: float,
+        outputs: Sequence[FloatAudio | TimedAudio],
+        stopped: bool,
+    ) -> None:
+        """Keep the call in the history and tell the observer (of calls that ran to their end)."""
+        lengths = [len(r.ids) for r in group]
         record = BatchRecord(
             started_at=started_wall,
             size=len(group),
             tags=tuple(r.tag for r in group),
             max_ids=max(lengths),
-            total_ids=total_ids,
+            total_ids=sum(lengths),
             wait_ms=(started - min(r.submitted for r in group)) * 1000.0,
             run_ms=run_ms,
-            ok=ok,
-            output_samples=sum(len(_audio(output)) for output in outputs) if ok else 0,
+            ok=bool(outputs),
+            output_samples=sum(len(_audio(output)) for output in outputs),
+            stopped=stopped,
         )
         with self._history_lock:
             self._history.append(record)
-            self.calls += 1
-            self.items += len(group)
-        if self._observe is not None:
+            if stopped:
+                self.stopped_calls += 1
+            else:
+                self.calls += 1
+                self.items += len(group)
+        if self._observe is not None and not stopped:
             try:
                 self._observe(group[0].key, record)
             except Exception:  # an observer's fault must never stop the batcher
                 log.exception("batch observer failed")
+
+    @staticmethod
+    def _fail(group: list[BatchItem[K]], error: BaseException) -> None:
+        for request in group:
+            request.future.set_exception(error)
 
 
 def _audio(output: FloatAudio | TimedAudio) -> FloatAudio:

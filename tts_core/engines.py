@@ -31,6 +31,8 @@ from tts_core.timing import TimedAudio, Weigh, WordIds, letter_weight
 from tts_core.voice_info import VoiceInfo
 
 if TYPE_CHECKING:
+    import onnxruntime as ort
+
     from tts_core.pronunciation import Pronunciation
     from tts_core.segments import FrontEnd
 
@@ -53,10 +55,10 @@ class SpeechModel(Protocol):
         """The audio of each utterance's id list, in one inference call where the model takes several."""
 
     def synthesize_batch(
-        self, batch: Sequence[Sequence[int]], config: SynthesisConfig
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: ort.RunOptions | None = None
     ) -> Sequence[FloatAudio | TimedAudio]:
         """As :meth:`synthesize_ids`, with the samples each id lasts where the model says
-        (:class:`TimedAudio`): what the worker's batcher runs."""
+        (:class:`TimedAudio`): what the worker's batcher runs; ``run_options`` may stop it early."""
 
     def speak(self, text: str, config: SynthesisConfig) -> PCM16:
         """The whole text as one PCM array (the warm-up at load)."""

@@ -211,13 +211,17 @@ class KokoroVoice:
         """One call per item: the graph's batch dimension is 1. Noise options do not apply to Kokoro."""
         return [timed.audio for timed in self.synthesize_timed(batch, config)]
 
-    def synthesize_timed(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+    def synthesize_timed(
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: ort.RunOptions | None = None
+    ) -> list[TimedAudio]:
         """As :meth:`synthesize_ids`, with the samples each input id lasts (the duration predictor's)."""
-        return [self._one(ids, config.speed) for ids in batch]
+        return [self._one(ids, config.speed, run_options) for ids in batch]
 
-    def synthesize_batch(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+    def synthesize_batch(
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: ort.RunOptions | None = None
+    ) -> list[TimedAudio]:
         """What the worker runs (``tts_core.engines.SpeechModel``): the timed audio, for word marks."""
-        return self.synthesize_timed(batch, config)
+        return self.synthesize_timed(batch, config, run_options)
 
     @property
     def phoneme_id_map(self) -> Mapping[str, Sequence[int]]:
@@ -230,7 +234,7 @@ class KokoroVoice:
         """Which ids break words or make no sound of one (pads, punctuation, spaces)."""
         return WordIds.of(self.phoneme_id_map)
 
-    def _one(self, ids: Sequence[int], speed: float) -> TimedAudio:
+    def _one(self, ids: Sequence[int], speed: float, run_options: ort.RunOptions | None = None) -> TimedAudio:
         tokens = len(ids) - 2  # without the two pads
         style = self._style[min(max(tokens, 1), len(self._style)) - 1].reshape(1, 256)
         try:
@@ -241,6 +245,7 @@ class KokoroVoice:
                     "style": style,
                     "speed": np.array([speed], dtype=np.float32),
                 },
+                run_options,
             )[:2]
         except Exception as e:  # ORT raises its own error types
             raise SynthesisError(f"inference failed: {e}") from e

@@ -11,6 +11,7 @@ import logging
 
 import onnxruntime as ort
 
+from tts_core.batching import CallStop
 from tts_core.device import CPU_PROVIDER, CUDA_PROVIDER, Device, cuda_device_count
 from tts_core.errors import DeviceUnavailable
 
@@ -90,3 +91,11 @@ def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.Infer
         log.warning("CUDA provider did not initialise")
         return None
     return session
+
+
+def stoppable_run(stop: CallStop) -> ort.RunOptions:
+    """Options of one ``session.run`` that ``stop`` ends early: ONNX Runtime checks ``terminate``
+    between graph nodes, so the call raises within about one node's time of the request."""
+    options = ort.RunOptions()
+    stop.when_requested(lambda: setattr(options, "terminate", True))
+    return options

@@ -74,8 +74,11 @@ class Voice:
         """Run one padded ``session.run`` over several id sequences and trim each to its exact length."""
         return [timed.audio for timed in self.synthesize_timed(batch, config)]
 
-    def synthesize_timed(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
-        """As :meth:`synthesize_ids`, with the samples each input id lasts (the graph's durations)."""
+    def synthesize_timed(
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: ort.RunOptions | None = None
+    ) -> list[TimedAudio]:
+        """As :meth:`synthesize_ids`, with the samples each input id lasts (the graph's durations);
+        ``run_options`` may stop the call from another thread (``terminate``)."""
         if not batch:
             return []
         lengths = np.array([len(ids) for ids in batch], dtype=np.int64)
@@ -90,7 +93,7 @@ class Voice:
         if "sid" in self._input_names:
             feeds["sid"] = np.full(len(batch), config.speaker_id or 0, dtype=np.int64)
         try:
-            audio, frames = self._session.run(None, feeds)[:2]
+            audio, frames = self._session.run(None, feeds, run_options)[:2]
         except Exception as e:  # ORT raises its own non-Exception-hierarchy-documented errors
             raise SynthesisError(f"inference failed: {e}") from e
         id_samples = frames.reshape(len(batch), -1).astype(np.int64) * HOP_LENGTH
@@ -101,9 +104,11 @@ class Voice:
             timed.append(TimedAudio(flat[row, : int(samples.sum())].astype(np.float32), samples))
         return timed
 
-    def synthesize_batch(self, batch: Sequence[Sequence[int]], config: SynthesisConfig) -> list[TimedAudio]:
+    def synthesize_batch(
+        self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: ort.RunOptions | None = None
+    ) -> list[TimedAudio]:
         """What the worker runs (``tts_core.engines.SpeechModel``): the timed audio, for word marks."""
-        return self.synthesize_timed(batch, config)
+        return self.synthesize_timed(batch, config, run_options)
 
     @property
     def word_ids(self) -> WordIds:

@@ -5,5 +5,8 @@ from __future__ import annotations
 
 from celery import Celery
 
+from workers.interactive_slot import InteractiveSlot
+
 app = Celery("ttsq")
 app.config_from_object("celeryconfig")
+app.steps["consumer"].add(InteractiveSlot)

@@ -2,10 +2,11 @@
 
 Task threads never call a session themselves: they hand phoneme ids to a batcher and wait. Each
 process has two: bulk work goes through one, interactive work through the other, on its own thread,
-so an interactive utterance never waits for a bulk inference call in progress (calls cannot be
-interrupted; ONNX Runtime sessions may be run from two threads at once). The bulk batcher starts no
-new call while interactive work is queued or running, so interactive calls soon have the cores to
-themselves. This is the module that loads the
+so an interactive utterance never waits for a bulk inference call in progress (ONNX Runtime sessions
+may be run from two threads at once). The bulk batcher starts no new call while interactive work is
+queued or running, and (``TTSQ_WORKER__PREEMPT_BULK``) stops the bulk call running when interactive
+work arrives, to run it again after, so interactive calls have the cores to themselves at once.
+This is the module that loads the
 inference runtime (ONNX Runtime, espeak-ng); the task module imports it only when a worker starts.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tts_core.audio import FloatAudio
-from tts_core.batching import BatchRecord, BatchResult, DynamicBatcher
+from tts_core.batching import BatchRecord, BatchResult, CallStop, DynamicBatcher
 from tts_core.calibration import calibrated_leveling
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
@@ -30,7 +31,7 @@ from tts_core.leveling import Leveling
 from tts_core.loudness import LoudnessTarget
 from tts_core.plan import PlannedUtterance
 from tts_core.pronunciation import Pronunciation, spoken_weight
-from tts_core.runtime import resolve_device
+from tts_core.runtime import resolve_device, stoppable_run
 from tts_core.segments import iter_plain, iter_segments, iter_ssml, iter_stream_segments
 from tts_core.speech_markup import parse_ssml
 from tts_core.timing import TimedAudio, Weigh, WordIds
@@ -91,6 +92,7 @@ class Engine:
             plan.max_wait_ms,
             defer_to=self.interactive,
             observe=self._observer(Priority.BULK),
+            preemptible=settings.worker.preempt_bulk,
         )
         metrics.WORKER_INFO.labels(device.value, str(plan.max_batch)).set(1)
         log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
@@ -194,9 +196,9 @@ class Engine:
                 raise PlanTooLong(len(segments), max_segments, "stopped")
         return segments
 
-    def _run(self, key: BatchKey, batch: list[Sequence[int]]) -> Sequence[FloatAudio | TimedAudio]:
+    def _run(self, key: BatchKey, batch: list[Sequence[int]], stop: CallStop) -> Sequence[FloatAudio | TimedAudio]:
         voice_id, config = key
-        return self.voice(voice_id).synthesize_batch(batch, config)
+        return self.voice(voice_id).synthesize_batch(batch, config, stoppable_run(stop))
 
     def word_weight(self, voice_id: str, pronunciation: Pronunciation | None = None) -> Weigh:
         """How many phonemes a word of this voice's text becomes (its engine's guess, of what the

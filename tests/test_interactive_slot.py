@@ -1,0 +1,142 @@
+"""The interactive slot: an interactive job is taken while every task thread of the worker holds a
+bulk segment, on one real worker; with the slot off it is not (the old behaviour).
+
+The evidence is the order of the worker's own log lines, never a time: when Celery logs the
+interactive task as received, how many bulk segment tasks had it received and not yet finished.
+Without the slot the task threads' channel holds one message per thread, so it can only receive the
+interactive task with fewer than ``concurrency`` bulk segments in hand.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from api.main import create_app
+from bench.corpus import narration
+from cli.processes import ManagedProcess, wait_until
+from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for, wait_for_job
+from tests.faults_support import fault_stack, wait_terminal
+from tts_core.device import Device
+from ttsq.broker import make_producer
+from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
+from ttsq.settings import Settings, WorkerSettings
+from workers.tuning import batch_plan
+
+_TASK_LINE = re.compile(r"Task ([\w.]+)\[([0-9a-f-]+)\] (received|succeeded|failed|retry|raised)")
+
+
+def bulk_in_hand_when_interactive_received(log: str) -> int:
+    """From a worker log holding one bulk job then one interactive job: bulk segment tasks received
+    and not yet ended when the second entry task (the interactive job's) was received."""
+    in_hand: set[str] = set()
+    entries = 0
+    for name, task, event in _TASK_LINE.findall(log):
+        if name == SYNTHESIZE_TASK and event == "received":
+            entries += 1
+            if entries == 2:
+                return len(in_hand)
+        elif name == SEGMENT_TASK:
+            (in_hand.add if event == "received" else in_hand.discard)(task)
+    raise AssertionError("the interactive entry task was never received")
+
+
+def interactive_beside_bulk(client: httpx.Client, settings: Settings, worker: ManagedProcess) -> tuple[int, list[Any]]:
+    """A bulk job keeping every task thread busy, an interactive job submitted meanwhile; both must
+    succeed. Returns the bulk segments in hand when the interactive task came, and the worker's
+    records of the bulk job's inference calls."""
+    assert worker.log_path is not None
+    before = worker.log_path.stat().st_size
+    bulk = client.post("/v1/jobs", json={"text": narration()[:5000], "priority": "bulk"}).json()
+    wait_for(
+        lambda: client.get(f"/v1/jobs/{bulk['id']}").json(),
+        lambda job: job["progress"]["segments_done"] >= 2,
+        JOB_TIMEOUT_S,
+        "the bulk job under way",
+    )
+    quick = client.post("/v1/jobs", json={"text": "Me first, please.", "priority": "interactive"}).json()
+    assert client.get(f"/v1/jobs/{quick['id']}", params={"wait": 60}).json()["status"] == "succeeded"
+    assert client.get(f"/v1/jobs/{bulk['id']}").json()["status"] == "running", "the bulk job ended too soon"
+    assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
+    with worker.log_path.open() as log:
+        log.seek(before)
+        in_hand = bulk_in_hand_when_interactive_received(log.read())
+    producer = make_producer(settings)
+    try:
+        replies = producer.control.broadcast("batches", reply=True, arguments={"limit": 1000}, timeout=5)
+    finally:
+        producer.close()
+    records = [r for reply in replies or [] for stats in reply.values() for r in stats.get("recent", [])]
+    return in_hand, [r for r in records if any(t.startswith(bulk["id"]) for t in r["tags"])]
+
+
+def threads(settings: Settings) -> int:
+    return batch_plan(settings.worker, Device.CPU).concurrency
+
+
+def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(settings: Settings, tmp_path: Path) -> None:
+    """With the slot, the interactive job was taken while all ``concurrency`` task threads had bulk
+    segments in hand; bulk calls it stopped ran again (none failed)."""
+    own = settings.model_copy(
+        update={
+            "queue": f"slot-{uuid.uuid4().hex[:8]}",
+            "worker": settings.worker.model_copy(update={"interactive_slot": True, "preempt_bulk": True}),
+        }
+    )
+    worker = start_worker(own, tmp_path / "worker.log", "slot")
+    try:
+        with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
+            beside, bulk_records = interactive_beside_bulk(client, own, worker)
+    finally:
+        worker.stop()
+    assert worker.returncode == 0, "no warm shutdown: the slot's thread held the worker until SIGKILL"
+    assert beside == threads(own)
+    assert all(r["ok"] or r["stopped"] for r in bulk_records)
+    assert "interactive slot consuming" in (tmp_path / "worker.log").read_text()
+
+
+def test_without_the_slot_an_interactive_job_waits_for_a_task_thread(settings: Settings, tmp_path: Path) -> None:
+    """``TTSQ_WORKER__INTERACTIVE_SLOT=false``: the old behaviour, the interactive job took one of the
+    task threads' channel, which took it only with a thread free of bulk work."""
+    own = settings.model_copy(
+        update={
+            "queue": f"noslot-{uuid.uuid4().hex[:8]}",
+            "worker": settings.worker.model_copy(update={"interactive_slot": False}),
+        }
+    )
+    worker = start_worker(own, tmp_path / "worker.log", "noslot")
+    try:
+        with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
+            beside, _ = interactive_beside_bulk(client, own, worker)
+    finally:
+        worker.stop()
+    assert beside < threads(own)
+    assert "interactive slot" not in (tmp_path / "worker.log").read_text()
+
+
+def test_the_slot_reconnects_after_a_redis_restart(tmp_path: Path) -> None:
+    """Redis SIGKILLed and restarted on the same port and data: the slot's own connection is lost and
+    taken again by its own drain thread (its log says so), the worker lives, and interactive jobs
+    run after."""
+    with fault_stack(tmp_path, worker=WorkerSettings(interactive_slot=True)) as stack:
+        log_path = stack.log_path("worker")
+        assert log_path.read_text().count("interactive slot consuming") == 1
+        stack.redis_server.kill()
+        time.sleep(3)
+        stack.redis_server.start()
+        wait_until(lambda: log_path.read_text().count("interactive slot consuming") == 2, 60, "the slot reconnected")
+        with httpx.Client(base_url=stack.api_url, timeout=30) as api:
+            ids = [
+                api.post("/v1/jobs", json={"text": f"Back again, {n}.", "priority": "interactive"}).json()["id"]
+                for n in range(3)
+            ]
+        found = wait_terminal(stack.redis_client, ids, JOB_TIMEOUT_S)
+        alive = stack.alive()
+    assert all(alive.values()), alive
+    assert [r.status.value if r else None for r in found.values()] == ["succeeded"] * 3
+    assert "interactive slot lost its broker connection" in log_path.read_text()
