@@ -84,3 +84,11 @@ def test_a_worker_without_model_queues_or_without_their_home_queue() -> None:
     assert affinity_order(FIXED, [], frozenset({A})) == FIXED
     # An interactive-only worker reading bulk model queues would still read them, after its own.
     assert affinity_order(["tts.interactive", IA, A], [IA, A], frozenset()) == ["tts.interactive", IA, A]
+
+
+def test_models_only_other_workers_hold_come_last() -> None:
+    """Held here first, held by nobody next, held only by another live worker last (its holder
+    takes that work; this worker only when it has nothing else)."""
+    assert affinity_order([*FIXED, A, B, C], [A, B, C], frozenset({C}), frozenset({A})) == [*FIXED, C, B, A]
+    # Held here and elsewhere: here wins.
+    assert affinity_order([*FIXED, A, B], [A, B], frozenset({A}), frozenset({A, B})) == [*FIXED, A, B]

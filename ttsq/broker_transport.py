@@ -11,11 +11,11 @@ instead, it is what it is, a lost connection, and Celery reconnects as it does f
 
 It also orders the model queues (voice affinity, ``ttsq.constants.model_queue``) each time it asks
 Redis for work: each right after the fixed queue of its class (interactive ones after
-``<queue>.interactive``, bulk ones after ``<queue>.segments``), the queues of the models this process
-holds (:func:`prefer`) before the others, each group in turns (the queue that just gave a message
-goes last in its group). Redis ``BRPOP`` answers from the first non-empty list, so a worker takes its
-own models' work first and another model's only when none of its own waits, and interactive work of
-any model still before bulk work.
+``<queue>.interactive``, bulk ones after ``<queue>.segments``); the queues of the models this process
+holds (:func:`prefer`) first, those of models only other live workers hold (:func:`held_elsewhere`)
+last, each group in turns (the queue that just gave a message goes last in its group). Redis
+``BRPOP`` answers from the first non-empty list, so a worker takes its own models' work first,
+another worker's only when it has nothing else, and interactive work of any model before bulk.
 
 ``ttsq.broker.celery_config`` names it (:data:`ALIAS`) as the broker transport of every ttsq process;
 the URLs stay ``redis://`` ones.
@@ -43,6 +43,7 @@ def register() -> str:
 
 
 _preferred: frozenset[str] = frozenset()
+_elsewhere: frozenset[str] = frozenset()
 
 
 def prefer(queues: Iterable[str]) -> None:
@@ -50,6 +51,13 @@ def prefer(queues: Iterable[str]) -> None:
     models it holds); replaces the previous set."""
     global _preferred
     _preferred = frozenset(queues)
+
+
+def held_elsewhere(queues: Iterable[str]) -> None:
+    """The model queues of models other live workers hold (and this process does not): asked for
+    last, so their holders take that work and this process only when it has nothing else to do."""
+    global _elsewhere
+    _elsewhere = frozenset(queues)
 
 
 class AffinityCycle:
@@ -68,7 +76,7 @@ class AffinityCycle:
         self._turns = kept + [q for q in self.items if is_model_queue(q) and q not in kept]
 
     def consume(self, n: int) -> list[str]:
-        return affinity_order(self.items[:n], self._turns, _preferred)
+        return affinity_order(self.items[:n], self._turns, _preferred, _elsewhere)
 
     def rotate(self, last_used: str) -> None:
         if last_used in self._turns:
@@ -79,15 +87,20 @@ class AffinityCycle:
         pass
 
 
-def affinity_order(queues: list[str], turns: list[str], preferred: frozenset[str]) -> list[str]:
+def affinity_order(
+    queues: list[str], turns: list[str], preferred: frozenset[str], elsewhere: frozenset[str] = frozenset()
+) -> list[str]:
     """The fixed queues of ``queues`` in their order, each followed by the model queues read after it
-    (``model_queue_home``): in ``turns`` order, those in ``preferred`` first."""
+    (``model_queue_home``): in ``turns`` order, those in ``preferred`` first, those in ``elsewhere``
+    (and not in ``preferred``) last."""
     listed = set(queues)
+
+    def rank(name: str) -> int:
+        return 0 if name in preferred else 2 if name in elsewhere else 1
+
     groups: dict[str, list[str]] = {}
-    for held in (True, False):
-        for name in turns:
-            if name in listed and (name in preferred) is held:
-                groups.setdefault(model_queue_home(name), []).append(name)
+    for name in sorted((q for q in turns if q in listed), key=rank):  # stable: turns within a rank
+        groups.setdefault(model_queue_home(name), []).append(name)
     ordered: list[str] = []
     for name in queues:
         if not is_model_queue(name):

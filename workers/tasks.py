@@ -42,6 +42,7 @@ from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
 from workers.app import app
 from workers.exclusive import exclusive
+from workers.held_models import HeldModels
 from workers.leases import LeaseKeeper
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
@@ -128,6 +129,13 @@ def _consume_model_queues(instance: Any = None, **_: Any) -> None:
 _model_queues_read: list[str] = []
 
 
+@lru_cache
+def held_models() -> HeldModels:
+    """This process's exchange of held models with the other workers (voice affinity)."""
+    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    return HeldModels(client, _settings.queue, job_context().engine.models.loaded)
+
+
 @worker_ready.connect
 def _mark_ready(**_: Any) -> None:
     """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200.
@@ -140,10 +148,12 @@ def _mark_ready(**_: Any) -> None:
         log.warning("could not register the model queues this worker reads: %s", e)
     metrics.PROBES.ready.set()
     lease_keeper().start()
+    held_models().start()
 
 
 @worker_shutdown.connect
 def _stop_batcher(**_: Any) -> None:
+    held_models().stop()
     lease_keeper().stop()
     job_context().engine.close()
 
