@@ -247,6 +247,8 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         preload_voices=["a", "b"],
         metrics_port=9301,
         max_loaded_models=3,
+        interactive_slot=False,
+        preempt_bulk=False,
     )
     chosen = Settings(
         _env_file=None,
@@ -258,6 +260,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         voices_dir=Path("/srv/voices"),
         default_voice="en_US-other-medium",
         queue="narration",
+        model_affinity=False,
         max_text_chars=5000,
         job_ttl_s=3600,
         sentence_pause_s=0.4,

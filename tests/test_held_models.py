@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from ttsq import broker_transport
-from ttsq.constants import model_queue
-from workers.held_models import HELD_MODELS_KEY, STALE_S, HeldModels, others_models
+from ttsq.constants import HELD_MODELS_KEY, model_queue
+from workers.held_models import STALE_S, HeldModels, others_models
 
 
 def test_fresh_entries_of_others_count_and_stale_or_broken_ones_are_dropped() -> None:

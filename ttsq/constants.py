@@ -33,6 +33,9 @@ first, any other worker when it has nothing of its own."""
 MODEL_QUEUES_KEY: Final = f"{KEY_PREFIX}:model-queues"
 """Set of the model queues some synthesis worker reads (each adds its own at start): where the
 sweeper looks for waiting work besides the fixed queues."""
+HELD_MODELS_KEY: Final = f"{KEY_PREFIX}:held-models"
+"""Hash: each live synthesis worker's id to ``{"at": unix seconds, "models": [model keys]}``, the
+models it holds (``workers.held_models``)."""
 _QUEUE_NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"

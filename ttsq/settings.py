@@ -75,10 +75,10 @@ class WorkerSettings(BaseModel):
     """Most segments per inference call; default by provider (CPU 1, CUDA 8), see docs/PERFORMANCE.md."""
     max_wait_ms: float | None = Field(None, ge=0, le=1000)
     """How long the first item waits for company; default by provider (CPU 0, CUDA 10)."""
-    interactive_slot: bool = False
+    interactive_slot: bool = True
     """A task slot besides ``concurrency`` that takes only interactive messages (same process, same
     model), so an interactive job never waits for a task thread busy with bulk segments."""
-    preempt_bulk: bool = False
+    preempt_bulk: bool = True
     """Stop the bulk inference call running when interactive work arrives, and run it again after
     (each call at most once), so an interactive call never shares the cores with a bulk one."""
     preload_voices: list[str] = Field(default_factory=list)

@@ -22,12 +22,10 @@ from typing import Final, cast
 import redis
 
 from ttsq import broker_transport
-from ttsq.constants import KEY_PREFIX, model_queue
+from ttsq.constants import HELD_MODELS_KEY, model_queue
 
 log = logging.getLogger(__name__)
 
-HELD_MODELS_KEY: Final = f"{KEY_PREFIX}:held-models"
-"""Hash: worker id to ``{"at": unix seconds, "models": [model keys]}``."""
 INTERVAL_S: Final = 2.0
 """How often a worker writes its entry and reads the others'."""
 STALE_S: Final = 30.0
