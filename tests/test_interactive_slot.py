@@ -75,6 +75,10 @@ def interactive_beside_bulk(client: httpx.Client, settings: Settings, worker: Ma
     return in_hand, [r for r in records if any(t.startswith(bulk["id"]) for t in r["tags"])]
 
 
+SLOT_ROUNDS = 3
+"""Bulk-then-interactive rounds at most, until one shows the slot taking the interactive job."""
+
+
 def threads(settings: Settings) -> int:
     return batch_plan(settings.worker, Device.CPU).concurrency
 
@@ -89,14 +93,22 @@ def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(settings: Se
         }
     )
     worker = start_worker(own, tmp_path / "worker.log", "slot")
+    seen: list[int] = []
     try:
         with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
-            beside, bulk_records = interactive_beside_bulk(client, own, worker)
+            # The task threads take interactive work too: one that is between two bulk segments when
+            # the interactive message comes may take it first. Without the slot the count can never
+            # reach ``concurrency`` (the test below); with it, it does in one of a few rounds.
+            for _ in range(SLOT_ROUNDS):
+                beside, bulk_records = interactive_beside_bulk(client, own, worker)
+                assert all(r["ok"] or r["stopped"] for r in bulk_records)
+                seen.append(beside)
+                if beside == threads(own):
+                    break
     finally:
         worker.stop()
     assert worker.returncode == 0, "no warm shutdown: the slot's thread held the worker until SIGKILL"
-    assert beside == threads(own)
-    assert all(r["ok"] or r["stopped"] for r in bulk_records)
+    assert threads(own) in seen, seen
     assert "interactive slot consuming" in (tmp_path / "worker.log").read_text()
 
 
