@@ -13,11 +13,10 @@ import re
 import time
 from typing import Any, Final
 
-import httpx
 import numpy as np
 
 from bench import corpus
-from bench.peer import stream_text
+from bench.peer import speech_timing, stream_text
 from bench.stack import BenchStack
 
 VOICE: Final = "ja_JP-kokoro-jf_alpha"
@@ -31,21 +30,6 @@ def japanese_sentences() -> list[str]:
     """Sentences of the Japanese paragraphs corpus of about 50 characters."""
     sentences = (s for p in corpus.ja_paragraphs() for s in re.split(r"(?<=。)", p))
     return [s for s in sentences if SENTENCE_CHARS[0] <= len(s) <= SENTENCE_CHARS[1]]
-
-
-def _speech(url: str, voice: str, text: str) -> tuple[float, float, bytes]:
-    """First byte and last byte (s) of one WAV answer, and its bytes."""
-    body = {"model": "tts-1", "input": text, "voice": voice, "response_format": "wav"}
-    started = time.perf_counter()
-    first = None
-    data = bytearray()
-    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=300) as response:
-        response.raise_for_status()
-        for chunk in response.iter_bytes():
-            first = first or time.perf_counter()
-            data += chunk
-    assert first is not None
-    return first - started, time.perf_counter() - started, bytes(data)
 
 
 def _direct(text: str) -> tuple[float, float]:
@@ -66,13 +50,13 @@ def first_audio(stack: BenchStack, quick: bool) -> dict[str, Any]:
     stack.start_workers(1, preload_voices=[VOICE])
     sentences = japanese_sentences()[: 4 if quick else 10]
     english = stream_text()
-    _speech(stack.url, VOICE, sentences[0])  # warm-up: the API, the worker's G2P
+    speech_timing(stack.url, VOICE, sentences[0])  # warm-up: the API, the worker's G2P
     _direct(sentences[0])  # warm-up: the in-process model
-    ja_first = [_speech(stack.url, VOICE, s)[0] for s in sentences]
-    en_first = [_speech(stack.url, "alloy", english)[0] for _ in range(3 if quick else 8)]
+    ja_first = [speech_timing(stack.url, VOICE, s)[0] for s in sentences]
+    en_first = [speech_timing(stack.url, "alloy", english)[0] for _ in range(3 if quick else 8)]
     ours_wall = ours_audio = own_wall = own_audio = 0.0
     for text in sentences:
-        _, wall, data = _speech(stack.url, VOICE, text)
+        _, wall, data = speech_timing(stack.url, VOICE, text)
         ours_wall, ours_audio = ours_wall + wall, ours_audio + (len(data) - 44) / 2 / 24000
         wall, audio = _direct(text)
         own_wall, own_audio = own_wall + wall, own_audio + audio

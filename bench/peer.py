@@ -212,23 +212,26 @@ def stream_text(limit: int = STREAM_CHARS) -> str:
     return text[: text.rfind(". ") + 1] or text
 
 
-def time_to_first_byte(url: str, text: str) -> dict[str, float]:
-    """The speech endpoint streaming a long text: first chunk and last chunk, in ms."""
-    body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav"}
+def speech_timing(url: str, voice: str, text: str) -> tuple[float, float, bytes]:
+    """First byte and last byte (s) of one WAV answer of the speech endpoint, and its bytes."""
+    body = {"model": "tts-1", "input": text, "voice": voice, "response_format": "wav"}
     started = time.perf_counter()
     first = None
     data = bytearray()
     with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=300) as response:
         response.raise_for_status()
         for chunk in response.iter_bytes():
-            if first is None:
-                first = time.perf_counter()
+            first = first or time.perf_counter()
             data += chunk
-    last = time.perf_counter()
     assert first is not None
-    return {"characters": len(text), "first_byte_ms": 1000 * (first - started),
-            "last_byte_ms": 1000 * (last - started), "bytes": len(data),
-            "audio_s": wav_audio_s(bytes(data))}  # fmt: skip
+    return first - started, time.perf_counter() - started, bytes(data)
+
+
+def time_to_first_byte(url: str, text: str) -> dict[str, float]:
+    """The speech endpoint streaming a long text: first chunk and last chunk, in ms."""
+    first, last, data = speech_timing(url, "alloy", text)
+    return {"characters": len(text), "first_byte_ms": 1000 * first, "last_byte_ms": 1000 * last,
+            "bytes": len(data), "audio_s": wav_audio_s(data)}  # fmt: skip
 
 
 def stages(stack: BenchStack, texts: list[str]) -> dict[str, float]:
