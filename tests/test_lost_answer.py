@@ -10,9 +10,11 @@ write names nothing.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +27,8 @@ from api.idempotency import Claimed, IdempotencyStore
 from api.main import create_app
 from cli.embedded import RedisService
 from cli.processes import ManagedProcess
-from tests.conftest import serve, start_worker, wait_for, wait_for_job
+from narration.client import TTSQClient
+from tests.conftest import idempotency_claim, serve, start_worker, wait_for, wait_for_job
 from tests.redis_proxy import RedisProxy
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import job_key
@@ -51,6 +54,7 @@ class LossyStack:
     client: httpx.Client
     redis: redis.Redis
     sweeper: Sweeper
+    url: str
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +83,7 @@ def lossy(own_settings: Settings, redis_service: RedisService, own_worker: Manag
     proxied = own_settings.model_copy(update={"redis_url": proxy.url(DATABASE)})
     try:
         with serve(create_app(proxied)) as url, httpx.Client(base_url=url, timeout=60) as http:
-            yield LossyStack(proxy, http, client, sweeper)
+            yield LossyStack(proxy, http, client, sweeper, url)
     finally:
         proxy.stop()
         client.flushdb()
@@ -116,6 +120,30 @@ def lose_answer(lossy: LossyStack, route: str, body: dict[str, Any], marker: str
         lossy.proxy.restore()
     assert lossy.proxy.cut.is_set(), "the write never went through the proxy"
     return response
+
+
+class _RestoreOnOutage(logging.Handler):
+    """Brings Redis back as the API answers its 503: an event, not a guess at how long that takes."""
+
+    def __init__(self, proxy: RedisProxy) -> None:
+        super().__init__()
+        self.proxy = proxy
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "store_unavailable" in record.getMessage():
+            self.proxy.restore()
+
+
+@contextmanager
+def back_after_the_503(proxy: RedisProxy) -> Iterator[None]:
+    handler = _RestoreOnOutage(proxy)
+    logger = logging.getLogger("api.errors")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        proxy.restore()
 
 
 def sweep_until_requeued(sweeper: Sweeper, job_ids: set[str]) -> None:
@@ -155,6 +183,24 @@ def test_a_job_whose_answer_was_lost_is_named_exists_completes_and_is_not_made_t
     sweep_until_requeued(lossy.sweeper, {job_id})
     assert wait_for_job(lossy.client, job_id)["status"] == "succeeded"
     assert stored_copies(lossy.redis, text) == 1
+
+
+@pytest.mark.usefixtures("quick_claims")
+def test_ttsqs_own_client_retries_a_lost_answer_with_its_key_and_gets_the_one_job(lossy: LossyStack) -> None:
+    """``ttsq say``'s client: its submit is answered 503 naming the job; it repeats the request with
+    the same key (after ``Retry-After``, through ``idempotency_in_flight``) and is given that job."""
+    text = f"My own client lost this answer, {uuid.uuid4().hex[:8]}."
+    lossy.proxy.cut_after(text.encode())
+    with back_after_the_503(lossy.proxy), TTSQClient(lossy.url) as client:
+        job = client.submit(text, format="wav")
+    assert lossy.proxy.cut.is_set()
+    assert stored_copies(lossy.redis, text) == 1
+    assert lossy.redis.get(job_key(job["id"]) + ":text") == text.encode()
+    claim = idempotency_claim(lossy.redis, job["id"])
+    assert claim is not None
+    assert claim["job_id"] == job["id"]
+    sweep_until_requeued(lossy.sweeper, {job["id"]})
+    assert wait_for_job(lossy.client, job["id"])["status"] == "succeeded"
 
 
 @pytest.mark.usefixtures("quick_claims")
