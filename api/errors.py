@@ -58,8 +58,8 @@ OUTAGE_MESSAGES: Final[Mapping[str, str]] = {
 """What a client is told with a 503, whatever the exception said (an outage's words may name hosts)."""
 OUTAGE_MESSAGE: Final = "a service ttsq depends on is unavailable; retry shortly"
 UNCONFIRMED_NOTE: Final = (
-    "; the {kind} may have been stored before the outage: GET its Location (404 if it was not), "
-    "or repeat the request with the same Idempotency-Key"
+    "; the {kind} may have been stored before the outage: GET its Location (404 if it was not); "
+    "a repeat with the same Idempotency-Key answers with it if it was"
 )
 """Added to an outage's message when the submission's write may have been applied."""
 INTERNAL_MESSAGE: Final = "internal error; the server's log has the details"
