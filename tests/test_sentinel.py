@@ -21,6 +21,7 @@ import pytest
 import redis
 from kombu import Connection
 from pydantic import ValidationError
+from redis.sentinel import MasterNotFoundError
 
 from api.main import create_app
 from cli.commands import beat_argv, webhook_worker_argv
@@ -31,7 +32,7 @@ from tests.conftest import serve, stop_all, wait_for_job
 from tests.sentinel_support import SentinelCluster, sentinel_cluster
 from ttsq import broker_transport
 from ttsq.broker import celery_config, make_producer
-from ttsq.redis_clients import async_redis_client, redis_client
+from ttsq.redis_clients import async_redis_client, redis_client, redis_outage
 from ttsq.settings import SentinelSettings, Settings, settings_env
 from ttsq.stores import Stores
 
@@ -115,6 +116,21 @@ def test_a_switch_to_the_next_sentinel_keeps_ttsqs_transport() -> None:
         connection.release()
 
 
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [
+        (redis.ConnectionError("Connection refused"), True),
+        (MasterNotFoundError("No master found for 'ttsq'"), True),
+        (redis.ReadOnlyError("You can't write against a read only replica."), True),
+        (redis.ResponseError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), True),
+        (redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), False),
+        (redis.ResponseError("ERR Error running script: attempt to compare nil with number"), False),
+    ],
+)
+def test_outages_are_told_from_wrong_calls(error: redis.RedisError, outage: bool) -> None:
+    assert redis_outage(error) is outage
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SentinelCluster]:
     with sentinel_cluster(tmp_path / "redis") as started:
@@ -144,6 +160,10 @@ def test_clients_and_broker_follow_the_master_through_a_failover(cluster: Sentin
                 assert unexpected == [], "a call failed otherwise than as a lost connection"
         assert client.get("written-before") == b"1"
         assert client.role()[0] == b"master"
+        client.config_set("min-replicas-to-write", 1)  # the operator's lever; its replica is dead
+        with pytest.raises(redis.ResponseError) as refused:
+            client.set("written-after", 1)
+        assert redis_outage(refused.value), f"{refused.value} taken for a wrong call, not an outage"
     finally:
         producer.close()
         stores.close()

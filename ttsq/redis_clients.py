@@ -25,6 +25,10 @@ from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ttsq.settings import SentinelSettings, Settings
 
+REFUSALS_OF_A_MASTER_IN_TROUBLE: Final = ("NOREPLICAS", "MASTERDOWN")
+"""Error replies that say Redis cannot take the call now, whatever it is: a master short of replicas
+(``min-replicas-to-write``) and a replica cut off from its master (``replica-serve-stale-data no``)."""
+
 SENTINEL_QUERY_TIMEOUT_S: Final = 2.0
 """Longest wait for one sentinel's answer (it answers at once from memory); a sentinel that does not
 is skipped for the next, so a dead one costs one such wait per new connection, not a hang."""
@@ -84,6 +88,15 @@ def async_redis_client(
         _master_name(sentinel), redis_class=AsyncSentinelRedis, **_master_kwargs(sentinel)
     )
     return client
+
+
+def redis_outage(error: redis.RedisError) -> bool:
+    """Whether ``error`` means Redis cannot serve for now (an outage, retried) rather than that the call
+    was wrong: a lost connection or a timeout (no master elected among them), a demoted master's
+    ``READONLY``, or :data:`REFUSALS_OF_A_MASTER_IN_TROUBLE`."""
+    if isinstance(error, redis.ConnectionError | redis.TimeoutError | redis.ReadOnlyError):
+        return True
+    return isinstance(error, redis.ResponseError) and str(error).startswith(REFUSALS_OF_A_MASTER_IN_TROUBLE)
 
 
 def redis_location(settings: Settings) -> str:

@@ -37,7 +37,7 @@ from ttsq.constants import (
     segment_queue,
 )
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
-from ttsq.redis_clients import redis_client
+from ttsq.redis_clients import redis_client, redis_outage
 from ttsq.settings import get_settings
 from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
@@ -192,7 +192,9 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
     except StepSuperseded as e:
         log.warning("%s; this late delivery stops and leaves the step to it", e)
-    except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as e:  # read-only: a demoted master
+    except redis.RedisError as e:
+        if not redis_outage(e):
+            raise
         raise StoreUnavailable(f"Redis unreachable: {e}") from e
     except TransientError:
         raise
