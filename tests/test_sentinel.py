@@ -30,6 +30,7 @@ from cli.processes import ManagedProcess, free_port
 from cli.workerpool import start_local_worker, wait_for_node
 from tests.conftest import serve, stop_all, wait_for_job
 from tests.sentinel_support import SentinelCluster, sentinel_cluster
+from tests.test_broker_transport import USES, closed_channel
 from ttsq import broker_transport
 from ttsq.broker import celery_config, make_producer
 from ttsq.redis_clients import async_redis_client, redis_client, redis_outage
@@ -204,6 +205,23 @@ def _calls_until_promoted(client: redis.Redis, cluster: SentinelCluster) -> list
         done.set()
         caller.join(30)
     return unexpected
+
+
+def test_a_sentinel_channel_keeps_ttsqs_behaviour(cluster: SentinelCluster) -> None:
+    """Over Sentinel too, a channel of a closed connection fails as a lost connection (which Celery
+    retries; kombu's own raised an AttributeError that stopped workers), and model queues are asked
+    for in affinity order (tests/test_broker_transport.py has both for plain Redis)."""
+    producer = make_producer(Settings(_env_file=None, redis_sentinel=cluster.settings()))
+    try:
+        for use in USES.values():
+            connection = producer.connection_for_write()
+            assert isinstance(connection.transport, broker_transport.SentinelTransport)
+            channel = closed_channel(connection)
+            assert isinstance(channel._queue_cycle, broker_transport.AffinityCycle)
+            with pytest.raises(redis.ConnectionError, match="was closed"):
+                use(channel)
+    finally:
+        producer.close()
 
 
 # The whole stack through a failover.
