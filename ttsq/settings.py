@@ -112,8 +112,12 @@ class SentinelSettings(BaseModel):
         if self.master and not self.hosts:
             raise ValueError(f"{SENTINEL_ENV}MASTER is set without {SENTINEL_ENV}HOSTS (the sentinels' addresses)")
         if not self.hosts:  # values, not fields set: children get every field (settings_env), defaults too
-            chosen = {"password": self.password is not None, "sentinel_password": self.sentinel_password is not None}
-            given = [name for name, is_set in (chosen | {"db": self.db != 0}).items() if is_set]
+            chosen = {
+                "password": self.password is not None,
+                "sentinel_password": self.sentinel_password is not None,
+                "db": self.db != 0,
+            }
+            given = [name for name, is_set in chosen.items() if is_set]
             if given:
                 names = ", ".join(f"{SENTINEL_ENV}{name.upper()}" for name in given)
                 raise ValueError(f"{names} set without {SENTINEL_ENV}HOSTS and {SENTINEL_ENV}MASTER")
