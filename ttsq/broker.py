@@ -108,8 +108,8 @@ def transport_options(settings: Settings, visibility_timeout_s: int, unacked_pre
     message under its keys once it is older than its own timeout). With Sentinel, also the master's
     name and how to ask the sentinels."""
     sentinel = settings.redis_sentinel
-    found = {"master_name": sentinel.master, "sentinel_kwargs": sentinel_kwargs(sentinel)} if sentinel.enabled else {}
-    return found | {
+    master = {"master_name": sentinel.master, "sentinel_kwargs": sentinel_kwargs(sentinel)} if sentinel.enabled else {}
+    return master | {
         "visibility_timeout": visibility_timeout_s,
         "unacked_key": unacked_prefix,
         "unacked_index_key": f"{unacked_prefix}_index",
