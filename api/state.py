@@ -53,7 +53,7 @@ class AppState:
             stores=stores,
             catalog=catalog,
             producer=make_producer(settings),
-            hub=EventHub(settings.redis_url),
+            hub=EventHub(settings),
             metrics=metrics,
             idempotency=IdempotencyStore(stores.redis, settings.idempotency_ttl_s),
         )

@@ -15,15 +15,21 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Final
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from ttsq.constants import JOB_EVENTS_PATTERN, job_events_channel
 from ttsq.events import EventKind, JobEvent, parse_event
+from ttsq.redis_clients import async_redis_client
+from ttsq.settings import Settings
 
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY_S: Final = 1.0
+
+HUB_CONNECT_TIMEOUT_S: Final = 2.0
+HUB_HEALTH_CHECK_INTERVAL_S: Final = 15
+"""The subscription waits without a read timeout (it is quiet while nothing happens); a connection idle
+this long is checked with a PING before use, so a dead one is noticed and replaced."""
 
 RESYNC_S: Final = 30.0
 """A waiter re-reads its job at least this often, even if no event came (a lost message costs a
@@ -59,8 +65,10 @@ class Subscription:
 class EventHub:
     """Fans job events out from Redis to this process's waiters."""
 
-    def __init__(self, redis_url: str) -> None:
-        self._client = aioredis.Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=15)
+    def __init__(self, settings: Settings) -> None:
+        self._client = async_redis_client(
+            settings, None, HUB_CONNECT_TIMEOUT_S, health_check_interval=HUB_HEALTH_CHECK_INTERVAL_S
+        )
         self._waiters: dict[str, set[Subscription]] = {}
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()

@@ -40,10 +40,13 @@ from cli.supervisor import Supervisor
 from cli.workerpool import default_worker
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, WYOMING_PORT
 from ttsq.errors import ServiceError
+from ttsq.redis_clients import redis_client, redis_location
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, Settings, settings_env
 from ttsq.storage import ObjectStore
 
 READY_TIMEOUT_S = 180.0
+OWN_REDIS_TIMEOUT_S = 2.0
+"""How long the check of an operator's Redis waits to connect and for its answer."""
 
 
 class DevError(Exception):
@@ -105,12 +108,13 @@ class DevStack:
             self._wait(ready, process.name)
 
     def _own_redis(self) -> None:
-        if "redis_url" in self.settings.model_fields_set:
-            client = redis.Redis.from_url(self.settings.redis_url, socket_connect_timeout=2)
+        """Redis of the settings where they name one (a URL, or sentinels), else a private one."""
+        if self.settings.redis_sentinel.enabled or "redis_url" in self.settings.model_fields_set:
+            client = redis_client(self.settings, OWN_REDIS_TIMEOUT_S, OWN_REDIS_TIMEOUT_S)
             try:
                 client.ping()
             except redis.RedisError as e:
-                raise DevError(f"TTSQ_REDIS_URL={self.settings.redis_url} does not answer: {e}") from e
+                raise DevError(f"Redis at {redis_location(self.settings)} does not answer: {e}") from e
             finally:
                 client.close()
             return
@@ -234,7 +238,7 @@ ttsq is ready.
   Flower     http://{LOOPBACK}:{ports.flower}
   Wyoming    {wyoming_uri(ports)}   (Home Assistant: Wyoming Protocol, host {LOOPBACK}, port {ports.wyoming})
   Metrics    {api}/metrics (API, queues, jobs)   http://{LOOPBACK}:{ports.worker_metrics}/metrics (worker)
-  Redis      {settings.redis_url}
+  Redis      {redis_location(settings)}
   S3         {settings.s3.endpoint_url}
   Webhooks   signed with {secret}; {receivers}
              a local receiver: {listen}

@@ -20,7 +20,7 @@ from tts_core.device import Device
 from tts_core.errors import InvalidOption, VoiceLoadError, VoiceNotFound
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.secrets_check import normalise, weakness
-from ttsq.settings import S3Settings, Settings, WorkerSettings, settings_env
+from ttsq.settings import S3Settings, SentinelSettings, Settings, WorkerSettings, settings_env
 from ttsq.tenants import Limits
 
 
@@ -255,6 +255,13 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         environment="production",
         log_format="json",
         redis_url="redis://:9d4e1f7a2b8c6e0d3a5f@redis.internal:6380/2",
+        redis_sentinel=SentinelSettings(
+            hosts=["sentinel-0:26379", "sentinel-1:26380"],
+            master="ttsq",
+            password=SecretStr("4f8a1c6e9b2d7f3a5c0e"),
+            sentinel_password=SecretStr("b7e2a9c4f1d8e3b6a0c5"),
+            db=3,
+        ),
         s3=s3,
         worker=worker,
         voices_dir=Path("/srv/voices"),

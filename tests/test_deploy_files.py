@@ -458,3 +458,33 @@ def test_grafana_is_provisioned_with_the_dashboard(compose: dict[str, Any]) -> N
     source = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"][0]
     assert source["url"] == "http://prometheus:9090"
     assert "GF_SECURITY_ADMIN_PASSWORD" in grafana["environment"]
+
+
+SENTINEL_EXAMPLE = re.compile(r"^  # (TTSQ_REDIS_SENTINEL__\w+: .*)$", re.MULTILINE)
+"""A line of the commented Sentinel example in ``x-ttsq-env``."""
+
+
+def test_commented_sentinel_example_builds_valid_production_settings(compose: dict[str, Any]) -> None:
+    """Uncommented as it says, the Sentinel example gives every ttsq service production settings that
+    find Redis through the sentinels, and compose refuses to start without the passwords."""
+    lines = SENTINEL_EXAMPLE.findall((ROOT / "docker-compose.yml").read_text())
+    example: dict[str, str] = yaml.safe_load("\n".join(lines))
+    assert set(example) == {
+        f"TTSQ_REDIS_SENTINEL__{name}" for name in ("HOSTS", "MASTER", "PASSWORD", "SENTINEL_PASSWORD")
+    }
+    operator = {**OPERATOR_ENV, "REDIS_SENTINEL_PASSWORD": "Hs7d2Kq9Lm4Xw8Rz"}
+    for variable in ("REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD"):
+        without = {key: value for key, value in operator.items() if key != variable}
+        with pytest.raises(MissingVariable):
+            service_env({"environment": example}, without)
+    for name in TTSQ_SERVICES:
+        env = {**service_env(services(compose)[name], operator), **service_env({"environment": example}, operator)}
+        with pytest.MonkeyPatch.context() as patch:
+            for key in [key for key in os.environ if key.startswith("TTSQ_")]:
+                patch.delenv(key)
+            for key, value in env.items():
+                if key.startswith("TTSQ_"):
+                    patch.setenv(key, value)
+            settings = Settings(_env_file=None)
+        assert settings.redis_sentinel.enabled, name
+        assert settings.redis_sentinel.addresses[0] == ("sentinel-0", 26379), name

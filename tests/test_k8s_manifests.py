@@ -692,3 +692,53 @@ def test_same_redis_can_fail() -> None:
     assert same_redis("redis://redis:6379/0", "redis.ttsq.svc.cluster.local:6379", "ttsq")
     assert not same_redis("redis://redis:6379/0", "redis.other.svc.cluster.local:6379", "ttsq")
     assert not same_redis("redis://redis.example.com:6380/0", "redis.example.com:6379", "ttsq")
+
+
+# --- Redis run by Sentinel ----------------------------------------------------------------------
+
+SENTINEL_PATCH = "redis-sentinel.yaml"
+
+
+def sentinel_production(root: Path) -> tuple[Manifest, ...]:
+    """The production overlay switched to Sentinel as its kustomization's comments say: the Sentinel
+    patch in place of the URL one, the ``TTSQ_REDIS_SENTINEL__*`` literals uncommented (rendered from
+    a copy of deploy/k8s under ``root``)."""
+    shutil.copytree(K8S, root / "k8s")
+    kustomization = root / "k8s" / PRODUCTION / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "  - path: redis-url-from-secret.yaml\n" in text
+    text = text.replace("  - path: redis-url-from-secret.yaml\n", f"  - path: {SENTINEL_PATCH}\n")
+    text, uncommented = re.subn(r"^(\s*)# (- TTSQ_REDIS_SENTINEL__\w+=)", r"\1\2", text, flags=re.MULTILINE)
+    assert uncommented == 2, "the kustomization shows TTSQ_REDIS_SENTINEL__HOSTS and __MASTER, commented"
+    kustomization.write_text(text)
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(kustomization.parent)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, f"kubectl kustomize (Sentinel): {result.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def test_production_switches_to_sentinel_as_documented(tmp_path: Path) -> None:
+    """Every ttsq container then finds Redis through the sentinels, with the Secret's REDIS_PASSWORD
+    (no TTSQ_REDIS_URL left, none needed in the Secret), and passes the production checks."""
+    objects = sentinel_production(tmp_path)
+    secret = {key: value for key, value in OPERATOR_SECRET.items() if key != "TTSQ_REDIS_URL"}
+    names = set()
+    for name, container in ttsq_containers(objects):
+        names.add(name)
+        entries = {entry["name"]: entry for entry in container.get("env", [])}
+        assert "TTSQ_REDIS_URL" not in entries, name
+        ref = entries["TTSQ_REDIS_SENTINEL__PASSWORD"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": SECRET, "key": "REDIS_PASSWORD"}, name
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in container_env(container, objects, secret).items():
+                if key.startswith("TTSQ_") and value is not None:
+                    patch.setenv(key, value)
+            settings = Settings(_env_file=None)
+        assert settings.environment == "production", name
+        assert settings.redis_sentinel.enabled, name
+        assert settings.redis_sentinel.password is not None, name
+        assert settings.redis_sentinel.password.get_secret_value() == OPERATOR_SECRET["REDIS_PASSWORD"], name
+    assert names == {obj["metadata"]["name"] for obj in of_kind(objects, "Deployment")}
+    for obj in of_kind(objects, "Deployment"):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)

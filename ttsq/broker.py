@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, cast
+from urllib.parse import quote
 
 import redis
 from celery import Celery
@@ -34,6 +35,7 @@ from ttsq.constants import (
 )
 from ttsq.errors import QueueUnavailable
 from ttsq.jobs import Priority
+from ttsq.redis_clients import sentinel_kwargs
 from ttsq.settings import Settings
 
 ENQUEUED_AT_HEADER: Final = "ttsq_enqueued_at"
@@ -46,18 +48,20 @@ BROKER_CONNECT_TIMEOUT_S = 2
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings (lowercase names) for every ttsq process, each with its reason."""
+    sentinel = settings.redis_sentinel.enabled
     return {
-        "broker_url": settings.redis_url,
-        # kombu's Redis transport, except that a channel of a closed connection fails as a lost
-        # connection (which Celery retries) instead of an AttributeError (which stopped workers for
-        # good after a Redis restart): see ttsq.broker_transport.
-        "broker_transport": broker_transport.register(),
+        "broker_url": broker_url(settings),
+        # kombu's Redis transport (its Sentinel transport, with sentinels), except that a channel of a
+        # closed connection fails as a lost connection (which Celery retries) instead of an
+        # AttributeError (which stopped workers for good after a Redis restart), and that model queues
+        # are asked for in voice-affinity order: see ttsq.broker_transport.
+        "broker_transport": broker_transport.register_sentinel() if sentinel else broker_transport.register(),
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": BROKER_CONNECT_TIMEOUT_S,
         # Redis redelivers an unacknowledged task after the visibility timeout. It is short, so a dead
         # worker's steps come back within minutes; a live worker renews the messages it holds
         # (workers.leases), so a long step never runs twice.
-        "broker_transport_options": transport_options(settings.visibility_timeout_s),
+        "broker_transport_options": transport_options(settings, settings.visibility_timeout_s),
         # Publishing fails fast rather than blocking an API request or a worker thread for long;
         # a worker step that cannot publish is retried by Celery as a whole (ttsq.errors.QueueUnavailable).
         "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.2},
@@ -86,11 +90,26 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def transport_options(visibility_timeout_s: int, unacked_prefix: str = "unacked") -> dict[str, Any]:
+def broker_url(settings: Settings) -> str:
+    """``redis_url``, or with Sentinel every sentinel as kombu's ``sentinel://`` URL, joined by ``;``,
+    each carrying the master's password and database (kombu takes them from whichever URL it is on)."""
+    sentinel = settings.redis_sentinel
+    if not sentinel.enabled:
+        return settings.redis_url
+    password = sentinel.password.get_secret_value() if sentinel.password is not None else ""
+    auth = f":{quote(password, safe='')}@" if password else ""
+    netlocs = (f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in sentinel.addresses)
+    return ";".join(f"sentinel://{auth}{netloc}/{sentinel.db}" for netloc in netlocs)
+
+
+def transport_options(settings: Settings, visibility_timeout_s: int, unacked_prefix: str = "unacked") -> dict[str, Any]:
     """kombu's Redis transport options; ``unacked_prefix`` names the keys where held messages wait
     (an app with another visibility timeout needs keys of its own: any consumer restores any
-    message under its keys once it is older than its own timeout)."""
-    return {
+    message under its keys once it is older than its own timeout). With Sentinel, also the master's
+    name and how to ask the sentinels."""
+    sentinel = settings.redis_sentinel
+    master = {"master_name": sentinel.master, "sentinel_kwargs": sentinel_kwargs(sentinel)} if sentinel.enabled else {}
+    return master | {
         "visibility_timeout": visibility_timeout_s,
         "unacked_key": unacked_prefix,
         "unacked_index_key": f"{unacked_prefix}_index",

@@ -18,7 +18,9 @@ last, each group in turns (the queue that just gave a message goes last in its g
 another worker's only when it has nothing else, and interactive work of any model before bulk.
 
 ``ttsq.broker.celery_config`` names it (:data:`ALIAS`) as the broker transport of every ttsq process;
-the URLs stay ``redis://`` ones.
+the URLs stay ``redis://`` ones. With Redis run by Sentinel it names :class:`SentinelTransport`
+instead, kombu's Sentinel transport with the same channel behaviour, under kombu's own ``sentinel``
+alias (:func:`register_sentinel` says why).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
+import kombu.transport
 import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
@@ -40,6 +43,25 @@ def register() -> str:
     """Make :data:`ALIAS` name :class:`Transport` for kombu in this process; returns the alias."""
     TRANSPORT_ALIASES.setdefault(ALIAS, f"{__name__}:Transport")
     return ALIAS
+
+
+SENTINEL_ALIAS: Final = "sentinel"
+"""kombu's alias and URL scheme of its Sentinel transport, which :func:`register_sentinel` takes over."""
+
+
+def register_sentinel() -> str:
+    """Make kombu's ``sentinel`` alias name :class:`SentinelTransport` in this process; returns it.
+
+    Not an alias of its own, as :func:`register` has: a Sentinel broker URL lists every sentinel
+    (``sentinel://a:26379;sentinel://b:26379``), and when a connection fails kombu moves on to the
+    next one and takes the transport from that URL's scheme (``Connection.switch``). Under an alias
+    of ttsq's the first failover would bring back kombu's own transport, without the fix and the
+    queue order above; with the scheme itself naming this transport, every switch keeps it.
+    """
+    TRANSPORT_ALIASES[SENTINEL_ALIAS] = f"{__name__}:SentinelTransport"
+    # Resolved earlier in this process (kombu caches it): resolve it again. Not in kombu's stubs.
+    kombu.transport._transport_cache.pop(SENTINEL_ALIAS, None)  # type: ignore[attr-defined]
+    return SENTINEL_ALIAS
 
 
 _preferred: frozenset[str] = frozenset()
@@ -128,3 +150,14 @@ class Transport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`Channel`."""
 
     Channel = Channel
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """:class:`Channel`'s behaviour over kombu's Sentinel channel, which asks the sentinels for the
+    master before each new connection (so, after a failover, reaches the new one)."""
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Redis Sentinel transport with :class:`SentinelChannel`."""
+
+    Channel = SentinelChannel

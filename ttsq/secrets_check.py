@@ -8,7 +8,7 @@ log line or validation error echoes a secret.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
@@ -82,6 +82,29 @@ def redis_url_problem(setting: str, url: str) -> str | None:
     return secret_problem(f"the password in {setting}", unquote(parts.password))
 
 
+class SentinelSecrets(NamedTuple):
+    """The passwords of a Redis run by Sentinel (``TTSQ_REDIS_SENTINEL__*``)."""
+
+    password: SecretStr | None
+    sentinel_password: SecretStr | None
+
+
+def sentinel_problems(secrets: SentinelSecrets) -> list[str]:
+    """The master and replicas must require a real password; the sentinels' own, where set, must be
+    real too (sentinels without one are the operator's choice: they hold no data)."""
+    setting = "TTSQ_REDIS_SENTINEL__PASSWORD"
+    problems = []
+    if secrets.password is None or not secrets.password.get_secret_value().strip():
+        problems.append(f"{setting} is not set; the Redis master and its replicas need a password")
+    elif problem := secret_problem(setting, secrets.password.get_secret_value()):
+        problems.append(problem)
+    if secrets.sentinel_password is not None:
+        value = secrets.sentinel_password.get_secret_value()
+        if problem := secret_problem("TTSQ_REDIS_SENTINEL__SENTINEL_PASSWORD", value):
+            problems.append(problem)
+    return problems
+
+
 def s3_problems(access_key_id: str | None, secret_access_key: SecretStr | None) -> list[str]:
     """Both keys or neither (boto3 then finds credentials itself: instance roles, ``AWS_*``)."""
     has_id = bool(access_key_id and access_key_id.strip())
@@ -112,14 +135,20 @@ def webhook_problems(webhook_secret: SecretStr | None) -> list[str]:
 def production_problems(
     *,
     redis_url: str,
+    sentinel: SentinelSecrets | None = None,
     s3_access_key_id: str | None,
     s3_secret_access_key: SecretStr | None,
     webhook_secret: SecretStr | None,
 ) -> list[str]:
-    """Everything that keeps these secrets from serving in production, one sentence each."""
-    redis = redis_url_problem("TTSQ_REDIS_URL", redis_url)
+    """Everything that keeps these secrets from serving in production, one sentence each. With
+    ``sentinel`` (Redis run by Sentinel) its passwords are judged, not ``redis_url``, which is unused."""
+    if sentinel is not None:
+        redis = sentinel_problems(sentinel)
+    else:
+        problem = redis_url_problem("TTSQ_REDIS_URL", redis_url)
+        redis = [problem] if problem else []
     return [
-        *([redis] if redis else []),
+        *redis,
         *s3_problems(s3_access_key_id, s3_secret_access_key),
         *webhook_problems(webhook_secret),
     ]

@@ -9,16 +9,16 @@ import json
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Literal, Self
+from typing import Annotated, Final, Literal, Self
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
 from tts_core.device import Device
 from ttsq.constants import DEFAULT_QUEUE
-from ttsq.secrets_check import production_problems
+from ttsq.secrets_check import SentinelSecrets, production_problems
 from ttsq.tenants import Limits
 from ttsq.webhook_signing import parse_secrets
 
@@ -59,6 +59,84 @@ class S3Settings(BaseModel):
     presign_ttl_s: int = Field(3600, ge=1, le=7 * 24 * 3600)
     create_bucket: bool = False
     """Create the bucket at start-up if missing (development)."""
+
+
+DEFAULT_SENTINEL_PORT: Final = 26379
+"""Where a sentinel listens when its address names no port (Redis's own default)."""
+
+
+class SentinelSettings(BaseModel):
+    """Redis run by Sentinel: every process asks the sentinels where the master is and follows it
+    when they fail over. ``hosts`` and ``master`` together replace ``redis_url``."""
+
+    hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """The sentinels, ``host:port`` (port 26379 where left out), comma-separated or as a JSON list."""
+    master: str | None = None
+    """The name the sentinels monitor the master by (``sentinel monitor <name> ...``)."""
+    password: SecretStr | None = None
+    """Password of the Redis master and its replicas (their ``requirepass``)."""
+    sentinel_password: SecretStr | None = None
+    """Password of the sentinels themselves, where they require one."""
+    db: int = Field(0, ge=0)
+    """Redis database number on the master."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.hosts)
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """The sentinels as ``(host, port)`` pairs."""
+        return [sentinel_address(host) for host in self.hosts]
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            if value.strip().startswith("["):
+                return json.loads(value)  # as settings_env writes a list
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("hosts")
+    @classmethod
+    def _check_hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            sentinel_address(host)  # raises, naming the entry
+        return hosts
+
+    @model_validator(mode="after")
+    def _check_complete(self) -> Self:
+        if self.hosts and not self.master:
+            raise ValueError(f"{SENTINEL_ENV}HOSTS is set without {SENTINEL_ENV}MASTER (the monitored master's name)")
+        if self.master and not self.hosts:
+            raise ValueError(f"{SENTINEL_ENV}MASTER is set without {SENTINEL_ENV}HOSTS (the sentinels' addresses)")
+        if not self.hosts:  # values, not fields set: children get every field (settings_env), defaults too
+            chosen = {
+                "password": self.password is not None,
+                "sentinel_password": self.sentinel_password is not None,
+                "db": self.db != 0,
+            }
+            given = [name for name, is_set in chosen.items() if is_set]
+            if given:
+                names = ", ".join(f"{SENTINEL_ENV}{name.upper()}" for name in given)
+                raise ValueError(f"{names} set without {SENTINEL_ENV}HOSTS and {SENTINEL_ENV}MASTER")
+        return self
+
+
+SENTINEL_ENV: Final = "TTSQ_REDIS_SENTINEL__"
+"""The environment prefix of :class:`SentinelSettings`, for errors that name a variable."""
+
+
+def sentinel_address(text: str) -> tuple[str, int]:
+    """``host:port``, ``host`` or ``[v6-address]:port`` as a pair; a clear error for anything else."""
+    host, colon, port = text.strip().rpartition(":")
+    if not colon or "]" in port:  # no port (an IPv6 address without one ends in "]")
+        host, port = text.strip(), str(DEFAULT_SENTINEL_PORT)
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{SENTINEL_ENV}HOSTS: {text!r} is not a sentinel address (host:port)")
+    return host, int(port)
 
 
 class WorkerSettings(BaseModel):
@@ -110,6 +188,9 @@ class Settings(BaseSettings):
     """``json``: one JSON object per log line, with the job id on every line of a job's work and the
     request id on every line of an API request (for log collectors)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
+    """The one Redis of a deployment without Sentinel (``redis_sentinel`` set replaces it)."""
+    redis_sentinel: SentinelSettings = Field(default_factory=SentinelSettings)
+    """Redis behind Sentinel (failover): where set, every ttsq process follows the master it names."""
     s3: S3Settings = Field(default_factory=S3Settings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     voices_dir: Path | None = None
@@ -273,8 +354,10 @@ class Settings(BaseSettings):
         if self.webhook_secret is not None:
             parse_secrets(self.webhook_secret.get_secret_value())  # names what is wrong, never the secret
         if self.environment == "production":
+            sentinel = self.redis_sentinel
             problems = production_problems(
                 redis_url=self.redis_url,
+                sentinel=SentinelSecrets(sentinel.password, sentinel.sentinel_password) if sentinel.enabled else None,
                 s3_access_key_id=self.s3.access_key_id,
                 s3_secret_access_key=self.s3.secret_access_key,
                 webhook_secret=self.webhook_secret,

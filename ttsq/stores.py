@@ -1,7 +1,7 @@
-"""Every store of the service wired from the settings in one place: one Redis client (with the
-caller's socket timeout) behind the job, segment, part, batch, tenant and quota stores, and the
-object store. The API's state, the workers' contexts, the sweeper and ``ttsq keys`` each hold one
-:class:`Stores`, so a new store or a changed timeout is one edit."""
+"""Every store of the service wired from the settings in one place: one Redis client
+(``ttsq.redis_clients``, with the caller's socket timeout) behind the job, segment, part, batch,
+tenant and quota stores, and the object store. The API's state, the workers' contexts, the sweeper
+and ``ttsq keys`` each hold one :class:`Stores`, so a new store or a changed timeout is one edit."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ttsq.lifecycle import Lifecycle
 from ttsq.parts import PartStore, make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.quotas import Quotas
+from ttsq.redis_clients import redis_client
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import TenantStore
@@ -52,9 +53,7 @@ class Stores:
     ) -> Stores:
         """Build them all; nothing is contacted until first use. ``socket_timeout_s`` bounds every Redis
         call (the API answers readiness probes within its own, workers wait longer)."""
-        client = redis.Redis.from_url(
-            settings.redis_url, socket_timeout=socket_timeout_s, socket_connect_timeout=connect_timeout_s
-        )
+        client = redis_client(settings, socket_timeout_s, connect_timeout_s)
         objects = ObjectStore(settings.s3)
         ttl = settings.job_ttl_s
         return cls(

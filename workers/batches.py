@@ -26,7 +26,7 @@ FINISH_LEASE_S: Final = 600
 @app.task(
     name=FINISH_BATCH_TASK,
     ignore_result=True,
-    autoretry_for=(redis.ConnectionError, redis.TimeoutError),
+    autoretry_for=(redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError),  # read-only: a demoted master
     retry_backoff=2,
     retry_jitter=True,
     max_retries=settings.task_max_retries,

@@ -32,7 +32,7 @@ TASK_MODULES = ["workers.maintenance", "workers.batches"]
 def service_config(settings: Settings) -> dict[str, Any]:
     """The shared configuration with this worker's own visibility timeout under keys of its own
     (see ``ttsq.broker.transport_options``)."""
-    options = transport_options(settings.webhook_visibility_timeout_s, SERVICE_UNACKED_PREFIX)
+    options = transport_options(settings, settings.webhook_visibility_timeout_s, SERVICE_UNACKED_PREFIX)
     return {
         **celery_config(settings),
         "imports": TASK_MODULES,

@@ -37,8 +37,9 @@ from ttsq.constants import (
     segment_queue,
 )
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
+from ttsq.redis_clients import redis_client, redis_outage
 from ttsq.settings import get_settings
-from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
+from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
 from workers.app import app
 from workers.exclusive import exclusive
@@ -84,7 +85,7 @@ def job_context() -> JobContext:
 @lru_cache
 def lease_keeper() -> LeaseKeeper:
     """This process's renewer of step claims and held messages (see :mod:`workers.leases`)."""
-    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    client = redis_client(_settings, 10, CONNECT_TIMEOUT_S)
     return LeaseKeeper(client, _settings.step_lease_s)
 
 
@@ -132,7 +133,7 @@ _model_queues_read: list[str] = []
 @lru_cache
 def held_models() -> HeldModels:
     """This process's exchange of held models with the other workers (voice affinity)."""
-    client = redis.Redis.from_url(_settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
     return HeldModels(client, _settings.queue, job_context().engine.models.loaded)
 
 
@@ -141,7 +142,7 @@ def _mark_ready(**_: Any) -> None:
     """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200.
     The model queues it reads are registered for the sweeper."""
     try:
-        client = redis.Redis.from_url(_settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
         with client:
             register_model_queues(client, _model_queues_read)
     except redis.RedisError as e:  # the sweeper may then send such work again: a late duplicate, skipped
@@ -191,7 +192,9 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
     except StepSuperseded as e:
         log.warning("%s; this late delivery stops and leaves the step to it", e)
-    except (redis.ConnectionError, redis.TimeoutError) as e:
+    except redis.RedisError as e:
+        if not redis_outage(e):
+            raise
         raise StoreUnavailable(f"Redis unreachable: {e}") from e
     except TransientError:
         raise
