@@ -13,6 +13,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 import numpy as np
 import pytest
 
+from tts_core import batching
 from tts_core.audio import FloatAudio
 from tts_core.batching import BatchItem, CallStop, DynamicBatcher, plan_batches
 
@@ -255,3 +256,35 @@ def test_a_stop_requested_before_the_run_registers_stops_it_at_once() -> None:
     stopped: list[bool] = []
     stop.when_requested(lambda: stopped.append(True))
     assert stopped == [True]
+
+
+def test_work_announced_stops_the_running_call_and_holds_the_next_until_it_is_done() -> None:
+    """``expect`` acts as an item arriving: the preemptible batcher's call is stopped, and it runs
+    again only once the announced work has ended; the announcement ends once, however often told."""
+    preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
+    model = StoppableModel()
+    bulk = DynamicBatcher(model, 1, defer_to=preferred, preemptible=True)
+    result = bulk.submit("voice", [1] * 5, "bulk")
+    assert model.started.acquire(timeout=5)
+    ended = preferred.expect()
+    assert not model.started.acquire(timeout=0.3)  # stopped, and not run again while announced
+    assert not preferred.wait_idle(0)
+    ended()
+    ended()
+    assert preferred.wait_idle(0)
+    assert model.started.acquire(timeout=5)  # run again, now the announced work is over
+    model.let_go()
+    assert result.result(timeout=5).audio.size == 5
+    bulk.close()
+    preferred.close()
+    assert [r.stopped for r in bulk.records()] == [True, False]
+
+
+def test_an_announcement_never_ended_lapses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that announced work and hangs holds the other batcher for ``MAX_EXPECT_S`` only."""
+    monkeypatch.setattr(batching, "MAX_EXPECT_S", 0.2)
+    preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
+    preferred.expect()
+    assert not preferred.wait_idle(0)
+    assert preferred.wait_idle(5)
+    preferred.close()

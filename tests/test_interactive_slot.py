@@ -10,8 +10,10 @@ interactive task with fewer than ``concurrency`` bulk segments in hand.
 from __future__ import annotations
 
 import re
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from tts_core.device import Device
 from ttsq.broker import make_producer
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
 from ttsq.settings import Settings, WorkerSettings
+from workers.interactive_slot import _SlotPool
 from workers.tuning import batch_plan
 
 _TASK_LINE = re.compile(r"Task ([\w.]+)\[([0-9a-f-]+)\] (received|succeeded|failed|retry|raised)")
@@ -152,3 +155,24 @@ def test_the_slot_reconnects_after_a_redis_restart(tmp_path: Path) -> None:
     assert all(alive.values()), alive
     assert [r.status.value if r else None for r in found.values()] == ["succeeded"] * 3
     assert "interactive slot lost its broker connection" in log_path.read_text()
+
+
+def test_the_slot_announces_its_task_to_the_interactive_lane_until_it_ends() -> None:
+    """The slot's pool calls ``announce`` as it hands a task to its thread, before the task runs, and
+    what that returned once the task has ended (``workers.engine``'s interactive lane holds bulk
+    calls in between)."""
+    events: list[str] = []
+    ended = threading.Event()
+
+    def announce() -> Callable[[], None]:
+        events.append("announced")
+        return lambda: (events.append("ended"), ended.set())
+
+    pool = _SlotPool(lambda: events.append("slot free"), announce)
+    pool.start()
+    try:
+        pool.apply_async(lambda: events.append("task ran"))
+        assert ended.wait(10)
+    finally:
+        pool.stop()
+    assert events[:3] == ["announced", "task ran", "ended"]

@@ -12,6 +12,10 @@ runs here, that call is stopped (its run function says how, through :class:`Call
 the preferred batcher is idle again (or ``MAX_DEFER_S`` passed), run again, this time to the end.
 So preferred work waits for no long call, and each call is stopped at most once: a stream of
 preferred work slows the other batcher but never starves it.
+
+Preferred work may be announced before its items exist (:meth:`DynamicBatcher.expect`: a task that
+will submit once it has read and planned its job): the other batcher defers and stops its call from
+then on, so that task's own preparation has the cores too, for at most ``MAX_EXPECT_S``.
 """
 
 from __future__ import annotations
@@ -149,6 +153,10 @@ def plan_batches(items: Sequence[BatchItem[K]], max_batch: int, max_padding: flo
     return groups
 
 
+MAX_EXPECT_S: Final = 1.0
+"""Longest an announced piece of work (:meth:`DynamicBatcher.expect`) counts as queued: an interactive
+task reads, plans and submits in milliseconds, so this covers a loaded worker while a task that
+hangs (a store outage) holds the other batcher no longer than this."""
 MAX_DEFER_S: Final = 2.0
 """Longest a deferring batcher waits for the other to go idle before each call, so a flood of
 preferred work slows the other's calls but never stops them."""
@@ -228,6 +236,27 @@ class DynamicBatcher(Generic[K]):
             follower.preempt()
         return request.future
 
+    def expect(self) -> Callable[[], None]:
+        """Count work on its way here as queued until the returned function is called (or for
+        :data:`MAX_EXPECT_S`): batchers that defer to this one wait, and their running call is
+        stopped, as if an item had arrived. The function may be called more than once."""
+        with self._pending_lock:
+            self._pending += 1
+            self._idle.clear()
+        for follower in self._followers:
+            follower.preempt()
+        once = threading.Lock()
+
+        def release() -> None:
+            if once.acquire(blocking=False):
+                expiry.cancel()
+                self._settled(None)
+
+        expiry = threading.Timer(MAX_EXPECT_S, release)
+        expiry.daemon = True
+        expiry.start()
+        return release
+
     def preempt(self) -> None:
         """Stop the call running now, if it may be stopped (see ``preemptible``)."""
         with self._running_lock:
@@ -235,7 +264,7 @@ class DynamicBatcher(Generic[K]):
         if running is not None:
             running.request()
 
-    def _settled(self, _: Future[BatchResult]) -> None:
+    def _settled(self, _: Future[BatchResult] | None) -> None:
         with self._pending_lock:
             self._pending -= 1
             if self._pending == 0:

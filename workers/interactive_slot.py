@@ -19,6 +19,11 @@ pool, the timer of ETAs and the prefetch count are the slot's own. So the leases
 message as any other. At shutdown the slot stops taking messages first, finishes the one it runs
 (which acknowledges on the slot's still open connection), then closes its connection, which gives
 back a message it had taken and not started.
+
+From the moment the slot hands a message to its thread until the task ends, the engine's interactive
+lane counts it as coming (``DynamicBatcher.expect``): the bulk batcher starts no call and, with
+``TTSQ_WORKER__PREEMPT_BULK``, stops the one running, so the task's own reading and planning have
+the cores too, not only its inference call.
 """
 
 from __future__ import annotations
@@ -79,14 +84,26 @@ class _SlotPool(TaskPool):
     """Celery's thread pool, one thread, that says when a task has ended (after its acknowledgement,
     which Celery's callback makes before the future is done)."""
 
-    def __init__(self, on_done: Callable[[], None]) -> None:
+    def __init__(self, on_done: Callable[[], None], announce: Callable[[], Callable[[], None]]) -> None:
+        """``announce``: called as a task is handed to the thread; what it returns, when it ends."""
         super().__init__(limit=1)
         self._on_done = on_done
+        self._announce = announce
 
     def on_apply(self, *args: Any, **kwargs: Any) -> Any:
-        result = super().on_apply(*args, **kwargs)
+        ended = self._announce()
+        try:
+            result = super().on_apply(*args, **kwargs)
+        except BaseException:
+            ended()
+            raise
         future: Future[Any] = result.f
-        future.add_done_callback(lambda _: self._on_done())
+
+        def done(_: Future[Any]) -> None:
+            ended()
+            self._on_done()
+
+        future.add_done_callback(done)
         return result
 
 
@@ -143,7 +160,7 @@ class _Drain:
         self._connection: Connection | None = None
         self._failures = 0  # connection attempts failed in a row
         self.timer = Timer()
-        self.pool = _SlotPool(self._wake.set)
+        self.pool = _SlotPool(self._wake.set, _interactive_coming)
         self.pool.start()
         self._slot: _SlotConsumer | None = None
         self._thread = threading.Thread(target=self._run, name="interactive-slot", daemon=True)
@@ -287,3 +304,11 @@ class InteractiveSlot(bootsteps.StartStopStep):
 def _models_interactive(name: str) -> bool:
     """A model's interactive queue (``<queue>.model.<model>.interactive``)."""
     return is_model_queue(name) and name.endswith(INTERACTIVE_QUEUE_SUFFIX)
+
+
+def _interactive_coming() -> Callable[[], None]:
+    """Tell the engine's interactive lane that the slot's task is about to submit to it."""
+    # Imported here: Flower loads this module with the worker's app, and must not load ONNX Runtime.
+    from workers.engine import get_engine
+
+    return get_engine().interactive.expect()
