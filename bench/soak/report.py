@@ -40,13 +40,18 @@ class FaultRun:
         """From the fault's start until its recovery (or its end, or now if neither came)."""
         return (self.started, self.recovered or self.ended or float("inf"))
 
-    def figures(self, origin: float) -> dict[str, Any]:
+    def figures(self, origin: float, runs: Sequence[FaultRun]) -> dict[str, Any]:
+        """``runs``: every fault of the run, to name those still on when this one ended (its
+        recovery waits for them too)."""
+        end = self.ended or float("inf")
+        beside = [r.name for r in runs if r is not self and r.started <= end <= (r.ended or float("inf"))]
         return {
             **asdict(self.fault),
             "started_s": round(self.started - origin, 1),
             "ended_s": None if self.ended is None else round(self.ended - origin, 1),
             "down_s": None if self.ended is None else round(self.ended - self.started, 1),
             "recovery_s": self.recovery_s,
+            "other_faults_on_at_its_end": beside,
         }
 
 
@@ -68,7 +73,16 @@ def table(result: dict[str, Any], checks: Sequence[Check]) -> str:
     job_rows = [[kind, *(counts.get(s, 0) for s in statuses), sum(counts.values())] for kind, counts in jobs.items()]
     faults = result["faults"]
     fault_rows = [
-        [f["started_s"], f["kind"], f["target"], f["duration_s"] or "", f["down_s"], f["recovery_s"]] for f in faults
+        [
+            f["started_s"],
+            f["kind"],
+            f["target"],
+            f["duration_s"] or "",
+            f["down_s"],
+            f["recovery_s"],
+            ", ".join(f["other_faults_on_at_its_end"]),
+        ]
+        for f in faults
     ]
     latency = result["interactive_latency"]
     latency_rows = [[name, v["jobs"], _s(v["p50_s"]), _s(v["p99_s"])] for name, v in latency.items()]
@@ -78,7 +92,10 @@ def table(result: dict[str, Any], checks: Sequence[Check]) -> str:
         [
             f"soak seed {result['seed']}: {result['minutes']} min of load, {len(faults)} faults, {verdict}",
             _rows(["kind", *statuses, "total"], job_rows),
-            _rows(["at s", "fault", "target", "planned s", "down s", "recovery s"], fault_rows),
+            _rows(
+                ["at s", "fault", "target", "planned s", "down s", "recovery s", "other faults on at its end"],
+                fault_rows,
+            ),
             _rows(["interactive", "jobs", "p50 s", "p99 s"], latency_rows),
             _rows(["", "check", "detail"], check_rows),
         ]

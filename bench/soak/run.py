@@ -36,6 +36,8 @@ CANARY_TIMEOUT_S: Final = 600.0
 POLL_S: Final = 0.2
 DRAIN_READ_S: Final = 5.0
 """How often the drain reads Redis."""
+DRAIN_PRINT_S: Final = 30.0
+"""How often the drain says what it waits for."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -109,7 +111,7 @@ def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> t
     the last reading and when it was taken (monotonic)."""
     client = soak.stack.redis_client
     ttl = soak.stack.settings.job_ttl_s
-    next_read = 0.0
+    next_read = next_print = 0.0
     holdings: Holdings | None = None
     while True:
         driver.step(0.0)
@@ -125,7 +127,13 @@ def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> t
                 settled = not waiting and driver.load.busy() == 0 and driver.canaries_done()
                 if settled or now >= deadline:
                     return holdings, now
-                print(f"soak: draining: {len(waiting)} unsettled, {driver.load.busy()} requests open", flush=True)
+                if now >= next_print:
+                    next_print = now + DRAIN_PRINT_S
+                    shown = f" ({'; '.join(waiting[:3])})" if 0 < len(waiting) <= 3 else ""
+                    print(
+                        f"soak: draining: {len(waiting)} unsettled{shown}, {driver.load.busy()} requests open",
+                        flush=True,
+                    )
         time.sleep(POLL_S)
 
 
@@ -175,7 +183,7 @@ def run_soak(args: argparse.Namespace, seed: int, root: Path) -> tuple[dict[str,
         "machine": describe(),
         "jobs_by_kind": by_kind_and_status(reckoning.accepted, reckoning.statuses),
         "answers_by_kind": _answers(load),
-        "faults": [run.figures(wall_origin) for run in driver.runs],
+        "faults": [run.figures(wall_origin, driver.runs) for run in driver.runs],
         "interactive_latency": latency_split(latencies, [run.window() for run in driver.runs]),
         "supervisor_lines": soak.lines,
         "unasked_deaths": soak.unasked_deaths,
