@@ -22,8 +22,10 @@ from cli.commands import api_argv, beat_argv, webhook_worker_argv
 from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import start_local_worker, wait_for_node
+from ttsq.jobs import JobStore
 from ttsq.settings import Settings, settings_env
 from ttsq.storage import ObjectStore
+from ttsq.stores import Stores
 
 BUCKET: Final = "ttsq-faults"
 
@@ -53,9 +55,17 @@ class FaultStack:
     redis_server: AofRedis
     s3: SeaweedService
     api_url: str
-    redis_client: redis.Redis
-    """The test's own connection, to read what the stack stored (it reconnects after a restart)."""
+    stores: Stores
+    """The caller's own stores, to read what the stack stored (they reconnect after a restart)."""
     processes: dict[str, ManagedProcess] = field(default_factory=dict)
+
+    @property
+    def redis_client(self) -> redis.Redis:
+        return self.stores.redis
+
+    @property
+    def jobs(self) -> JobStore:
+        return self.stores.jobs
 
     def start_worker(self, name: str, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         """A synthesis worker (node ``<name>@<host>``); returns once it answers a ping, model loaded."""
@@ -81,7 +91,7 @@ class FaultStack:
         }
 
     def objects(self) -> ObjectStore:
-        return ObjectStore(self.settings.s3)
+        return self.stores.objects
 
 
 @contextmanager
@@ -96,9 +106,9 @@ def fault_stack(root: Path, **overrides: Any) -> Iterator[FaultStack]:
         settings = stack_settings(redis_service.url, s3, **overrides)
         env = {**os.environ, **settings_env(settings)}
         port = free_port()
-        client = redis.Redis.from_url(redis_service.url, socket_timeout=10, socket_connect_timeout=2)
-        stop.callback(client.close)
-        stack = FaultStack(root, settings, redis_service, s3, f"http://{LOOPBACK}:{port}", client)
+        stores = Stores.connect(settings, socket_timeout_s=10, connect_timeout_s=2)
+        stop.callback(stores.close)
+        stack = FaultStack(root, settings, redis_service, s3, f"http://{LOOPBACK}:{port}", stores)
         stop.callback(_stop_all, stack.processes)
         api = stack.processes["api"] = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
         wait_until(lambda: httpx.get(f"{stack.api_url}/healthz").status_code == 200, 60, "API", api)

@@ -36,22 +36,21 @@ def job_ids_in_redis(client: redis.Redis) -> set[str]:
     return found
 
 
-def records(client: redis.Redis, ids: Sequence[str]) -> dict[str, JobRecord | None]:
-    store = JobStore(client, 60)
+def records(jobs: JobStore, ids: Sequence[str]) -> dict[str, JobRecord | None]:
     found: dict[str, JobRecord | None] = {}
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
-        found.update(zip(chunk, store.many(chunk), strict=True))
+        found.update(zip(chunk, jobs.many(chunk), strict=True))
     return found
 
 
-def wait_terminal(client: redis.Redis, ids: Sequence[str], timeout_s: float) -> dict[str, JobRecord | None]:
+def wait_terminal(jobs: JobStore, ids: Sequence[str], timeout_s: float) -> dict[str, JobRecord | None]:
     """Poll the records until every job is terminal (or has no record) or ``timeout_s`` passes;
     returns the last reading either way, for the test to judge."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            found = records(client, ids)
+            found = records(jobs, ids)
         except redis.RedisError:  # Redis restarting: read again, unless time is up
             if time.monotonic() > deadline:
                 raise

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import redis
-
 from bench.audio_decoding import decode
 from bench.soak.checks import (
     TERMINAL,
@@ -24,9 +22,9 @@ from bench.soak.checks import (
 )
 from bench.soak.client import Request
 from bench.stack_audit import job_ids_in_redis, objects_per_job, records, tmp_parts
-from ttsq.batches import BatchStore
 from ttsq.jobs import JobRecord
 from ttsq.storage import ObjectStore
+from ttsq.stores import Stores
 from ttsq.tenants import ANONYMOUS_TENANT
 
 ANSWERED: Final = frozenset({"200", "202"})
@@ -58,10 +56,10 @@ class Holdings:
         return waiting
 
 
-def read_holdings(client: redis.Redis, batch_ids: Sequence[str], ttl_s: int) -> Holdings:
-    ids = sorted(job_ids_in_redis(client))
-    jobs = {job_id: r for job_id, r in records(client, ids).items() if r is not None}
-    store = BatchStore(client, ttl_s)
+def read_holdings(stores: Stores, batch_ids: Sequence[str]) -> Holdings:
+    ids = sorted(job_ids_in_redis(stores.redis))
+    jobs = {job_id: r for job_id, r in records(stores.jobs, ids).items() if r is not None}
+    store = stores.batches
     batches: dict[str, BatchEnd] = {}
     items: dict[str, list[str]] = {}
     webhooks: dict[str, tuple[str, str | None]] = {}

@@ -109,8 +109,6 @@ class Driver:
 def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> tuple[Holdings, float]:
     """Supervise while the load's last requests and canaries end and everything settles; returns
     the last reading and when it was taken (monotonic)."""
-    client = soak.stack.redis_client
-    ttl = soak.stack.settings.job_ttl_s
     next_read = next_print = 0.0
     holdings: Holdings | None = None
     while True:
@@ -119,7 +117,7 @@ def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> t
         if now >= next_read:
             next_read = now + DRAIN_READ_S
             try:
-                holdings = read_holdings(client, batch_ids(), ttl)
+                holdings = read_holdings(soak.stack.stores, batch_ids())
             except Exception as e:  # Redis restarting after a late fault: read again
                 print(f"soak: drain read failed ({type(e).__name__}); again", flush=True)
             else:
