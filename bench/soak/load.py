@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from bench.soak.client import Request, follow_poll, follow_sse, new_client, speak, submit
+from bench.soak.receivers import SoakReceiver
 from bench.soak.texts import Hostile, bulk_text, hostile_texts, short_text
 
 CLIENT_THREADS: Final = 256
@@ -159,18 +160,33 @@ class Load:
 
         return send
 
-    def canary(self, label: str, deadline: float) -> float | None:
-        """Short interactive jobs, one after another, until one succeeds: the wall time it was seen
-        succeeded, or ``None`` if none did by ``deadline`` (monotonic)."""
+    def canary(self, label: str, deadline: float, receiver: SoakReceiver | None = None) -> float | None:
+        """Short interactive jobs, one after another, until one succeeds (and, with ``receiver``, until
+        its webhook reached that receiver): the wall time that was seen, or ``None`` if it was not by
+        ``deadline`` (monotonic)."""
         rng = random.Random(f"{self._seed}-canary-{label}")
+        body: dict[str, Any] = {"text": short_text(rng), "priority": "interactive"}
+        if receiver is not None:
+            body["webhook_url"] = receiver.url
         with new_client(self.api_url) as client:
             while time.monotonic() < deadline:
-                request = self._add(Request("canary", label=label))
-                submit(client, request, "/v1/jobs", {"text": short_text(rng), "priority": "interactive"}, deadline)
+                request = self._add(
+                    Request("canary", label=label, receiver=None if receiver is None else receiver.name)
+                )
+                submit(client, request, "/v1/jobs", body, deadline)
                 if request.job_id is None:
                     return None
                 request.watcher = "poll"
                 request.saw = follow_poll(client, request.job_id, deadline)
                 if request.saw == "succeeded":
-                    return time.time()
+                    return time.time() if receiver is None else _delivered(receiver, request.job_id, deadline)
         return None
+
+
+def _delivered(receiver: SoakReceiver, job_id: str, deadline: float) -> float | None:
+    """When ``receiver`` had an event of ``job_id`` (wall clock), or ``None`` by ``deadline``."""
+    while time.monotonic() < deadline:
+        if any(d.subject == job_id for d in receiver.received()):
+            return time.time()
+        time.sleep(0.2)
+    return None

@@ -58,18 +58,20 @@ class Driver:
     """Runs the faults of the schedule against the stack while the load runs, in the main thread
     (the supervisor starts the killed processes again from here)."""
 
-    def __init__(self, soak: SoakStack, load: Load, schedule: list[Fault]) -> None:
+    def __init__(self, soak: SoakStack, load: Load, schedule: list[Fault], origin: float) -> None:
         self.soak = soak
+        self.origin = origin
+        """When the load started (monotonic): the schedule's zero."""
         self.load = load
         self.pending = list(schedule)
         self.runs: list[FaultRun] = []
         self._active: list[FaultRun] = []
         self._canaries: list[threading.Thread] = []
 
-    def step(self, origin: float) -> None:
+    def step(self) -> None:
         """One turn: start the deaths' restarts, begin what is due, end what is over."""
         self.soak.poll()
-        now = time.monotonic()
+        now, origin = time.monotonic(), self.origin
         while self.pending and origin + self.pending[0].at_s <= now:
             fault = self.pending.pop(0)
             run = FaultRun(fault, time.time())
@@ -91,8 +93,10 @@ class Driver:
                 self._follow(run)
 
     def _follow(self, run: FaultRun) -> None:
+        receiver = self.soak.receivers.get(run.fault.target)
+
         def canary() -> None:
-            run.recovered = self.load.canary(run.name, time.monotonic() + CANARY_TIMEOUT_S)
+            run.recovered = self.load.canary(run.name, time.monotonic() + CANARY_TIMEOUT_S, receiver)
             print(f"soak: {run.name}: recovered in {run.recovery_s} s", flush=True)
 
         thread = threading.Thread(target=canary, name=f"canary {run.name}", daemon=True)
@@ -112,7 +116,7 @@ def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> t
     next_read = next_print = 0.0
     holdings: Holdings | None = None
     while True:
-        driver.step(0.0)
+        driver.step()
         now = time.monotonic()
         if now >= next_read:
             next_read = now + DRAIN_READ_S
@@ -147,11 +151,11 @@ def run_soak(args: argparse.Namespace, seed: int, root: Path) -> tuple[dict[str,
     with soak_stack(root) as soak:
         receivers = {name: r.url for name, r in soak.receivers.items()}
         load = Load(soak.stack.api_url, receivers, seed, japanese_voice(soak.stack.api_url), LoadPlan())
-        driver = Driver(soak, load, schedule)
         origin, wall_origin = time.monotonic(), time.time()
+        driver = Driver(soak, load, schedule, origin)
         load.start(duration_s, origin + duration_s + SUBMIT_GRACE_S, origin + duration_s + args.drain_timeout)
         while not (driver.done() and time.monotonic() >= origin + duration_s):
-            driver.step(origin)
+            driver.step()
             time.sleep(POLL_S)
         load.stop()
         load_end = time.monotonic()
