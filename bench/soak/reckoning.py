@@ -167,10 +167,13 @@ def reckon(
         *client_checks(unexpected, gave_up, watchers),
     ]
     orphans = sorted(set(every_job) - set(accepted))
+    named = {job_id for r in requests for job_id in r.named_by_503 - {r.job_id}}
     figures = {
         "jobs_in_redis": len(every_job),
         "accepted": len(accepted),
         "orphans": len(orphans),
+        "ids_named_by_503s_only": len(named),
+        "of_which_existed": len(named & set(every_job)),
         "orphan_kinds_note": "jobs no client was given: speech requests whose answer was lost, 503s without an id",
         "failed_codes": _failed_codes(holdings.jobs),
         "webhook_deliveries": len(deliveries),
