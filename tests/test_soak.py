@@ -137,9 +137,9 @@ def test_batch_leftover_client_and_recovery_checks_can_fail() -> None:
 
 
 def test_latency_is_split_by_the_fault_windows() -> None:
-    latencies = [(10.0, 1.0), (20.0, 9.0), (25.0, 7.0), (40.0, 2.0)]
+    latencies = [(10.0, 1.0), (12.0, 30.0), (20.0, 9.0), (25.0, 7.0), (40.0, 2.0)]
     split = latency_split(latencies, [(15.0, 30.0)])
-    assert split["during_faults"] == {"jobs": 2, "p50_s": 7.0, "p99_s": 9.0}
+    assert split["during_faults"] == {"jobs": 3, "p50_s": 9.0, "p99_s": 30.0}  # submitted before, finished after
     assert split["between_faults"] == {"jobs": 2, "p50_s": 1.0, "p99_s": 2.0}
     assert percentile([], 99) is None
     assert percentile([float(i) for i in range(1, 101)], 99) == 99.0

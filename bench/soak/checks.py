@@ -176,9 +176,14 @@ def latency_split(
     latencies: Sequence[tuple[float, float]], windows: Sequence[tuple[float, float]]
 ) -> dict[str, dict[str, float | int | None]]:
     """``latencies``: (submitted at, seconds to finish) of each job; ``windows``: (start, end) of each
-    fault, from its start to its recovery. A job submitted inside a window counts as during faults."""
-    during = [s for at, s in latencies if any(start <= at <= end for start, end in windows)]
-    between = [s for at, s in latencies if not any(start <= at <= end for start, end in windows)]
+    fault, from its start to its recovery. A job whose life (submit to finish) overlaps a window counts
+    as during faults; between faults are the jobs that met none."""
+
+    def hit(at: float, took: float) -> bool:
+        return any(at <= end and start <= at + took for start, end in windows)
+
+    during = [took for at, took in latencies if hit(at, took)]
+    between = [took for at, took in latencies if not hit(at, took)]
     return {
         name: {"jobs": len(values), "p50_s": percentile(values, 50), "p99_s": percentile(values, 99)}
         for name, values in (("during_faults", during), ("between_faults", between))

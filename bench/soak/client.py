@@ -20,6 +20,9 @@ MAX_RETRY_WAIT_S: Final = 5.0
 """Longest pause after a 503 or a 409 in flight (``Retry-After`` is honoured up to this)."""
 REQUEST_TIMEOUT_S: Final = 30.0
 """A request unanswered this long (a frozen API or Redis) is given up and sent again."""
+SPEECH_READ_TIMEOUT_S: Final = 150.0
+"""The speech endpoint sends its headers with the first audio, and answers ``504 speech_timeout``
+after 120 s without any: a client must wait longer than that, or its retry makes a second job."""
 LONG_POLL_S: Final = 30
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -104,7 +107,9 @@ def speak(client: httpx.Client, request: Request, body: dict[str, Any], deadline
         request.attempts += 1
         received = 0
         try:
-            with client.stream("POST", "/v1/audio/speech", json=body, headers={"Idempotency-Key": request.key}) as r:
+            headers = {"Idempotency-Key": request.key}
+            timeout = httpx.Timeout(REQUEST_TIMEOUT_S, read=SPEECH_READ_TIMEOUT_S)
+            with client.stream("POST", "/v1/audio/speech", json=body, headers=headers, timeout=timeout) as r:
                 request.job_id = r.headers.get("x-ttsq-job-id") or request.job_id
                 if r.status_code == 200:
                     for chunk in r.iter_bytes():

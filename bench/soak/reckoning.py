@@ -171,10 +171,13 @@ def reckon(
     figures = {
         "jobs_in_redis": len(every_job),
         "accepted": len(accepted),
-        "orphans": len(orphans),
+        "orphans": {
+            "speech": sum(1 for i in orphans if holdings.jobs[i].stream),
+            "jobs": sum(1 for i in orphans if not holdings.jobs[i].stream),
+        },
         "ids_named_by_503s_only": len(named),
         "of_which_existed": len(named & set(every_job)),
-        "orphan_kinds_note": "jobs no client was given: speech requests whose answer was lost, 503s without an id",
+        "orphans_are": "jobs no client was given (a speech request sent again, a submit whose answer was lost)",
         "failed_codes": _failed_codes(holdings.jobs),
         "webhook_deliveries": len(deliveries),
         "webhook_events_expected": len(expected),
