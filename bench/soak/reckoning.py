@@ -21,13 +21,14 @@ from bench.soak.checks import (
     webhook_checks,
 )
 from bench.soak.client import Request
-from bench.stack_audit import job_ids_in_redis, objects_per_job, records, tmp_parts
-from ttsq.jobs import JobRecord
+from bench.stack_audit import JOBS_PREFIX, job_ids_in_redis, objects_per_job, records, tmp_parts
+from ttsq.jobs import JobRecord, JobResult
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
 from ttsq.tenants import ANONYMOUS_TENANT
 
 ANSWERED: Final = frozenset({"200", "202"})
+_NO_RESULT: Final = JobResult(key="", bytes=0, duration_s=0, sample_rate=0, content_type="")
 
 
 @dataclass
@@ -166,6 +167,14 @@ def reckon(
         *leftover_checks(parts, alive, unasked_deaths),
         *client_checks(unexpected, gave_up, watchers),
     ]
+    doubled = {
+        job_id: {
+            "named": (holdings.jobs[job_id].result or _NO_RESULT).key,
+            "stored": objects.list_keys(f"{JOBS_PREFIX}{job_id}/"),
+        }
+        for job_id, n in counts.items()
+        if n > 1 and job_id in holdings.jobs
+    }
     orphans = sorted(set(every_job) - set(accepted))
     named = {job_id for r in requests for job_id in r.named_by_503 - {r.job_id}}
     figures = {
@@ -179,6 +188,7 @@ def reckon(
         "of_which_existed": len(named & set(every_job)),
         "orphans_are": "jobs no client was given (a speech request sent again, a submit whose answer was lost)",
         "failed_codes": _failed_codes(holdings.jobs),
+        "jobs_with_several_objects": dict(list(doubled.items())[:20]),
         "webhook_deliveries": len(deliveries),
         "webhook_events_expected": len(expected),
         "unexpected_answers": unexpected[:50],
