@@ -22,13 +22,12 @@ from bench.soak.checks import (
 )
 from bench.soak.client import Request
 from bench.stack_audit import JOBS_PREFIX, job_ids_in_redis, objects_per_job, records, tmp_parts
-from ttsq.jobs import JobRecord, JobResult
+from ttsq.jobs import JobRecord
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
 from ttsq.tenants import ANONYMOUS_TENANT
 
 ANSWERED: Final = frozenset({"200", "202"})
-_NO_RESULT: Final = JobResult(key="", bytes=0, duration_s=0, sample_rate=0, content_type="")
 
 
 @dataclass
@@ -169,7 +168,7 @@ def reckon(
     ]
     doubled = {
         job_id: {
-            "named": (holdings.jobs[job_id].result or _NO_RESULT).key,
+            "named": _result_key(holdings.jobs[job_id]),
             "stored": objects.list_keys(f"{JOBS_PREFIX}{job_id}/"),
         }
         for job_id, n in counts.items()
@@ -204,3 +203,7 @@ def _failed_codes(jobs: dict[str, JobRecord]) -> dict[str, int]:
         if record.error is not None:
             codes[record.error.code] = codes.get(record.error.code, 0) + 1
     return codes
+
+
+def _result_key(record: JobRecord) -> str | None:
+    return None if record.result is None else record.result.key
