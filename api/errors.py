@@ -2,7 +2,9 @@
 
 Clients never see what only the operator should: an outage (503) is answered with a fixed message
 per code and a ``Retry-After``, its detail (hosts, ports, the library's words) going to the log;
-anything unforeseen is a 500 ``internal_error`` whose traceback only the log has.
+anything unforeseen is a 500 ``internal_error`` whose traceback only the log has. An outage that cut
+off a submission after its write may have been applied names what it may have made: ``Location``
+and ``job_id`` (or ``batch_id``) in the error, so the client looks it up instead of submitting again.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import redis
 from fastapi import FastAPI, Request
@@ -39,6 +41,7 @@ from ttsq.errors import (
     StoreUnavailable,
     TransientError,
     Unauthorized,
+    Unconfirmed,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,11 @@ OUTAGE_MESSAGES: Final[Mapping[str, str]] = {
 }
 """What a client is told with a 503, whatever the exception said (an outage's words may name hosts)."""
 OUTAGE_MESSAGE: Final = "a service ttsq depends on is unavailable; retry shortly"
+UNCONFIRMED_NOTE: Final = (
+    "; the {kind} may have been stored before the outage: GET its Location (404 if it was not); "
+    "a repeat with the same Idempotency-Key answers with it if it was"
+)
+"""Added to an outage's message when the submission's write may have been applied."""
 INTERNAL_MESSAGE: Final = "internal error; the server's log has the details"
 
 
@@ -67,14 +75,30 @@ class ApiError(Exception):
         self.message = message
 
 
-def error_response(status_code: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """The error body; a 503 always says when to retry. Lone surrogates a message may quote from the
-    request are escaped, since they cannot be written as UTF-8."""
+COLLECTIONS: Final[Mapping[str, str]] = {"job": "/v1/jobs", "batch": "/v1/batches"}
+"""Where jobs and batches are read, by kind."""
+
+
+def resource_location(kind: Literal["job", "batch"], resource_id: str) -> str:
+    """Where a job or batch is read: a 202's and an unconfirmed 503's ``Location``."""
+    return f"{COLLECTIONS[kind]}/{resource_id}"
+
+
+def error_response(
+    status_code: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    fields: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The error body (with ``fields`` beside code and message); a 503 always says when to retry.
+    Lone surrogates a message may quote from the request are escaped, since they cannot be written
+    as UTF-8."""
     all_headers = dict(headers or {})
     if status_code == 503:
         all_headers.setdefault("Retry-After", str(RETRY_AFTER_S))
     text = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    return JSONResponse({"error": {"code": code, "message": text}}, status_code, headers=all_headers)
+    return JSONResponse({"error": {"code": code, "message": text, **(fields or {})}}, status_code, headers=all_headers)
 
 
 def describe_validation_errors(errors: Sequence[Any]) -> str:
@@ -124,7 +148,7 @@ async def _on_api_error(_: Request, exc: ApiError) -> JSONResponse:
 async def _on_coded_error(request: Request, exc: TTSError | ServiceError) -> JSONResponse:
     """Both error roots carry a stable ``code``; only the HTTP status is decided here."""
     if isinstance(exc, TransientError):
-        return outage_response(request, exc.code, exc, headers=_headers_for(exc))
+        return outage_response(request, exc.code, exc, headers=_headers_for(exc), unconfirmed=exc.unconfirmed)
     return error_response(error_status(exc), exc.code, str(exc), headers=_headers_for(exc))
 
 
@@ -150,11 +174,27 @@ def _headers_for(error: TTSError | ServiceError) -> dict[str, str]:
 
 
 def outage_response(
-    request: Request, code: str, detail: object, headers: Mapping[str, str] | None = None
+    request: Request,
+    code: str,
+    detail: object,
+    headers: Mapping[str, str] | None = None,
+    unconfirmed: Unconfirmed | None = None,
 ) -> JSONResponse:
-    """503 with the code's fixed message; the detail is logged for the operator."""
+    """503 with the code's fixed message; the detail is logged for the operator. With
+    ``unconfirmed``, the job or batch a submission may have stored is named (``Location``, and
+    ``job_id`` or ``batch_id`` in the error)."""
     log.warning("%s %s: %s: %s", request.method, request.url.path, code, detail)
-    return error_response(503, code, OUTAGE_MESSAGES.get(code, OUTAGE_MESSAGE), headers=headers)
+    message = OUTAGE_MESSAGES.get(code, OUTAGE_MESSAGE)
+    if unconfirmed is None:
+        return error_response(503, code, message, headers=headers)
+    location = {"Location": resource_location(unconfirmed.kind, unconfirmed.id)}
+    return error_response(
+        503,
+        code,
+        message + UNCONFIRMED_NOTE.format(kind=unconfirmed.kind),
+        headers={**(headers or {}), **location},
+        fields={f"{unconfirmed.kind}_id": unconfirmed.id},
+    )
 
 
 async def _on_redis_error(request: Request, exc: redis.RedisError) -> JSONResponse:

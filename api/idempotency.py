@@ -12,6 +12,10 @@ then replays the job, or, if the first request failed and gave the key back, mak
 past the wait it is answered ``409 idempotency_in_flight`` with ``Retry-After``, never
 ``idempotency_conflict``, which means a different body. The claim lives in Redis, so this holds
 across API processes.
+
+A first request that failed after a write that may have been applied (its answer lost; its 503
+names the job) keeps its claim, marked ``unsettled``: a repeat then looks the job up at once, and
+replays it if it exists or makes it if not, so a retry never makes a second job.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import redis
 from fastapi import Response
 
 from ttsq.constants import idempotency_key
-from ttsq.errors import IdempotencyConflict, IdempotencyInFlight, InvalidIdempotencyKey
+from ttsq.errors import IdempotencyConflict, IdempotencyInFlight, InvalidIdempotencyKey, TransientError
 
 MAX_KEY_CHARS: Final = 255
 
@@ -59,13 +63,13 @@ if ARGV[2] == 'release' then
   redis.call('DEL', KEYS[1])
 else
   local claim = cjson.decode(raw)
-  claim['done'] = true
+  claim[ARGV[2]] = true
   redis.call('SET', KEYS[1], cjson.encode(claim), 'KEEPTTL')
 end
 return 1
 """
-"""Release or mark done a claim only while it is still this request's: one taken over meanwhile is
-another request's, and must not be deleted by the request that lost it."""
+"""Release a claim, or mark it ``done`` or ``unsettled``, only while it is still this request's: one
+taken over meanwhile is another request's, and must not be deleted by the request that lost it."""
 
 
 def fingerprint(body: object) -> str:
@@ -86,7 +90,7 @@ def submit_once(
     """Run ``submit`` (for the new id) unless an earlier request with the same ``Idempotency-Key``
     and body did: returns that request's id to answer with, or None once submitted now. A repeat
     of a request still in flight waits for it (module docstring). A submission that fails gives the
-    key back, so a corrected retry goes through."""
+    key back, so a corrected retry goes through, unless what it wrote may exist (see the module)."""
     if header is None:
         submit()
         return None
@@ -101,14 +105,28 @@ def submit_once(
         time.sleep(IN_FLIGHT_POLL_S)
     try:
         submit()
-    except BaseException:
-        store.release(tenant, key, new_id)
+    except BaseException as e:
+        _settle_failed(store, tenant, key, new_id, e)
         raise
     try:
         store.mark_done(tenant, key, new_id)
     except redis.RedisError as e:  # the job is made: answer 202; repeats replay it once the claim is old
         log.warning("job or batch %s: could not mark its Idempotency-Key done (%s)", new_id, type(e).__name__)
     return None
+
+
+def _settle_failed(store: IdempotencyStore, tenant: str, key: str, new_id: str, error: BaseException) -> None:
+    """Give the key back after a failed submission, or mark it unsettled if the job may exist. If
+    Redis cannot be told (it is the outage), the claim stays as it is: a repeat waits for it to be
+    taken for abandoned (``ABANDONED_AFTER_S``), then looks the job up. The submission's own error
+    is what the client gets, either way."""
+    try:
+        if isinstance(error, TransientError) and error.unconfirmed is not None:
+            store.mark_unsettled(tenant, key, new_id)
+        else:
+            store.release(tenant, key, new_id)
+    except redis.RedisError as e:
+        log.warning("job or batch %s: could not settle its Idempotency-Key (%s)", new_id, type(e).__name__)
 
 
 def mark_replayed(response: Response) -> None:
@@ -146,10 +164,11 @@ class IdempotencyStore:
         """Claim ``key`` for a new job ``job_id``: None if claimed now, else the earlier request's
         claim with the same body (IdempotencyConflict if the body differs).
 
-        A claim older than ``ABANDONED_AFTER_S`` is judged by its job: if that does not exist, the
-        request failed without being able to release it (Redis went down) and the claim is taken
-        over, so the retry creates the job instead of being refused for a day; if it exists, the
-        request made it and could not mark it done, and it is replayed."""
+        A claim older than ``ABANDONED_AFTER_S``, or marked unsettled, is judged by its job: if that
+        does not exist, the request failed without being able to release it (Redis went down) or
+        its write was not applied, and the claim is taken over, so the retry creates the job instead
+        of being refused for a day; if it exists, the request made it and could not mark it done (or
+        lost the answer to its write), and it is replayed."""
         entry = self._entry(tenant, key)
         value = json.dumps({"fingerprint": body_fingerprint, "job_id": job_id, "claimed_at": time.time()})
         if self._redis.set(entry, value, nx=True, ex=self._ttl_s):
@@ -161,7 +180,8 @@ class IdempotencyStore:
         if earlier["fingerprint"] != body_fingerprint:
             raise IdempotencyConflict("this Idempotency-Key was already used with a different request body")
         claimed = Claimed(str(earlier["job_id"]), bool(earlier.get("done")))
-        if claimed.done or time.time() - float(earlier.get("claimed_at", 0)) <= ABANDONED_AFTER_S:
+        young = time.time() - float(earlier.get("claimed_at", 0)) <= ABANDONED_AFTER_S
+        if claimed.done or (young and not earlier.get("unsettled")):
             return claimed
         if exists(claimed.job_id):
             return Claimed(claimed.job_id, done=True)
@@ -172,6 +192,11 @@ class IdempotencyStore:
     def mark_done(self, tenant: str, key: str, job_id: str) -> None:
         """The claim's job is stored and queued: repeats replay it from now on."""
         self._if_mine(keys=[self._entry(tenant, key)], args=[job_id, "done"])
+
+    def mark_unsettled(self, tenant: str, key: str, job_id: str) -> None:
+        """The claim's request failed after a write that may have been applied: a repeat looks its
+        job up at once instead of waiting for the claim to grow old."""
+        self._if_mine(keys=[self._entry(tenant, key)], args=[job_id, "unsettled"])
 
     def release(self, tenant: str, key: str, job_id: str) -> None:
         """Forget a claim whose job was not created (refused or failed), so a retry can create it;

@@ -324,6 +324,12 @@ class VoicesPublic(BaseModel):
 class ErrorBody(BaseModel):
     code: str
     message: str
+    job_id: str | None = Field(
+        None,
+        description="A 503 to a submission whose job may have been stored before the outage (the answer to its "
+        "write was lost): the job's id, also in `Location`. GET it to learn whether it exists.",
+    )
+    batch_id: str | None = Field(None, description="As `job_id`, for a batch submission.")
 
 
 class ErrorPublic(BaseModel):

@@ -5,7 +5,11 @@ its marks and options resolved, its audio estimated), and a draft is submitted (
 queue).
 
 Nothing is stored until every check has passed, and what a failing step stored is taken back: a
-refused request leaves no job behind. Admission looks at the age of the oldest task waiting for the
+refused request leaves no job behind. The job's (and batch's) id is made with its draft, before any
+write, so a write whose answer was lost (Redis applied it, then the connection dropped) and whose
+taking back fails too is answered 503 naming that id (``Location``, ``job_id``): the job may exist,
+and the client can look it up, or repeat with its ``Idempotency-Key``, instead of making a second
+one. Admission looks at the age of the oldest task waiting for the
 job's class (interactive, or bulk entry and segment tasks): past ``TTSQ_ADMISSION_MAX_AGE_*_S`` the
 queue is already behind by that much, and a new job is refused with 503 and a ``Retry-After`` rather
 than growing it without bound.
@@ -44,7 +48,7 @@ from tts_core.voice_info import VoiceInfo
 from ttsq.batches import BatchRecord, new_batch_id
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK
-from ttsq.errors import QueueBehind, QueueUnavailable, ServiceError, StoreUnavailable
+from ttsq.errors import QueueBehind, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
 from ttsq.estimate import estimate_job
 from ttsq.jobs import JobRecord, Priority, TextType, new_job_id, utcnow
 from ttsq.quotas import Charge, usage_day
@@ -380,25 +384,21 @@ def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priorit
 
 
 def _store_and_queue(state: AppState, draft: Draft) -> None:
+    """Store the job, then queue it. A failed write may still have been applied (its answer lost):
+    it is taken back, and only if that is confirmed does the 503 say that no job exists; otherwise
+    it names the job (:meth:`~ttsq.errors.TransientError.maybe_stored`), which, if it exists, the
+    sweeper queues as it queues any job that no message names."""
     record = draft.record
     try:
         state.stores.jobs.create(record, draft.text)
     except redis.RedisError as e:
-        raise StoreUnavailable(f"job store unavailable: {e}") from e
+        raise _taken_back(state, draft, StoreUnavailable(f"job store unavailable: {e}")) from e
     model = state.catalog.model_key(record.voice) if state.settings.model_affinity else None
     queue = entry_queue(state.settings.queue, record.priority, model)
     try:
         state.producer.send_task(SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue)
     except (OperationalError, redis.RedisError) as e:
-        try:
-            state.stores.jobs.delete(record)
-        except redis.RedisError:
-            # Stored, and now impossible to take back: the job is accepted (the sweeper queues a
-            # job that no message names), so the client gets 202, not a 503 whose retry would
-            # make a second job.
-            log.warning("job %s: stored but not queued (%s); the sweeper will queue it", record.id, e)
-        else:
-            raise QueueUnavailable(f"job queue unavailable: {e}") from e
+        raise _taken_back(state, draft, QueueUnavailable(f"job queue unavailable: {e}")) from e
     state.metrics.submitted.labels(record.voice, record.priority.value).inc()
     log.info(
         "job %s queued: tenant=%s voice=%s format=%s chars=%d priority=%s",
@@ -406,16 +406,27 @@ def _store_and_queue(state: AppState, draft: Draft) -> None:
     )  # fmt: skip
 
 
+def _taken_back(state: AppState, draft: Draft, error: TransientError) -> TransientError:
+    """``error``, after removing the job a failed submission may have stored: naming the job when
+    the removal fails too (Redis is the outage; the job may exist)."""
+    try:
+        state.stores.jobs.delete(draft.record)
+    except redis.RedisError:
+        log.warning("job %s: may be stored; could not take it back", draft.record.id)
+        return error.maybe_stored("job", draft.record.id)
+    return error
+
+
 def _store_and_queue_batch(state: AppState, draft: BatchDraft) -> None:
     """If the store or the queue fails part way, everything is removed again: items already queued
-    find no record and are dropped by the worker."""
+    find no record and are dropped by the worker. If the removal fails too, the 503 names the batch,
+    which may exist."""
     batch, records = draft.batch, [item.record for item in draft.items]
     try:
         state.stores.batches.create(batch, [record.id for record in records])
         state.stores.jobs.create_many([(item.record, item.text) for item in draft.items])
     except redis.RedisError as e:
-        _forget_batch(state, draft)
-        raise StoreUnavailable(f"job store unavailable: {e}") from e
+        raise _batch_taken_back(state, draft, StoreUnavailable(f"job store unavailable: {e}")) from e
     queue = entry_queue(state.settings.queue, Priority.BULK)
     try:
         # kombu's publish batch pipelines the sends through one producer; a failed flush raises
@@ -426,17 +437,20 @@ def _store_and_queue_batch(state: AppState, draft: BatchDraft) -> None:
                     SYNTHESIZE_TASK, args=[record.id], task_id=record.id, queue=queue, producer=producer
                 )
     except (OperationalError, BatchPublishError, redis.RedisError) as e:
-        _forget_batch(state, draft)
-        raise QueueUnavailable(f"job queue unavailable: {e}") from e
+        raise _batch_taken_back(state, draft, QueueUnavailable(f"job queue unavailable: {e}")) from e
     for record in records:
         state.metrics.submitted.labels(record.voice, record.priority.value).inc()
     log.info("batch %s queued: tenant=%s items=%d chars=%d", batch.id, batch.tenant, batch.total, batch.characters)
 
 
-def _forget_batch(state: AppState, draft: BatchDraft) -> None:
+def _batch_taken_back(state: AppState, draft: BatchDraft, error: TransientError) -> TransientError:
+    """``error``, after removing what a failed batch submission stored: naming the batch when the
+    removal fails too."""
     try:
         for item in draft.items:
             state.stores.jobs.delete(item.record)
         state.stores.batches.delete(draft.batch)
     except redis.RedisError:
-        log.warning("batch %s: could not remove what was stored of it", draft.batch.id)
+        log.warning("batch %s: may be stored, in part; could not take it back", draft.batch.id)
+        return error.maybe_stored("batch", draft.batch.id)
+    return error

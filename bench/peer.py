@@ -28,6 +28,7 @@ import httpx
 
 from bench import corpus
 from bench.stack import BenchStack
+from bench.submit_keys import bench_client
 from cli.processes import ManagedProcess, free_port, wait_until
 from tts_core.catalog import VoiceCatalog
 from tts_core.piper_engine import piper_source
@@ -157,7 +158,7 @@ def _ms_percentiles(values: list[float]) -> dict[str, float]:
 def offered_ways(ways: dict[str, Request], text: str) -> tuple[dict[str, Request], dict[str, str]]:
     """Each way warmed once; those answering 404/405 set apart with what they answered."""
     offered, missing = {}, {}
-    with httpx.Client(timeout=60) as client:
+    with bench_client(timeout=60) as client:
         for name, way in ways.items():
             try:
                 wav_audio_s(way(client, text))
@@ -170,7 +171,7 @@ def offered_ways(ways: dict[str, Request], text: str) -> tuple[dict[str, Request
 def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, dict[str, float]]:
     """Each text through each way in turn, ``rounds`` times; text to last byte, in ms."""
     times: dict[str, list[float]] = {name: [] for name in ways}
-    with httpx.Client(timeout=60) as client:
+    with bench_client(timeout=60) as client:
         for _ in range(rounds):
             for text in texts:
                 for name, way in ways.items():
@@ -186,7 +187,7 @@ def throughput(way: Request, texts: list[str], per_client: int) -> dict[str, flo
     errors: list[BaseException] = []
 
     def client_loop(index: int) -> None:
-        with httpx.Client(timeout=120) as client:
+        with bench_client(timeout=120) as client:
             for n in range(per_client):
                 try:
                     audio_s[index] += wav_audio_s(way(client, texts[(index + n) % len(texts)]))
@@ -240,7 +241,7 @@ def stages(stack: BenchStack, texts: list[str]) -> dict[str, float]:
     what ``progress.queued_ms`` counts), synthesis, finish (started -> finished minus synthesis:
     encode, upload, record), answer (finished -> the long poll's answer), download (the audio)."""
     rows: dict[str, list[float]] = {k: [] for k in ("api", "queue", "synthesis", "finish", "answer", "download")}
-    with httpx.Client(timeout=60) as client:
+    with bench_client(timeout=60) as client:
         for text in texts:
             t0 = time.time()
             job = client.post(f"{stack.url}/v1/jobs", json={"text": text, "format": "wav"}).raise_for_status().json()

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import psutil
 
+from bench.submit_keys import bench_client
 from cli.commands import api_argv
 from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
@@ -48,7 +49,7 @@ class BenchStack:
         self.api = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
         self.url = f"http://{LOOPBACK}:{port}"
         wait_until(lambda: httpx.get(f"{self.url}/healthz").status_code == 200, 60, "bench API", self.api)
-        self.http = httpx.Client(base_url=self.url, timeout=60)
+        self.http = bench_client(base_url=self.url, timeout=60)
         self.stores = Stores.connect(self.base, socket_timeout_s=None)
         self.jobs = self.stores.jobs
         self.batch_store = self.stores.batches

@@ -3,9 +3,12 @@
 
 An API that has answered once and then stops answering is taken for restarting (``ttsq dev`` starts a
 killed API again within seconds; Redis or S3 restarting makes it answer 503): a request that is safe
-to repeat (a GET, or a POST with an ``Idempotency-Key``: every submission of this client sends one) is
-tried again for up to ``RESTART_GRACE_S``, through connection failures, 503s and ``409
-idempotency_in_flight``. An API that never answered fails the first request at once.
+to repeat (a GET, or a POST with an ``Idempotency-Key``: every submission of this client sends one,
+the same on each try) is tried again for up to ``RESTART_GRACE_S``, through connection failures,
+503s (after their ``Retry-After``) and ``409 idempotency_in_flight``. So a submission whose answer was
+lost (the connection dropped after the API got it, or a 503 naming the job it may have stored) is
+answered, in the end, with the one job it made. An API that could never be reached fails the first
+request at once.
 """
 
 from __future__ import annotations
@@ -98,8 +101,11 @@ class TTSQClient:
             try:
                 response = http.request(method, url, **kwargs)
             except httpx.TransportError as e:
-                # A request never sent (no connection) may be sent again, whatever its method.
-                may_retry = self._answered and (repeatable or isinstance(e, httpx.ConnectError))
+                # A request never sent (no connection) may be sent again, whatever its method; one
+                # sent to an API that never answered, only if that API was reached.
+                never_sent = isinstance(e, httpx.ConnectError)
+                reached = self._answered or not never_sent
+                may_retry = reached and (repeatable or never_sent)
                 if not may_retry or time.monotonic() > deadline:
                     raise ClientError(f"{unreachable}: {e or type(e).__name__}") from e
                 time.sleep(RETRY_PAUSE_S)
@@ -113,15 +119,15 @@ class TTSQClient:
         """``POST /v1/jobs`` with a fresh ``Idempotency-Key``, so a retry after a lost answer gets
         the same job instead of a second one."""
         body = {"text": text, **{k: v for k, v in options.items() if v is not None}}
-        key = f"ttsq-client-{uuid.uuid4()}"
-        response = self._send("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key})
+        response = self._send("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": fresh_key()})
         _raise_for_error(response)
         job: dict[str, Any] = response.json()
         return job
 
     def submit_batch(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
-        """``POST /v1/batches``; with ``idempotency_key``, a repeat answers with the first batch."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        """``POST /v1/batches`` with ``idempotency_key`` (a fresh one if not given): a repeat with it,
+        by this client or a later run, answers with the first batch."""
+        headers = {"Idempotency-Key": idempotency_key or fresh_key()}
         response = self._send("POST", "/v1/batches", json=body, headers=headers)
         _raise_for_error(response)
         batch: dict[str, Any] = response.json()
@@ -202,6 +208,11 @@ class TTSQClient:
         response = self._retrying(self._presigned, "GET", url, f"cannot download {destination.name}")
         _raise_for_error(response)
         return _save(response.content, destination)
+
+
+def fresh_key() -> str:
+    """An ``Idempotency-Key`` for one submission, kept for all its tries."""
+    return f"ttsq-client-{uuid.uuid4()}"
 
 
 def _passing(response: httpx.Response) -> bool:

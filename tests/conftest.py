@@ -6,6 +6,7 @@ Every fixture stops what it started. Ports are free ones, so the suite runs besi
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -34,9 +35,10 @@ from cli.workerpool import spawn_local_worker, start_local_worker, wait_for_node
 from tests.voices import write_broken_voice, write_multi_speaker_voice
 from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
-from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, interactive_queue
+from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, idempotency_key, interactive_queue
 from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
 from ttsq.settings import Settings, settings_env
+from ttsq.tenants import ANONYMOUS_TENANT
 
 T = TypeVar("T")
 
@@ -305,6 +307,16 @@ def wait_for_tasks(worker: ManagedProcess, task_ids: list[str], outcome: str = "
     assert log_path is not None
     lines = [f"Task {SYNTHESIZE_TASK}[{task_id}] {outcome}" for task_id in task_ids]
     wait_until(lambda: all(line in log_path.read_text() for line in lines), 60, f"tasks {outcome}")
+
+
+def idempotency_claim(client: redis.Redis, made_id: str, tenant: str = ANONYMOUS_TENANT) -> dict[str, Any] | None:
+    """The ``Idempotency-Key`` claim naming the job or batch ``made_id``: None if its submit sent no key."""
+    for entry in client.scan_iter(match=idempotency_key(tenant, "*"), count=1000):
+        raw = client.get(entry)
+        if raw is not None and json.loads(raw)["job_id"] == made_id:
+            claim: dict[str, Any] = json.loads(raw)
+            return claim
+    return None
 
 
 def create_record(store: JobStore, text: str = "Hello again.", **fields: object) -> JobRecord:

@@ -10,6 +10,7 @@ import json
 import queue
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,8 +60,10 @@ MAX_CLIENT_WAIT_S: Final = 5.0
 @dataclass
 class Burst:
     """Clients submitting texts from threads, as a user's code would: a 503 is retried after its
-    ``Retry-After``; only a 202 is an accepted job. A transport error (no answer) is retried too,
-    and counted, since its request may or may not have been taken."""
+    ``Retry-After``, under the text's own ``Idempotency-Key`` (the safe path docs/API.md gives for a
+    503 that names a job it may have stored), as is ``409 idempotency_in_flight``; a 202, or a 200
+    replaying the job of an earlier try, is an accepted job. A transport error (no answer) is retried
+    too, and counted, since its request may or may not have been taken."""
 
     api_url: str
     texts: Sequence[str]
@@ -116,25 +119,27 @@ class Burst:
                 self._submit(client, text)
 
     def _submit(self, client: httpx.Client, text: str) -> None:
+        key = {"Idempotency-Key": f"burst-{uuid.uuid4()}"}
         while time.monotonic() < self.started_at + self.deadline_s:
             try:
-                response = client.post("/v1/jobs", json={"text": text, **self.fields})
+                response = client.post("/v1/jobs", json={"text": text, **self.fields}, headers=key)
             except httpx.TransportError as e:
                 with self._lock:
                     self.transport_errors[type(e).__name__] += 1
                 time.sleep(1)
                 continue
-            if response.status_code == 202:
+            if response.status_code in (200, 202):  # 200: a retry given the job of an earlier try
                 with self._lock:
                     self.accepted[response.json()["id"]] = time.monotonic()
                 time.sleep(self.pace_s)
                 return
-            if response.status_code != 503:
+            code = _error_code(response)
+            if response.status_code != 503 and code != "idempotency_in_flight":
                 with self._lock:
                     self.unexpected.append(f"{response.status_code} {response.text[:300]}")
                 return
             with self._lock:
-                self.refusals[f"503 {response.json()['error']['code']}"] += 1
+                self.refusals[f"{response.status_code} {code}"] += 1
             time.sleep(min(float(response.headers.get("retry-after", 1)), MAX_CLIENT_WAIT_S))
 
     def figures(self) -> dict[str, Any]:
@@ -147,6 +152,13 @@ class Burst:
             "unexpected_answers": len(self.unexpected),
             "submission_wall_s": round(self.finished_at - self.started_at, 1),
         }
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    try:
+        return str(response.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def short_texts(count: int) -> list[str]:

@@ -13,11 +13,12 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import redis
 import soundfile
 
 from cli.embedded import RedisService
 from cli.processes import free_port, port_in_use
-from tests.conftest import wait_for, wait_for_job
+from tests.conftest import idempotency_claim, wait_for, wait_for_job
 from ttsq.settings import Settings, settings_env
 
 TTSQ = str(Path(sys.executable).parent / "ttsq")
@@ -29,7 +30,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def test_say_downloads_playable_audio(api_url: str, tmp_path: Path) -> None:
+def test_say_downloads_playable_audio(api_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
     output = tmp_path / "hello.mp3"
     run = subprocess.run(
         [TTSQ, "say", "Hello from the command line.", "-o", str(output), "--api-url", api_url],
@@ -41,6 +42,8 @@ def test_say_downloads_playable_audio(api_url: str, tmp_path: Path) -> None:
     info = soundfile.info(str(output))
     assert info.samplerate == 22050
     assert 0.8 < info.duration < 5
+    job_id = run.stdout.rsplit("(job ", 1)[1].split(")", 1)[0]
+    assert idempotency_claim(redis_client, job_id) is not None  # its submit sent an Idempotency-Key
 
 
 def test_say_reports_the_api_error(api_url: str, tmp_path: Path) -> None:

@@ -81,6 +81,8 @@ class ToneModel:
     def __init__(self) -> None:
         self.calls: list[list[int]] = []
         """Lengths of the id lists of each call, in call order."""
+        self.spoken: list[str] = []
+        """Texts given to :meth:`speak` (the warm-up), in order."""
 
     @property
     def word_ids(self) -> WordIds | None:
@@ -106,6 +108,7 @@ class ToneModel:
         return [self._one(ids, config.speed).audio for ids in batch]
 
     def speak(self, text: str, config: SynthesisConfig) -> PCM16:
+        self.spoken.append(text)
         ids = [i for sentence in ToneFrontEnd().phoneme_ids(text) for i in sentence]
         return to_int16(self.synthesize_ids([ids], config)[0])
 
@@ -270,13 +273,17 @@ def test_an_engine_that_does_not_time_words_gives_none(worker_engine: Engine) ->
 def test_warm_up_prepares_batch_shapes_only_for_an_engine_that_batches(worker_engine: Engine, tone: ToneEngine) -> None:
     worker_engine.warm_up()
     (model,) = tone.loaded
-    # Loading spoke the warm-up text; then each batch size up to four at 64 and 400 ids.
+    # The default voice spoke the warm-up text; then each batch size up to four at 64 and 400 ids.
+    assert model.spoken == [ToneEngine.warm_up_text]
     assert model.calls == [[n] * size for size in (1, 2, 4) for n in (64, 400)]
     assert worker_engine.voice(TONE_VOICE) is model
 
+
+def test_a_voice_loaded_on_demand_is_not_warmed_up(worker_engine: Engine, tone: ToneEngine) -> None:
+    """A job's voice goes straight to the job: a warm-up would take the cores from every other job."""
     untimed = worker_engine.voice(UNTIMED_VOICE)
     assert isinstance(untimed, UntimedToneModel)
-    assert untimed.calls == []  # only the warm-up text, which is no batch call
+    assert (untimed.spoken, untimed.calls) == ([], [])
 
 
 def test_the_api_allows_word_marks_by_what_the_engine_times(

@@ -25,7 +25,7 @@ from cli.processes import ManagedProcess, free_port, wait_until
 from narration.books import read_book
 from narration.m4b import ChapterAudio, write_m4b
 from narration.state import STATE_FILE
-from tests.conftest import paused
+from tests.conftest import idempotency_claim, paused
 from tests.test_cli import clean_env
 from tests.test_marks import seconds
 from tests.voices import BROKEN_VOICE_ID
@@ -89,6 +89,7 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
     assert manifest["book"] == "The Small Book"
     assert manifest["marks"] == ["sentence"]
     assert manifest["batch_id"] in batch_ids(client)
+    assert idempotency_claim(redis_client, manifest["batch_id"]) is not None  # submitted with an Idempotency-Key
     chapters = manifest["chapters"]
     assert [(c["index"], c["title"], c["file"], c["status"]) for c in chapters] == [
         (n, title, file, "succeeded") for n, (title, file) in enumerate(zip(TITLES, FILES, strict=True), 1)

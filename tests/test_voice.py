@@ -10,7 +10,7 @@ import onnx
 import piper_phonemize
 import pytest
 
-from tts_core.alignment import add_alignment_output
+from tts_core.alignment import alignment_output_name, file_identity, with_output
 from tts_core.audio import join_with_pauses, rms_dbfs
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import SynthesisConfig
@@ -79,7 +79,22 @@ def test_text_without_speech_is_rejected(voice: Voice) -> None:
 def test_alignment_patch_requires_one_ceil_node() -> None:
     graph = onnx.helper.make_graph([], "empty", [], [])
     with pytest.raises(VoiceLoadError, match="exactly one Ceil node"):
-        add_alignment_output(onnx.helper.make_model(graph))
+        alignment_output_name(onnx.helper.make_model(graph))
+
+
+def test_the_output_appended_to_the_bytes_is_the_output_added_to_the_parsed_graph() -> None:
+    """Bytes appended (protobuf merges the second graph into the first) parse to the model that
+    adding the output in place and serialising would give; a model that has it is left alone."""
+    path = piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID)).model_path
+    raw = path.read_bytes()
+    patched, name = with_output(raw, alignment_output_name, file_identity(path))
+    expected = onnx.load_from_string(raw)
+    expected.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    assert onnx.load_from_string(patched) == expected
+    assert with_output(expected.SerializeToString(), alignment_output_name, "already has it") == (
+        expected.SerializeToString(),
+        name,
+    )
 
 
 def test_unreadable_model_is_a_voice_load_error(tmp_path: Path) -> None:

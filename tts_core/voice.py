@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
-from tts_core.alignment import add_alignment_output
+from tts_core.alignment import alignment_output_name, file_identity, with_output
 from tts_core.audio import PCM16, FloatAudio, speech_pcm, to_int16
 from tts_core.config import DEFAULT_SEGMENT_IDS, HOP_LENGTH, SynthesisConfig, VoiceConfig
 from tts_core.device import Device
@@ -51,11 +50,12 @@ class Voice:
         """Load ``NAME.onnx`` (and ``NAME.onnx.json`` beside it unless given) into a session."""
         config = VoiceConfig.from_file(config_path or model_path.with_name(model_path.name + ".json"))
         try:
-            model = onnx.load(str(model_path))
+            model, alignment_output = with_output(
+                model_path.read_bytes(), alignment_output_name, file_identity(model_path)
+            )
         except (OSError, DecodeError) as e:
             raise VoiceLoadError(f"cannot read voice model {model_path}: {e}") from e
-        alignment_output = add_alignment_output(model)
-        session = create_session(model.SerializeToString(), device, intra_op_threads, spin_wait)
+        session = create_session(model, device, intra_op_threads, spin_wait)
         return cls(config, session, alignment_output)
 
     @property

@@ -21,7 +21,8 @@ Exception tree (the HTTP status the API gives each is decided in ``api/errors.py
     │   ├── InvalidCursor       a list cursor that no page gave out
     │   ├── LexiconRefused      a lexicon a job cannot use, or one past the tenant's limits
     │   └── InvalidIdempotencyKey  an empty, over-long or non-ASCII Idempotency-Key
-    └── TransientError          an outage: retrying later can succeed
+    └── TransientError          an outage: retrying later can succeed (``unconfirmed``: what a
+        │                       submission cut off by it may have stored)
         ├── StorageUnavailable  the object store cannot be reached or answers 5xx
         ├── StoreUnavailable    Redis (job records) cannot be reached
         ├── QueueUnavailable    the broker refused a task message
@@ -34,7 +35,8 @@ status codes live in ``api/`` only.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from dataclasses import dataclass
+from typing import Final, Literal, Self
 
 from tts_core.errors import TTSError
 
@@ -179,8 +181,27 @@ class StorageRefused(ServiceError, code="storage_refused"):
     no such bucket, no permission. The operator has to change the configuration."""
 
 
+@dataclass(frozen=True)
+class Unconfirmed:
+    """A job or batch whose store write was sent but whose outcome is unknown (the answer was lost,
+    or taking it back failed): it may exist. Its id was fixed before the write, so the API can name
+    it in its 503 and the client can look it up instead of submitting a second one."""
+
+    kind: Literal["job", "batch"]
+    id: str
+
+
 class TransientError(ServiceError, code="unavailable"):
     """An outage of something ttsq depends on; the same step may succeed later, so it is retried."""
+
+    unconfirmed: Unconfirmed | None = None
+    """Set by a submission whose write may have been applied before the outage cut it off; ``None``
+    when nothing was stored (refused before writing, or what was written was taken back)."""
+
+    def maybe_stored(self, kind: Literal["job", "batch"], stored_id: str) -> Self:
+        """This error, naming the job or batch the failed submission may have stored."""
+        self.unconfirmed = Unconfirmed(kind, stored_id)
+        return self
 
 
 class StorageUnavailable(TransientError, code="storage_unavailable"):

@@ -16,6 +16,7 @@ from api.deps import (
     owned_batch,
     require_json,
 )
+from api.errors import resource_location
 from api.idempotency import mark_replayed
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
@@ -55,7 +56,7 @@ def create_batch(
     if submitted.replayed:
         mark_replayed(response)
         return _public(state, owned_batch(state, tenant, submitted.id))
-    response.headers["Location"] = f"/v1/batches/{submitted.id}"
+    response.headers["Location"] = resource_location("batch", submitted.id)
     return _public(state, draft.batch)
 
 

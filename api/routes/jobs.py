@@ -23,7 +23,7 @@ from api.deps import (
     owned_job,
     require_json,
 )
-from api.errors import ApiError
+from api.errors import ApiError, resource_location
 from api.idempotency import mark_replayed
 from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
@@ -71,7 +71,7 @@ def create_job(
     if submitted.replayed:
         mark_replayed(response)
         return _public(state, owned_job(state, tenant, submitted.id))
-    response.headers["Location"] = f"/v1/jobs/{submitted.id}"
+    response.headers["Location"] = resource_location("job", submitted.id)
     return _public(state, draft.record)
 
 
