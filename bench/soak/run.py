@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -110,11 +110,12 @@ class Driver:
         return not any(thread.is_alive() for thread in self._canaries)
 
 
-def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> tuple[Holdings, float]:
+def drain(
+    driver: Driver, soak: SoakStack, batch_ids: Callable[[], list[str]], deadline: float
+) -> tuple[Holdings, float]:
     """Supervise while the load's last requests and canaries end and everything settles; returns
     the last reading and when it was taken (monotonic)."""
     next_read = next_print = 0.0
-    holdings: Holdings | None = None
     while True:
         driver.step()
         now = time.monotonic()
@@ -123,6 +124,8 @@ def drain(driver: Driver, soak: SoakStack, batch_ids: Any, deadline: float) -> t
             try:
                 holdings = read_holdings(soak.stack.stores, batch_ids())
             except Exception as e:  # Redis restarting after a late fault: read again
+                if now >= deadline:
+                    raise RuntimeError(f"the stack could not be read at the end of the drain: {e}") from e
                 print(f"soak: drain read failed ({type(e).__name__}); again", flush=True)
             else:
                 waiting = holdings.unsettled()
