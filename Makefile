@@ -16,12 +16,13 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity clean
+.PHONY: help setup dev test faults soak lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
 	@echo "make test    set up .venv, lint, run the whole suite against real services"
 	@echo "make faults  kill Redis, S3 and a worker under load: nothing lost or stuck (see docs/RELIABILITY.md)"
+	@echo "make soak    30 minutes of mixed load while a seeded driver kills and freezes the stack's parts (MINUTES=, SEED=)"
 	@echo "make lint    ruff + mypy"
 	@echo "make format  apply ruff's formatting and fixes"
 	@echo "make lock    write requirements/*.txt again from pyproject.toml (LOCK_ARGS=--upgrade: newest releases)"
@@ -98,6 +99,11 @@ test: lint
 
 faults: setup
 	$(BIN)/pytest -m faults -v
+
+# The chaos soak (docs/RELIABILITY.md, "Chaos soak"): about 30 minutes of load and faults, then the
+# drain (up to 15). SEED= repeats a run's faults and texts; the report is bench/results/soak-<seed>.json.
+soak: setup
+	flock /tmp/ttsq-bench.lock $(BIN)/python -m bench.soak --minutes $(or $(MINUTES),30) --seed $(or $(SEED),$(shell od -An -N3 -tu4 /dev/urandom | tr -d ' '))
 
 bench: setup
 	$(BIN)/python -m bench.run

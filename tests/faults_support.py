@@ -1,138 +1,60 @@
-"""Machinery of the fault suite (``tests/test_faults.py``): a whole ttsq stack of real processes
-whose parts can be killed and restarted, clients that submit bursts as a user's code would, what the
-stack holds afterwards, and the figures each scenario records in ``bench/results/faults-latest.json``.
+"""Machinery of the fault suite (``tests/test_faults.py``): clients that submit bursts as a user's
+code would, and the figures each scenario records in ``bench/results/faults-latest.json``. The stack
+of real processes is ``bench/fault_stack.py``; what it holds afterwards, ``bench/stack_audit.py``
+(both shared with the chaos soak, and named here for the tests that import them from this module).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import queue
-import re
-import signal
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, cast
 
 import httpx
-import redis
 
 from bench.corpus import narration, paragraphs, short_messages
+from bench.fault_stack import AofRedis, FaultStack, fault_stack
 from bench.machine import describe
-from cli.commands import api_argv, beat_argv, webhook_worker_argv
-from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
-from cli.processes import ManagedProcess, free_port, wait_until
-from cli.workerpool import start_local_worker, wait_for_node
-from ttsq.constants import KEY_PREFIX
-from ttsq.jobs import JobRecord, JobStatus, JobStore
-from ttsq.maintenance import TMP_PREFIX
-from ttsq.settings import Settings, settings_env
-from ttsq.storage import ObjectStore
-from ttsq.tenants import ANONYMOUS_TENANT
+from bench.stack_audit import (
+    JOBS_PREFIX,
+    Outcome,
+    job_ids_in_redis,
+    objects_per_job,
+    outcome,
+    records,
+    tmp_parts,
+    wait_terminal,
+)
+
+__all__ = [
+    "JOBS_PREFIX",
+    "AofRedis",
+    "Burst",
+    "FaultStack",
+    "Outcome",
+    "fault_stack",
+    "job_ids_in_redis",
+    "objects_per_job",
+    "outcome",
+    "prose",
+    "record_figures",
+    "records",
+    "short_texts",
+    "tmp_parts",
+    "wait_terminal",
+]
 
 RESULTS_PATH: Final = Path(__file__).resolve().parents[1] / "bench" / "results" / "faults-latest.json"
-BUCKET: Final = "ttsq-faults"
-JOBS_PREFIX: Final = f"{ANONYMOUS_TENANT}/jobs/"
-"""Where the anonymous tenant's audio lands: ``anonymous/jobs/<id>/audio.<ext>``."""
 MAX_CLIENT_WAIT_S: Final = 5.0
 """Longest pause a client makes on a 503 (it honours ``Retry-After`` up to this)."""
-
-RETRY_LINE: Final = re.compile(r"Task ([\w.]+)\[([0-9a-f-]+)\] retry: Retry in")
-_JOB_KEY = re.compile(rf"^{KEY_PREFIX}:job:([0-9a-f-]{{36}})$")
-
-
-class AofRedis(RedisService):
-    """redis-server persisting every write to its append-only file, flushed to disk every second,
-    as a production Redis is configured (``deploy/redis.conf``)."""
-
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
-        super().__init__(data_dir, port, appendonly=True)
-        self.process.argv += ["--appendfsync", "everysec"]
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no final save; what survives is what the append-only file holds."""
-        self.process.kill(signal.SIGKILL)
-        self.process.stop()  # reaps it and closes its log
-
-
-@dataclass
-class FaultStack:
-    """Redis, SeaweedFS, the API, one synthesis worker, the service worker and beat, each a process."""
-
-    root: Path
-    settings: Settings
-    redis_server: AofRedis
-    s3: SeaweedService
-    api_url: str
-    redis_client: redis.Redis
-    """The test's own connection, to read what the stack stored (it reconnects after a restart)."""
-    processes: dict[str, ManagedProcess] = field(default_factory=dict)
-
-    def start_worker(self, name: str, extra_env: dict[str, str] | None = None) -> ManagedProcess:
-        """A synthesis worker (node ``<name>@<host>``); returns once it answers a ping, model loaded."""
-        worker = start_local_worker(self.settings, name, self.root / f"{name}.log", extra_env=extra_env)
-        self.processes[name] = worker
-        return worker
-
-    def log_path(self, name: str) -> Path:
-        return self.root / f"{name}.log"
-
-    def alive(self) -> dict[str, bool]:
-        return {name: process.alive for name, process in self.processes.items()}
-
-    def retries(self, worker: str = "worker") -> dict[str, Any]:
-        """Celery's retries of steps hit by an outage, from the worker's log: how many tasks of each
-        kind were retried, and the most retries one task took (its job fails past ``task_max_retries``)."""
-        retried = RETRY_LINE.findall(self.log_path(worker).read_text())
-        per_task = Counter(task_id for _, task_id in retried)
-        return {
-            "tasks_retried": dict(Counter(name for name, _ in set(retried))),
-            "most_retries_of_one_task": max(per_task.values(), default=0),
-            "task_max_retries": self.settings.task_max_retries,
-        }
-
-    def objects(self) -> ObjectStore:
-        return ObjectStore(self.settings.s3)
-
-
-@contextmanager
-def fault_stack(root: Path, **overrides: Any) -> Iterator[FaultStack]:
-    """Start the whole stack under ``root`` with the given settings; stop every process afterwards."""
-    with ExitStack() as stop:
-        redis_service = AofRedis(root / "redis")
-        redis_service.start()
-        stop.callback(redis_service.stop)
-        s3 = SeaweedService(root / "s3", BUCKET).start()
-        stop.callback(s3.stop)
-        settings = stack_settings(redis_service.url, s3, **overrides)
-        env = {**os.environ, **settings_env(settings)}
-        port = free_port()
-        client = redis.Redis.from_url(redis_service.url, socket_timeout=10, socket_connect_timeout=2)
-        stop.callback(client.close)
-        stack = FaultStack(root, settings, redis_service, s3, f"http://{LOOPBACK}:{port}", client)
-        stop.callback(_stop_all, stack.processes)
-        api = stack.processes["api"] = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
-        wait_until(lambda: httpx.get(f"{stack.api_url}/healthz").status_code == 200, 60, "API", api)
-        service_argv = webhook_worker_argv(4, "service@%h")
-        service = stack.processes["service"] = ManagedProcess("service", service_argv, root / "service.log", env)
-        wait_for_node(settings, "service@", service.start(), 60)
-        beat_args = beat_argv(root / "beat-schedule")
-        stack.processes["beat"] = ManagedProcess("beat", beat_args, root / "beat.log", env).start()
-        stack.start_worker("worker")
-        yield stack
-
-
-def _stop_all(processes: dict[str, ManagedProcess]) -> None:
-    """Newest first: workers before the API, everything before Redis and S3."""
-    for process in reversed(processes.values()):
-        process.stop()
 
 
 @dataclass
@@ -237,94 +159,6 @@ def _error_code(response: httpx.Response) -> str | None:
         return str(response.json()["error"]["code"])
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def job_ids_in_redis(client: redis.Redis) -> set[str]:
-    """Every job that has a record, whoever created it."""
-    found: set[str] = set()
-    for key in client.scan_iter(match=f"{KEY_PREFIX}:job:*", count=1000):
-        matched = _JOB_KEY.match(key.decode())
-        if matched:
-            found.add(matched.group(1))
-    return found
-
-
-def records(client: redis.Redis, ids: Sequence[str]) -> dict[str, JobRecord | None]:
-    store = JobStore(client, 60)
-    found: dict[str, JobRecord | None] = {}
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start : start + 500])
-        found.update(zip(chunk, store.many(chunk), strict=True))
-    return found
-
-
-def wait_terminal(client: redis.Redis, ids: Sequence[str], timeout_s: float) -> dict[str, JobRecord | None]:
-    """Poll the records until every job is terminal (or has no record) or ``timeout_s`` passes;
-    returns the last reading either way, for the test to judge."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            found = records(client, ids)
-        except redis.RedisError:  # Redis restarting: read again, unless time is up
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
-            continue
-        if all(r is None or r.status.terminal for r in found.values()) or time.monotonic() > deadline:
-            return found
-        time.sleep(1)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What became of a set of accepted jobs."""
-
-    lost: list[str]
-    """Accepted, but no record exists."""
-    stuck: dict[str, str]
-    """Not terminal: id → status."""
-    by_status: dict[str, int]
-    failed_codes: dict[str, int]
-    requeued: int
-    """Jobs the sweeper found without work and queued again."""
-    object_counts: dict[str, int]
-    """Succeeded job id → objects under its prefix; should be 1 each."""
-
-    @property
-    def wrong_objects(self) -> dict[str, int]:
-        return {job_id: n for job_id, n in self.object_counts.items() if n != 1}
-
-    def figures(self) -> dict[str, Any]:
-        return {
-            "lost": len(self.lost),
-            "stuck": len(self.stuck),
-            "by_status": self.by_status,
-            "failed_codes": self.failed_codes,
-            "requeued_by_sweeper": self.requeued,
-            "succeeded_without_exactly_one_object": len(self.wrong_objects),
-        }
-
-
-def objects_per_job(objects: ObjectStore) -> Counter[str]:
-    return Counter(key.split("/")[2] for key in objects.list_keys(JOBS_PREFIX))
-
-
-def outcome(found: dict[str, JobRecord | None], objects: ObjectStore) -> Outcome:
-    present = {job_id: r for job_id, r in found.items() if r is not None}
-    stored = objects_per_job(objects)
-    succeeded = [job_id for job_id, r in present.items() if r.status is JobStatus.SUCCEEDED]
-    return Outcome(
-        lost=sorted(job_id for job_id, r in found.items() if r is None),
-        stuck={job_id: r.status.value for job_id, r in present.items() if not r.status.terminal},
-        by_status=dict(Counter(r.status.value for r in present.values())),
-        failed_codes=dict(Counter(r.error.code for r in present.values() if r.error is not None)),
-        requeued=sum(1 for r in present.values() if r.requeues > 0),
-        object_counts={job_id: stored.get(job_id, 0) for job_id in succeeded},
-    )
-
-
-def tmp_parts(objects: ObjectStore) -> list[str]:
-    return objects.list_keys(TMP_PREFIX)
 
 
 def short_texts(count: int) -> list[str]:

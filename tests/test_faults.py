@@ -71,7 +71,7 @@ def test_redis_sigkill_and_restart_mid_burst(tmp_path: Path) -> None:
         back_at = time.monotonic()
         burst.join()
         client = stack.redis_client
-        found = wait_terminal(client, list(burst.accepted), DRAIN_TIMEOUT_S)
+        found = wait_terminal(stack.jobs, list(burst.accepted), DRAIN_TIMEOUT_S)
         drained_at = time.monotonic()
         existing = job_ids_in_redis(client)
         result = outcome(found, stack.objects())
@@ -108,18 +108,18 @@ def _one_job(stack: FaultStack, text: str = "One more job, once the fault is ove
         response = api.post("/v1/jobs", json={"text": text})
         assert response.status_code == 202, response.text
         job_id = response.json()["id"]
-        record = wait_terminal(stack.redis_client, [job_id], 120)[job_id]
+        record = wait_terminal(stack.jobs, [job_id], 120)[job_id]
     return "missing" if record is None else record.status.value
 
 
 def _finished(stack: FaultStack, ids: list[str]) -> int:
-    return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and r.status.terminal)
+    return sum(1 for r in records(stack.jobs, ids).values() if r is not None and r.status.terminal)
 
 
 def _mid_way(stack: FaultStack, long_ids: list[str]) -> bool:
     """A multi-segment job has some of its parts stored, not all."""
     segments = SegmentStore(stack.redis_client, 60)
-    jobs = [r for r in records(stack.redis_client, long_ids).values() if r is not None]
+    jobs = [r for r in records(stack.jobs, long_ids).values() if r is not None]
     return any(0 < segments.progress(r.id).done < (r.progress.segments_total or 0) for r in jobs)
 
 
@@ -140,8 +140,7 @@ def test_s3_down_30s_during_200_jobs(tmp_path: Path) -> None:
         long_burst.join()
         long_ids = list(long_burst.accepted)
         wait_until(lambda: _mid_way(stack, long_ids), 300, "segments under way")
-        client = stack.redis_client
-        before = outcome(records(client, [*long_ids, *short_burst.accepted]), stack.objects())
+        before = outcome(records(stack.jobs, [*long_ids, *short_burst.accepted]), stack.objects())
         stopped_at = time.monotonic()
         stack.s3.stop()
         time.sleep(30)
@@ -149,7 +148,7 @@ def test_s3_down_30s_during_200_jobs(tmp_path: Path) -> None:
         back_at = time.monotonic()
         short_burst.join()
         ids = [*long_ids, *short_burst.accepted]
-        found = wait_terminal(client, ids, DRAIN_TIMEOUT_S)
+        found = wait_terminal(stack.jobs, ids, DRAIN_TIMEOUT_S)
         drained_at = time.monotonic()
         result = outcome(found, stack.objects())
         objects = stack.objects()
@@ -239,8 +238,7 @@ def test_worker_sigkill_mid_long_job(tmp_path: Path) -> None:
         at_kill = api.get(f"/v1/jobs/{job_id}").json()["progress"]
         stack.start_worker("replacement")
         ready_at = time.time()
-        client = stack.redis_client
-        record = wait_terminal(client, [job_id], RECOVERY_LIMIT_S + 60)[job_id]
+        record = wait_terminal(stack.jobs, [job_id], RECOVERY_LIMIT_S + 60)[job_id]
         assert record is not None
         finished_at = record.finished_at.timestamp() if record.finished_at else float("inf")
         first_received, first_succeeded = segment_log(stack.log_path("worker"), job_id)
@@ -284,8 +282,7 @@ def test_2000_job_burst(tmp_path: Path) -> None:
     with fault_stack(tmp_path, **FAST_SWEEP) as stack:
         burst = Burst(stack.api_url, short_texts(2000), threads=32, deadline_s=1500).start()
         burst.join()
-        client = stack.redis_client
-        found = wait_terminal(client, list(burst.accepted), 900)
+        found = wait_terminal(stack.jobs, list(burst.accepted), 900)
         drained_at = time.monotonic()
         result = outcome(found, stack.objects())
         finished = [r.finished_at for r in found.values() if r is not None and r.finished_at is not None]
@@ -375,7 +372,7 @@ def test_frozen_worker_resumes_after_another_took_over(tmp_path: Path) -> None:
             freezes.append(stopped)
             time.sleep(15)
         burst.join()
-        found = wait_terminal(stack.redis_client, list(burst.accepted), DRAIN_TIMEOUT_S)
+        found = wait_terminal(stack.jobs, list(burst.accepted), DRAIN_TIMEOUT_S)
         time.sleep(5)  # a resumed loser deletes its own copy just after its failed success write
         result = outcome(found, stack.objects())
         wrong = _stored_audio(stack, found)
@@ -403,11 +400,11 @@ def test_frozen_worker_resumes_after_another_took_over(tmp_path: Path) -> None:
 
 
 def _running(stack: FaultStack, ids: list[str]) -> int:
-    return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and r.status is JobStatus.RUNNING)
+    return sum(1 for r in records(stack.jobs, ids).values() if r is not None and r.status is JobStatus.RUNNING)
 
 
 def _unfinished(stack: FaultStack, ids: list[str]) -> int:
-    return sum(1 for r in records(stack.redis_client, ids).values() if r is not None and not r.status.terminal)
+    return sum(1 for r in records(stack.jobs, ids).values() if r is not None and not r.status.terminal)
 
 
 @pytest.mark.timeout(1200)
@@ -437,7 +434,7 @@ def test_a_step_that_kills_its_workers_fails_within_the_bound(tmp_path: Path) ->
             kills.append(round(time.monotonic() - submitted_at, 1))
             name = f"worker-{len(kills)}"
             stack.start_worker(name)
-        record = wait_terminal(client, [job_id], 300)[job_id]
+        record = wait_terminal(stack.jobs, [job_id], 300)[job_id]
         failed_at = time.monotonic() - submitted_at
         poison = api.post(
             "/v1/jobs", json={"text": "".join(random.Random(7).choices(string.ascii_lowercase, k=500_000))}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.audio_decoding import decode
+from bench.audio_decoding import decode
 from tts_core.audio import join_with_pauses, to_int16
 from tts_core.encoding import StreamEncoder, encode, encode_stream
 from tts_core.errors import UnsupportedFormat

@@ -150,7 +150,7 @@ def test_the_slot_reconnects_after_a_redis_restart(tmp_path: Path) -> None:
                 api.post("/v1/jobs", json={"text": f"Back again, {n}.", "priority": "interactive"}).json()["id"]
                 for n in range(3)
             ]
-        found = wait_terminal(stack.redis_client, ids, JOB_TIMEOUT_S)
+        found = wait_terminal(stack.jobs, ids, JOB_TIMEOUT_S)
         alive = stack.alive()
     assert all(alive.values()), alive
     assert [r.status.value if r else None for r in found.values()] == ["succeeded"] * 3

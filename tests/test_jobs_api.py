@@ -14,7 +14,7 @@ import redis
 from botocore.exceptions import ClientError
 from mypy_boto3_s3 import S3Client
 
-from tests.audio_decoding import decode as decode_audio
+from bench.audio_decoding import decode as decode_audio
 from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
 from tests.test_segment_jobs import PARAGRAPH

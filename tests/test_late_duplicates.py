@@ -23,7 +23,7 @@ import soundfile
 from tests.conftest import create_record
 from tts_core.device import Device
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.constants import job_claim_key, job_objects_prefix, usage_key
+from ttsq.constants import OBJECT_EXPIRY_KEY, job_claim_key, job_objects_prefix, result_key, usage_key
 from ttsq.jobs import JobStatus, JobStore
 from ttsq.parts import PartRef
 from ttsq.quotas import usage_day
@@ -131,6 +131,30 @@ def test_a_late_entry_step_never_touches_the_winners_object(
     assert after.finished_at == done.finished_at
     assert decoded_duration(ctx.stores.objects, done.result.key) == pytest.approx(done.result.duration_s, abs=0.01)
     assert ctx.stores.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
+
+
+def test_the_winner_deletes_what_a_run_that_died_before_committing_stored(
+    settings: Settings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    """A worker SIGKILLed between storing a job's object and its success write left that object for
+    the job's lifetime beside the winner's (issue 25's soak, seed 92): the run that commits deletes
+    what the step's attempts that started and never ended stored under its own names."""
+    store = JobStore(redis_client, settings.job_ttl_s)
+    record = create_record(store, LONG_SENTENCE)
+    ctx = context(settings, engine)
+    dead = new_attempt_id()
+    store.step_started(record.id, "entry", dead)  # never ended: its worker died
+    dead_key = result_key(record.tenant, record.id, dead, "wav")
+    store.schedule_objects(record, [dead_key])
+    ctx.stores.objects.put(dead_key, b"RIFF", "audio/wav")
+
+    start_job(record.id, ctx, claimed_run(store, record.id, "entry", settings))
+    done = store.get(record.id)
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.result is not None
+    assert ctx.stores.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
+    assert redis_client.zscore(OBJECT_EXPIRY_KEY, dead_key) is None
+    assert redis_client.zscore(OBJECT_EXPIRY_KEY, done.result.key) is not None
 
 
 def test_a_late_segment_never_replaces_the_counted_part(

@@ -14,8 +14,8 @@ import soundfile
 
 from api import part_reader
 from api.main import create_app
+from bench.audio_decoding import decode as decode_audio
 from cli.processes import ManagedProcess
-from tests.audio_decoding import decode as decode_audio
 from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, serve, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
 from tts_core.catalog import DEFAULT_VOICE_ID

@@ -58,7 +58,7 @@ def test_200_jobs_to_a_silent_receiver_delay_no_other_tenant_and_no_sweep(tmp_pa
         sweeps_before = len(SWEEP_LINE.findall(stack.log_path("service").read_text(errors="replace")))
         url = good.path(204)
         other = b.post("/v1/jobs", json={"text": "Tell the other tenant.", "webhook_url": url}).json()
-        done = wait_terminal(stack.redis_client, [other["id"], *ids], 600)
+        done = wait_terminal(stack.jobs, [other["id"], *ids], 600)
         job = b.get(f"/v1/jobs/{other['id']}").json()
         arrived = first_arrival(good, url, 60)
         time.sleep(4 * SWEEP_S)  # the silent receiver still holds attempts: sweeps must go on

@@ -544,6 +544,11 @@ class JobStore:
         """``attempt`` ended (done, failed, retried later or skipped): it was no crash."""
         self._redis.srem(job_step_starts_key(job_id, step), attempt)
 
+    def step_attempts(self, job_id: str, step: str) -> set[str]:
+        """The attempts of ``step`` that started and have not ended: the one asking, runs still going
+        (a late duplicate), and those that died with their worker."""
+        return {member.decode() for member in cast(set[bytes], self._redis.smembers(job_step_starts_key(job_id, step)))}
+
     def schedule_objects(self, record: JobRecord, keys: Collection[str]) -> None:
         """Objects a step is about to store: the cleanup task deletes them when the job expires, even
         if the step dies before its success write names them or before it can delete them itself."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+import redis
 
 from tts_core.audio import PCM16, gain_of, timed_pcm
 from tts_core.batching import BatchResult
@@ -39,7 +40,7 @@ from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import result_key
-from ttsq.errors import QuotaExceeded, SegmentLost, error_code
+from ttsq.errors import QuotaExceeded, SegmentLost, TransientError, error_code
 from ttsq.estimate import planned_audio_s
 from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, finish_changes, utcnow
 from ttsq.parts import PartRef, counted_parts, iter_parts
@@ -342,8 +343,22 @@ class OwnedObjects:
         self.keys.extend(keys)
 
     def commit(self) -> None:
-        """The job's success write names these objects: they are the job's now."""
+        """The job's success write names these objects: they are the job's now. What the step's runs
+        that started and never ended stored under the same names (a worker killed between storing and
+        committing) is deleted: none of them can commit any more, and nothing else would delete it
+        before the job expires. A run only paused still deletes its own when it loses."""
+        dead = self._ctx.stores.jobs.step_attempts(self.run.job_id, self.run.step) - {self.run.attempt}
+        mine = f"/{self.run.attempt}/"
+        leftovers = [key.replace(mine, f"/{attempt}/") for attempt in sorted(dead) for key in self.keys]
         self.keys.clear()
+        if not leftovers:
+            return
+        log.info("job %s: deleting what %d dead runs of %s stored", self._record.id, len(dead), self.run.step)
+        try:
+            self._ctx.stores.objects.delete_many(leftovers)
+            self._ctx.stores.jobs.forget_object(*leftovers)
+        except (TransientError, redis.RedisError) as e:  # the cleanup task deletes them when the job expires
+            log.warning("job %s: leftovers of dead runs kept until the job expires: %s", self._record.id, e)
 
     def discard(self) -> None:
         """Delete this run's own objects (never another run's: their keys differ)."""
