@@ -164,9 +164,13 @@ def test_the_slot_announces_its_task_to_the_interactive_lane_until_it_ends() -> 
     events: list[str] = []
     ended = threading.Event()
 
+    def end() -> None:
+        events.append("ended")
+        ended.set()
+
     def announce() -> Callable[[], None]:
         events.append("announced")
-        return lambda: (events.append("ended"), ended.set())
+        return end
 
     pool = _SlotPool(lambda: events.append("slot free"), announce)
     pool.start()
