@@ -206,11 +206,22 @@ class ApiMetrics:
         self._instrumentator.instrument(app)
 
     def _observe(self, info: Info) -> None:
-        if self._templates is None:  # the routes are all there once requests come
-            self._templates = route_templates(info.request.app.routes)
-        handler = info.modified_handler if info.modified_handler in self._templates else UNMATCHED
+        templates = self._templates if self._templates is not None else self._read_templates(info.request.app)
+        handler = info.modified_handler if info.modified_handler in templates else UNMATCHED
         labels = (handler, fold_method(info.method), fold_status(info.modified_status))
         self.requests.labels(*labels).observe(info.modified_duration)
+
+    def _read_templates(self, app: FastAPI) -> frozenset[str]:
+        """The app's route templates, read once the routes are all there (requests come). Metrics never
+        break an answer: if reading them fails (FastAPI rebuilds each route's parameters for it, and
+        pydantic may warn about one, an error under the test suite), this request counts as unmatched
+        and the next one reads them again."""
+        try:
+            self._templates = route_templates(app.routes)
+        except Exception:
+            log.warning("could not read the app's route templates; request counted as unmatched", exc_info=True)
+            return frozenset()
+        return self._templates
 
     def watch(self, client: redis.Redis, queues: Sequence[str]) -> None:
         """Serve the cluster's queue and job figures from ``client`` at each scrape."""

@@ -23,10 +23,13 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from api import metrics as api_metrics
+from api.main import create_app
 from api.metrics import fold_finished, fold_method, fold_status
 from cli.commands import api_argv
 from cli.embedded import LOOPBACK
 from cli.processes import ManagedProcess, free_port, wait_until
+from tests.conftest import serve
 from ttsq.settings import Settings, settings_env
 from workers import metrics as worker_metrics
 
@@ -214,3 +217,27 @@ def test_the_worker_metrics_server_closes_idle_connections() -> None:
             connection.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_failure_to_read_the_route_templates_never_fails_the_request(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the templates may raise (FastAPI rebuilding a route's parameters, pydantic warning
+    about one, an error under this suite): the request is answered all the same, counted unmatched,
+    and the next request reads them again."""
+
+    def refuse(_: object, __: str = "") -> frozenset[str]:
+        raise UserWarning("rebuilding a route warned")
+
+    monkeypatch.setattr(api_metrics, "route_templates", refuse)
+    with serve(create_app(settings)) as url, httpx.Client(base_url=url) as client:
+        assert client.get("/v1/voices").status_code == 200
+        monkeypatch.undo()
+        assert client.get("/v1/voices").status_code == 200
+        series = {
+            sample.labels["handler"]
+            for family in text_string_to_metric_families(client.get("/metrics").text)
+            for sample in family.samples
+            if family.name == "ttsq_http_request_duration_seconds" and "handler" in sample.labels
+        }
+    assert {"/v1/voices", api_metrics.UNMATCHED} <= series
