@@ -15,9 +15,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
+from celery.utils.timer2 import Timer
+from celery.worker.consumer import Consumer
+from kombu.common import QoS
 
 from api.main import create_app
 from bench.corpus import narration
@@ -28,7 +31,7 @@ from tts_core.device import Device
 from ttsq.broker import make_producer
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
 from ttsq.settings import Settings, WorkerSettings
-from workers.interactive_slot import _SlotPool
+from workers.interactive_slot import _SlotConsumer, _SlotPool
 from workers.tuning import batch_plan
 
 _TASK_LINE = re.compile(r"Task ([\w.]+)\[([0-9a-f-]+)\] (received|succeeded|failed|retry|raised)")
@@ -180,3 +183,29 @@ def test_the_slot_announces_its_task_to_the_interactive_lane_until_it_ends() -> 
     finally:
         pool.stop()
     assert events[:3] == ["announced", "task ran", "ended"]
+
+
+class _LoopOnlyConsumer:
+    """A worker consumer whose acknowledgements would wait for its main loop (the old path)."""
+
+    def call_soon_ack(self, *_: Any, **__: Any) -> None:
+        raise AssertionError("the slot's acknowledgement went to the worker's main loop")
+
+    call_soon = call_soon_ack
+
+
+def test_the_slot_acknowledges_on_its_own_thread_not_the_workers_main_loop() -> None:
+    """Celery's task handler acknowledges through ``call_soon_ack``; the consumer's queues it for the
+    worker's main loop, and until that loop came round the slot, its one message unacknowledged,
+    took no next one (up to ``BUSY_RECHECK_S`` later). The slot hands it to its drain thread."""
+    deferred: list[Callable[[], Any]] = []
+    acknowledged: list[str] = []
+    slot = _SlotConsumer(
+        cast(Consumer, _LoopOnlyConsumer()), _SlotPool(lambda: None, lambda: lambda: None), cast(QoS, None),
+        Timer(), deferred.append,
+    )  # fmt: skip
+    slot.call_soon_ack(acknowledged.append, "message 1")
+    assert acknowledged == []  # made by the drain thread, not the task's thread
+    (pending,) = deferred
+    pending()
+    assert acknowledged == ["message 1"]

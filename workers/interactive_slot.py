@@ -14,7 +14,9 @@ Its own drain thread reconnects on a lost connection as the consumer does (a Red
 Messages go through Celery's own machinery, as the task threads' do: the task strategy (events,
 revocations, retries' ETAs, reserved requests), :class:`celery.worker.request.Request` (late
 acknowledgement, ``task_reject_on_worker_lost``, failures) and a one-thread Celery pool; only the
-pool, the timer of ETAs and the prefetch count are the slot's own. So the leases
+pool, the timer of ETAs, the prefetch count and the making of acknowledgements are the slot's own
+(Celery's consumer queues them for the worker's main loop; until that loop came round, the slot, its
+one message unacknowledged, took no next one: up to a second). So the leases
 (``workers.leases``), which renew the reserved and active requests of the process, hold the slot's
 message as any other. At shutdown the slot stops taking messages first, finishes the one it runs
 (which acknowledges on the slot's still open connection), then closes its connection, which gives
@@ -29,9 +31,11 @@ the cores too, not only its inference call.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Final, cast
@@ -112,16 +116,28 @@ class _SlotConsumer:
     slot's pool, count against the slot's channel and wait for their ETA on the slot's timer.
     Everything else (host name, events, revoked ids, error handlers) is the consumer's own."""
 
-    def __init__(self, consumer: Consumer, pool: TaskPool, qos: QoS, timer: Timer) -> None:
+    def __init__(
+        self, consumer: Consumer, pool: TaskPool, qos: QoS, timer: Timer, defer: Callable[[Callable[[], Any]], None]
+    ) -> None:
         self._consumer = consumer
         self.pool = pool
         self.qos = qos
         self.timer = timer
+        self._defer = defer
         self.strategies: dict[str, Any] = {}
         self._maximum_prefetch_restored = True  # the prefetch reduction after a reconnect is the consumer's
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)
+
+    def call_soon_ack(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[], Any]:
+        """A message's acknowledgement or rejection, made by the slot's drain thread (the consumer's
+        would wait for the worker's main loop, and until it came the slot took no next message)."""
+        pending = functools.partial(callback, *args, **kwargs)
+        self._defer(pending)
+        return pending
+
+    call_soon = call_soon_ack
 
     def on_task_request(self, request: Any) -> None:
         """What ``WorkController._process_task`` does, on the slot's pool."""
@@ -155,7 +171,8 @@ class _Drain:
         self._queues = queues
         self._stopping = threading.Event()
         self._running = threading.Event()  # set while the worker's consumer runs: take messages
-        self._wake = threading.Event()  # the slot's task ended
+        self._wake = threading.Event()  # the slot's task ended, or an acknowledgement is pending
+        self._pending: deque[Callable[[], Any]] = deque()  # acknowledgements, made by the drain thread
         self._lock = threading.Lock()  # the connection, between the drain thread and close()
         self._connection: Connection | None = None
         self._failures = 0  # connection attempts failed in a row
@@ -188,10 +205,22 @@ class _Drain:
         self._thread.join()
         self.pool.stop()
         self.timer.stop()
+        self._perform_pending()  # the last task's acknowledgement, on the still open connection
         with self._lock:
             if self._connection is not None:
                 ignore_errors(self._connection, self._connection.close)
                 self._connection = None
+
+    def _defer(self, operation: Callable[[], Any]) -> None:
+        self._pending.append(operation)
+        self._wake.set()
+
+    def _perform_pending(self) -> None:
+        while self._pending:
+            try:
+                self._pending.popleft()()
+            except Exception:
+                log.exception("interactive slot: a pending acknowledgement failed")
 
     def _run(self) -> None:
         self._failures = 0
@@ -234,12 +263,13 @@ class _Drain:
         channel: Any = connection.channel()
         qos = _EagerQoS(channel.basic_qos, SLOT_PREFETCH)
         qos.update()
-        slot = self._slot = _SlotConsumer(self._parent, self.pool, qos, self.timer)
+        slot = self._slot = _SlotConsumer(self._parent, self.pool, qos, self.timer, self._defer)
         slot.update_strategies()
         self._failures = 0
         consumer: Any = None
         log.info("interactive slot consuming %s", ", ".join(q.name for q in self._queues))
         while not self._stopping.is_set():
+            self._perform_pending()
             if not self._running.is_set():
                 if consumer is not None:
                     consumer.cancel()
