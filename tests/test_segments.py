@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.config import VoiceConfig
 from tts_core.errors import EmptyText
 from tts_core.piper_engine import piper_source
-from tts_core.segments import PiperFrontEnd, Utterance, group_segments, plan_plain, plan_utterances
+from tts_core.segments import (
+    LONG_SENTENCE_CHARS,
+    PiperFrontEnd,
+    Utterance,
+    group_segments,
+    iter_utterances,
+    plan_plain,
+    plan_utterances,
+)
 
 LONG_SENTENCE = (
     "The river, which had been rising for three days under a grey and patient sky, finally spilled "
@@ -47,6 +58,30 @@ def test_unpunctuated_run_is_cut_at_words(voice_config: VoiceConfig) -> None:
     assert all(len(u.phoneme_ids) <= 200 for u in cut)
     assert all(set(u.text.split()) == {"blue"} for u in cut)
     assert sum(len(u.text.split()) for u in cut) == 300
+
+
+class CountingFrontEnd(PiperFrontEnd):
+    """The voice's own front end, counting the characters it is asked to phonemise."""
+
+    phonemised = 0
+
+    def phoneme_ids(self, sentence: str) -> list[list[int]]:
+        self.phonemised += len(sentence)
+        return super().phoneme_ids(sentence)
+
+
+def test_a_sentence_with_no_end_is_phonemised_only_as_far_as_its_utterances_are_taken(
+    voice_config: VoiceConfig,
+) -> None:
+    """100,000 digits are one sentence: taking its first utterances phonemises its first pieces, not
+    all of it (before, the whole clause was read before its first utterance came, so a plan limit
+    stopped a million digits only after about a minute of espeak-ng)."""
+    text = "".join(random.Random(3).choices("0123456789", k=100_000))
+    counting = CountingFrontEnd(voice_config)
+    first = list(itertools.islice(iter_utterances(text, counting, 400), 10))
+    assert len(first) == 10
+    assert all(len(u.phoneme_ids) <= 400 for u in first)
+    assert counting.phonemised <= 10 * LONG_SENTENCE_CHARS  # its first chunk, read piece by piece: a tenth of the text
 
 
 def test_nothing_to_say_is_refused(voice_config: VoiceConfig) -> None:

@@ -285,15 +285,30 @@ def iter_utterances(
         clauses = pieces(sentence, cuts) if cuts else [(0, len(sentence))]
         for number, (start, end) in enumerate(clauses):
             clause = sentence[start:end]
-            located = list(_located(_fit_long(clause, front_end, max_ids), clause, at + start if at >= 0 else -1))
-            for n, (piece, piece_at, reading) in enumerate(located):
+            located = _located(_fit_long(clause, front_end, max_ids), clause, at + start if at >= 0 else -1)
+            for (piece, piece_at, reading), last_of_clause in _marking_last(located):
                 span = _span(offsets, piece_at, len(piece))
                 words = None
                 if span is not None and offsets is not None and reading.words is not None:
                     words = tuple(_located_word(offsets, piece_at, word) for word in reading.words)
-                clause_end = number < len(clauses) - 1 and n == len(located) - 1
+                clause_end = number < len(clauses) - 1 and last_of_clause
                 yield Utterance(piece, reading.ids, span, first and span is not None, words, clause_end)
                 first = False
+
+
+T = TypeVar("T")
+
+
+def _marking_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:
+    """Each item with whether it is the last, reading one ahead: a clause is phonemised piece by
+    piece as its utterances are taken, never whole first (a million characters with no sentence end
+    would be read in full, about a minute of espeak-ng, before a plan limit could stop it)."""
+    iterator = iter(items)
+    for current in iterator:
+        for following in iterator:
+            yield current, False
+            current = following
+        yield current, True
 
 
 def _located_word(offsets: OffsetMap, piece_at: int, word: ReadWord) -> ReadWord:
