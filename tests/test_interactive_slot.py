@@ -52,13 +52,18 @@ def bulk_in_hand_when_interactive_received(log: str) -> int:
     raise AssertionError("the interactive entry task was never received")
 
 
+BULK_CHARS = 2500
+"""The bulk job's text: about 20 segments, several seconds of synthesis after the interactive job is
+sent (which takes well under one), and short enough that up to three rounds stay cheap."""
+
+
 def interactive_beside_bulk(client: httpx.Client, settings: Settings, worker: ManagedProcess) -> tuple[int, list[Any]]:
     """A bulk job keeping every task thread busy, an interactive job submitted meanwhile; both must
     succeed. Returns the bulk segments in hand when the interactive task came, and the worker's
     records of the bulk job's inference calls."""
     assert worker.log_path is not None
     before = worker.log_path.stat().st_size
-    bulk = client.post("/v1/jobs", json={"text": narration()[:5000], "priority": "bulk"}).json()
+    bulk = client.post("/v1/jobs", json={"text": narration()[:BULK_CHARS], "priority": "bulk"}).json()
     wait_for(
         lambda: client.get(f"/v1/jobs/{bulk['id']}").json(),
         lambda job: job["progress"]["segments_done"] >= 2,
