@@ -23,7 +23,16 @@ import soundfile
 from tests.conftest import create_record
 from tts_core.device import Device
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.constants import OBJECT_EXPIRY_KEY, job_claim_key, job_objects_prefix, result_key, usage_key
+from ttsq.constants import (
+    ASSEMBLE_STEP,
+    ENTRY_STEP,
+    OBJECT_EXPIRY_KEY,
+    job_claim_key,
+    job_objects_prefix,
+    result_key,
+    segment_step,
+    usage_key,
+)
 from ttsq.jobs import JobStatus, JobStore
 from ttsq.parts import PartRef
 from ttsq.quotas import usage_day
@@ -155,6 +164,40 @@ def test_the_winner_deletes_what_a_run_that_died_before_committing_stored(
     assert ctx.stores.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
     assert redis_client.zscore(OBJECT_EXPIRY_KEY, dead_key) is None
     assert redis_client.zscore(OBJECT_EXPIRY_KEY, done.result.key) is not None
+
+
+def test_the_assembly_deletes_what_a_dead_entry_run_stored(
+    settings: Settings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    """A streamed job's entry makes the job whole and stores its object; when its worker died in that
+    store and the sweeper queued the job's assembly, the assembly committed its own object and the
+    dead entry's copy stayed beside it (issue 25's soak, seed 11774874): the committing run deletes
+    what dead runs of either object-storing step stored."""
+    store = JobStore(redis_client, settings.job_ttl_s)
+    record = create_record(store, " ".join([LONG_SENTENCE] * 3))
+    ctx = context(settings.model_copy(update={"segment_max_ids": 200}), engine)
+    entry = claimed_run(store, record.id, ENTRY_STEP, settings)
+    start_job(record.id, ctx, entry)
+    entry.claim.release()
+    total = store.get(record.id).progress.segments_total
+    assert total is not None
+    assert total > 1
+    dead = new_attempt_id()
+    store.step_started(record.id, ENTRY_STEP, dead)  # a run of the entry that never ended
+    dead_key = result_key(record.tenant, record.id, dead, "wav")
+    store.schedule_objects(record, [dead_key])
+    ctx.stores.objects.put(dead_key, b"RIFF", "audio/wav")
+
+    for index in range(total):
+        run = claimed_run(store, record.id, segment_step(index), settings)
+        run_segment(record.id, index, ctx, run)
+        run.claim.release()
+    assemble_job(record.id, ctx, claimed_run(store, record.id, ASSEMBLE_STEP, settings))
+    done = store.get(record.id)
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.result is not None
+    assert ctx.stores.objects.list_keys(job_objects_prefix(done.tenant, done.id)) == [done.result.key]
+    assert redis_client.zscore(OBJECT_EXPIRY_KEY, dead_key) is None
 
 
 def test_a_late_segment_never_replaces_the_counted_part(

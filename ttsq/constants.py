@@ -185,6 +185,20 @@ def job_streamed_key(job_id: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:streamed"
 
 
+ENTRY_STEP: Final = "entry"
+"""A job's first step: plan it; a job of one segment, or a short streamed one, is made whole here."""
+ASSEMBLE_STEP: Final = "assemble"
+"""A job's last step when its segments ran as tasks of their own: join their parts into its object."""
+OBJECT_STEPS: Final = (ENTRY_STEP, ASSEMBLE_STEP)
+"""The steps whose runs store a job's objects (audio, marks): either may be the one that commits them,
+whichever stored them last (a sweeper may re-queue the assembly of a job whose entry died)."""
+
+
+def segment_step(index: int) -> str:
+    """The step of a job's segment ``index``."""
+    return f"segment:{index}"
+
+
 def job_claim_key(job_id: str, step: str) -> str:
     """Held while one task runs one step of a job (``entry``, ``segment:<n>``, ``assemble``)."""
     return f"{KEY_PREFIX}:job:{job_id}:claim:{step}"

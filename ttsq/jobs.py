@@ -29,12 +29,14 @@ from ttsq import job_stats
 from ttsq.constants import (
     ACTIVE_JOBS_KEY,
     OBJECT_EXPIRY_KEY,
+    OBJECT_STEPS,
     batch_counts_key,
     job_claim_key,
     job_events_channel,
     job_key,
     job_step_starts_key,
     job_text_key,
+    segment_step,
     tenant_active_key,
     tenant_jobs_key,
     usage_key,
@@ -526,7 +528,7 @@ class JobStore:
     def claims_held(self, record: JobRecord) -> bool:
         """Whether any step of the job is claimed now (``step_lock``): its entry, assembly or one of
         its planned segments."""
-        steps = ["entry", "assemble", *(f"segment:{n}" for n in range(record.progress.segments_total or 0))]
+        steps = [*OBJECT_STEPS, *(segment_step(n) for n in range(record.progress.segments_total or 0))]
         keys = [job_claim_key(record.id, step) for step in steps]
         return any(self._redis.exists(*keys[start : start + 1000]) for start in range(0, len(keys), 1000))
 

@@ -39,7 +39,7 @@ from tts_core.speech_markup import VOLUME_RANGE_DB
 from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
-from ttsq.constants import result_key
+from ttsq.constants import OBJECT_STEPS, result_key
 from ttsq.errors import QuotaExceeded, SegmentLost, TransientError, error_code
 from ttsq.estimate import planned_audio_s
 from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, finish_changes, utcnow
@@ -343,17 +343,21 @@ class OwnedObjects:
         self.keys.extend(keys)
 
     def commit(self) -> None:
-        """The job's success write names these objects: they are the job's now. What the step's runs
-        that started and never ended stored under the same names (a worker killed between storing and
-        committing) is deleted: none of them can commit any more, and nothing else would delete it
-        before the job expires. A run only paused still deletes its own when it loses."""
-        dead = self._ctx.stores.jobs.step_attempts(self.run.job_id, self.run.step) - {self.run.attempt}
+        """The job's success write names these objects: they are the job's now. What runs that started
+        and never ended stored under the same names (a worker killed between storing and committing)
+        is deleted: none of them can commit any more, and nothing else would delete it before the job
+        expires. Runs of every step that stores a job's objects count, not only this run's step: a
+        streamed job's entry that died while storing its object, and whose assembly the sweeper then
+        queued (soak seed 11774874), left its copy beside the assembly's. A run only paused still
+        deletes its own when it loses."""
+        jobs = self._ctx.stores.jobs
+        dead = set().union(*(jobs.step_attempts(self.run.job_id, step) for step in OBJECT_STEPS)) - {self.run.attempt}
         mine = f"/{self.run.attempt}/"
         leftovers = [key.replace(mine, f"/{attempt}/") for attempt in sorted(dead) for key in self.keys]
         self.keys.clear()
         if not leftovers:
             return
-        log.info("job %s: deleting what %d dead runs of %s stored", self._record.id, len(dead), self.run.step)
+        log.info("job %s: deleting what %d dead runs stored", self._record.id, len(dead))
         try:
             self._ctx.stores.objects.delete_many(leftovers)
             self._ctx.stores.jobs.forget_object(*leftovers)

@@ -28,13 +28,16 @@ from tts_core.catalog import VoiceCatalog
 from tts_core.errors import TTSError
 from ttsq.broker import TaskPublisher, register_model_queues
 from ttsq.constants import (
+    ASSEMBLE_STEP,
     ASSEMBLE_TASK,
+    ENTRY_STEP,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
     interactive_queue,
     is_model_queue,
     model_queue,
     segment_queue,
+    segment_step,
 )
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
 from ttsq.redis_clients import redis_client, redis_outage
@@ -221,16 +224,16 @@ def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, Step
 @app.task(name=SYNTHESIZE_TASK, base=JobTask)
 def synthesize_job(job_id: str) -> None:
     """Entry task of a job: plan it, finish it if it is one segment, else fan its segments out."""
-    _run_step(job_id, "entry", lambda ctx, run: start_job(job_id, ctx, run))
+    _run_step(job_id, ENTRY_STEP, lambda ctx, run: start_job(job_id, ctx, run))
 
 
 @app.task(name=SEGMENT_TASK, base=JobTask)
 def synthesize_segment(job_id: str, index: int) -> None:
     """One segment of a multi-segment job; the task completing the last one sends the assembly."""
-    _run_step(job_id, f"segment:{index}", lambda ctx, run: run_segment(job_id, index, ctx, run))
+    _run_step(job_id, segment_step(index), lambda ctx, run: run_segment(job_id, index, ctx, run))
 
 
 @app.task(name=ASSEMBLE_TASK, base=JobTask)
 def assemble(job_id: str) -> None:
     """Join a job's parts in order into its final object."""
-    _run_step(job_id, "assemble", lambda ctx, run: assemble_job(job_id, ctx, run))
+    _run_step(job_id, ASSEMBLE_STEP, lambda ctx, run: assemble_job(job_id, ctx, run))
