@@ -13,6 +13,7 @@ from tts_core.catalog import VoiceCatalog
 from ttsq.broker import make_producer
 from ttsq.constants import FINISH_BATCH_TASK, MAINTENANCE_QUEUE, consumed_queues, model_queue
 from ttsq.lifecycle import Lifecycle
+from ttsq.liveness import WorkerLiveness
 from ttsq.settings import Settings
 from ttsq.stores import Stores
 
@@ -31,6 +32,11 @@ class AppState:
     hub: EventHub
     metrics: ApiMetrics
     idempotency: IdempotencyStore
+
+    @property
+    def liveness(self) -> WorkerLiveness:
+        """The synthesis workers' heartbeats, for ``/readyz``."""
+        return WorkerLiveness(self.stores.redis, self.settings.queue)
 
     @property
     def lifecycle(self) -> Lifecycle:

@@ -1,4 +1,4 @@
-"""/healthz and /readyz: ready only while Redis, the object store and a worker all answer."""
+"""/healthz and /readyz: ready only while Redis and the object store answer and a synthesis worker is alive."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from api.main import create_app
 from cli.embedded import RedisService, SeaweedService, stack_settings
-from cli.processes import ManagedProcess, free_port
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import paused, serve
+from ttsq.constants import HEARTBEAT_TTL_S
 from ttsq.settings import S3Settings, Settings
 
 
@@ -28,20 +29,23 @@ def test_ready_with_the_whole_stack(client: httpx.Client) -> None:
     assert body["checks"]["workers"] == "ok"
 
 
-def test_not_ready_while_no_worker_answers(
+def test_not_ready_while_the_synthesis_worker_is_frozen(
     settings: Settings, worker: ManagedProcess, webhook_worker: ManagedProcess
 ) -> None:
-    """The session's workers paused (SIGSTOP): to the API they are gone, as dead or hung ones are.
-    Both, since the readiness ping takes any Celery node's answer, the service worker's too."""
+    """Only the synthesis worker paused (SIGSTOP), as a frozen VM is: the service worker still answers
+    Celery pings, yet nothing can synthesise, so the API must say so within the heartbeat's expiry,
+    and be ready again once the worker goes on."""
     prompt = settings.model_copy(update={"ready_timeout_s": 1.0})
     with serve(create_app(prompt)) as url, httpx.Client(base_url=url, timeout=30) as api:
         assert api.get("/readyz").status_code == 200
-        with paused(worker), paused(webhook_worker):
+        with paused(worker):
+            wait_until(lambda: api.get("/readyz").status_code == 503, HEARTBEAT_TTL_S + 5, "not ready")
             gone = api.get("/readyz")
+            assert webhook_worker.alive
         assert gone.status_code == 503
-        assert gone.json()["checks"]["workers"] == "no worker answered a ping"
+        assert gone.json()["checks"]["workers"] == "no synthesis worker alive"
         assert gone.json()["checks"]["redis"] == "ok"
-        assert api.get("/readyz").status_code == 200  # ready again once it answers
+        wait_until(lambda: api.get("/readyz").status_code == 200, HEARTBEAT_TTL_S + 5, "ready again")
 
 
 def test_not_ready_when_redis_goes(tmp_path: Path, s3_service: SeaweedService) -> None:
@@ -52,7 +56,7 @@ def test_not_ready_when_redis_goes(tmp_path: Path, s3_service: SeaweedService) -
         with serve(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as api:
             alone = api.get("/readyz")
             assert alone.status_code == 503
-            assert alone.json()["checks"] == {"redis": "ok", "storage": "ok", "workers": "no worker answered a ping"}
+            assert alone.json()["checks"] == {"redis": "ok", "storage": "ok", "workers": "no synthesis worker alive"}
 
             own_redis.stop()
             down = api.get("/readyz")

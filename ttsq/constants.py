@@ -36,6 +36,12 @@ sweeper looks for waiting work besides the fixed queues."""
 HELD_MODELS_KEY: Final = f"{KEY_PREFIX}:held-models"
 """Hash: each live synthesis worker's id to ``{"at": unix seconds, "models": [model keys]}``, the
 models it holds (``workers.held_models``)."""
+HEARTBEAT_INTERVAL_S: Final = 1.0
+"""How often a synthesis worker renews its heartbeat (``ttsq.liveness``), from a thread of its own so
+that a long inference call never looks like death."""
+HEARTBEAT_TTL_S: Final = 5.0
+"""A heartbeat not renewed for this long is a worker that is gone, frozen or cut off: four missed
+renewals, so a stall of a second or two (a slow Redis call, a GC pause) is no death."""
 _QUEUE_NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"
@@ -112,6 +118,12 @@ def model_queue_home(name: str) -> str:
     interactive work, ``<queue>.segments`` for its bulk work."""
     queue = name.rsplit(MODEL_QUEUE_INFIX, 1)[0]
     return interactive_queue(queue) if name.endswith(INTERACTIVE_QUEUE_SUFFIX) else segment_queue(queue)
+
+
+def alive_workers_key(queue: str) -> str:
+    """Sorted set of the synthesis workers of ``queue`` by when their heartbeat expires
+    (``ttsq.liveness``)."""
+    return f"{KEY_PREFIX}:alive:{queue}"
 
 
 def consumed_queues(queue: str) -> list[str]:

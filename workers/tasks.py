@@ -40,13 +40,15 @@ from ttsq.constants import (
     segment_step,
 )
 from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
+from ttsq.liveness import WorkerLiveness
 from ttsq.redis_clients import redis_client, redis_outage
 from ttsq.settings import get_settings
 from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
 from workers.app import app
 from workers.exclusive import exclusive
-from workers.held_models import HeldModels
+from workers.heartbeat import Heartbeat
+from workers.held_models import HeldModels, worker_id
 from workers.leases import LeaseKeeper
 from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
@@ -140,6 +142,14 @@ def held_models() -> HeldModels:
     return HeldModels(client, _settings.queue, job_context().engine.models.loaded)
 
 
+@lru_cache
+def heartbeat() -> Heartbeat:
+    """This process's proof of life for ``/readyz`` (and for whoever gives a dead worker's work back)."""
+    client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
+    engine = job_context().engine
+    return Heartbeat(WorkerLiveness(client, _settings.queue), worker_id(), lambda: engine.healthy)
+
+
 @worker_ready.connect
 def _mark_ready(**_: Any) -> None:
     """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200.
@@ -153,10 +163,12 @@ def _mark_ready(**_: Any) -> None:
     metrics.PROBES.ready.set()
     lease_keeper().start()
     held_models().start()
+    heartbeat().start()
 
 
 @worker_shutdown.connect
 def _stop_batcher(**_: Any) -> None:
+    heartbeat().stop()
     held_models().stop()
     lease_keeper().stop()
     job_context().engine.close()

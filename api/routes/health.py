@@ -51,20 +51,21 @@ def _check_storage(state: AppState) -> str:
 
 
 def _check_workers(state: AppState) -> str:
+    """At least one synthesis worker whose heartbeat is fresh: alive and able, not merely a Celery
+    node answering a ping (the service worker answers one too)."""
     try:
-        # limit=1: one answering worker is enough, so return on the first reply instead of the timeout.
-        replies = state.producer.control.ping(timeout=state.settings.ready_timeout_s, limit=1)
-    except Exception as e:  # e.g. the broker connection went stale when Redis restarted
-        log.warning("readiness: the worker ping failed: %r", e)
-        return "unavailable: the ping could not be sent"
-    return OK if replies else "no worker answered a ping"
+        alive = state.liveness.alive()
+    except Exception as e:  # e.g. the connection went stale when Redis restarted
+        log.warning("readiness: the worker heartbeats could not be read: %r", e)
+        return "unavailable: the worker heartbeats could not be read"
+    return OK if alive else "no synthesis worker alive"
 
 
 @router.get(
     "/readyz",
     response_model=ReadinessPublic,
     responses={503: {"model": ReadinessPublic}},
-    summary="Redis, object store and at least one worker are reachable",
+    summary="Redis and the object store are reachable, and at least one synthesis worker is alive",
 )
 def readyz(state: StateDep) -> JSONResponse:
     checks = {"redis": _check_redis(state), "storage": _check_storage(state)}
