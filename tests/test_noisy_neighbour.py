@@ -1,0 +1,245 @@
+"""The noisy neighbour (issue 34): tenant A does, at full speed, one of the things the third hostile
+probe found that hurt everyone, while tenant B sends short interactive jobs one after another. B's
+median time from submit to a finished job must stay within twice its median on the idle stack.
+
+A's shapes, one scenario each, on a stack of real processes with keys required:
+
+- ``lexicon_churn``: a new version of a 10,000-entry lexicon stored before each 9-character job, and
+  the job's ``normalize`` options cycled (each once forced a compile of the lexicon, 2.1 s);
+- ``alias_amplification``: "b" aliased to 200 characters, in jobs of 999 characters of "b b b";
+- ``sentence_splitting``: jobs of 150,000 characters of "a. " (quadratic at submit and in planning);
+- ``wyoming_stream``: a Wyoming client streaming three 60,000-character chunks of "a. " while B is a
+  second Wyoming client, timed to its first audio (the server's event loop split the buffer).
+
+Minutes each, so behind the ``faults`` marker (``make faults``); figures in
+``bench/results/faults-latest.json`` and docs/RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import statistics
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+import httpx
+import pytest
+from wyoming.audio import AudioChunk
+from wyoming.client import AsyncTcpClient
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from cli.commands import wyoming_argv
+from cli.embedded import LOOPBACK
+from cli.processes import ManagedProcess, free_port, wait_until
+from tests.faults_support import FaultStack, fault_stack, record_figures
+from ttsq.settings import settings_env
+from ttsq.tenants import Limits, TenantStore
+
+pytestmark = pytest.mark.faults
+
+ROUNDS: Final = 9
+"""B's jobs on the idle stack, and again under A's load (one at a time: the median of each)."""
+SETTLE_S: Final = 3.0
+"""A's load runs this long before B's loaded rounds start."""
+MAX_SLOWDOWN: Final = 2.0
+"""The issue's bound: B's loaded median at most twice its idle median."""
+B_TEXT: Final = "Your table is ready."
+JOB_TIMEOUT_S: Final = 120.0
+BIG_LEXICON_ENTRIES: Final = 10_000
+NORMALIZE_CYCLE: Final = [
+    {"urls": False},
+    {"phones": False},
+    {"units": False},
+    {"numbers": False},
+    {"years": False, "times": False},
+    True,
+]
+
+
+def _client(api_url: str, key: str) -> httpx.Client:
+    return httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def _finished_job_s(api: httpx.Client, body: Mapping[str, object]) -> float:
+    """Seconds from submitting the job to reading its terminal status (long polls); it must succeed."""
+    started = time.monotonic()
+    response = api.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    deadline = started + JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        job = api.get(f"/v1/jobs/{job_id}", params={"wait": 10}).json()
+        if job["status"] in {"succeeded", "failed", "canceled"}:
+            assert job["status"] == "succeeded", job
+            return time.monotonic() - started
+    raise AssertionError(f"B's job {job_id} did not end within {JOB_TIMEOUT_S:.0f} s")
+
+
+class Attacker:
+    """Threads repeating one request shape as fast as the server answers, counting the answers."""
+
+    def __init__(self, step: Callable[[], str], threads: int) -> None:
+        self._step = step
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(threads)]
+        self.answers: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                outcome = self._step()
+            except (TimeoutError, httpx.HTTPError, OSError) as e:
+                outcome = type(e).__name__
+            with self._lock:
+                self.answers[outcome] += 1
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        for thread in self._threads:
+            thread.start()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            for thread in self._threads:
+                thread.join(JOB_TIMEOUT_S)
+
+
+def _keys(stack: FaultStack) -> tuple[str, str]:
+    tenants = TenantStore(stack.redis_client)
+    key_a, _ = tenants.create(f"noisy-a-{uuid.uuid4().hex[:6]}", Limits())
+    key_b, _ = tenants.create(f"quiet-b-{uuid.uuid4().hex[:6]}", Limits())
+    return key_a, key_b
+
+
+def _big_lexicon(version: int) -> dict[str, object]:
+    """10,000 entries, one of them changed per ``version``: each store is a new version."""
+    entries = [{"graphemes": [f"word{i}x"], "alias": f"word {i}"} for i in range(BIG_LEXICON_ENTRIES - 1)]
+    entries.append({"graphemes": ["tablex"], "alias": f"table {version}"})
+    return {"language": "en-US", "entries": entries}
+
+
+def _lexicon_churn(api: httpx.Client) -> Callable[[], str]:
+    counter = itertools.count()
+
+    def step() -> str:
+        n = next(counter)
+        stored = api.put("/v1/lexicons/churn", json=_big_lexicon(n))
+        if stored.status_code != 200:
+            return f"put {stored.status_code}"
+        body = {"text": "Hello you", "lexicons": ["churn"], "normalize": NORMALIZE_CYCLE[n % len(NORMALIZE_CYCLE)]}
+        return f"job {api.post('/v1/jobs', json=body).status_code}"
+
+    return step
+
+
+def _alias_amplification(api: httpx.Client) -> Callable[[], str]:
+    amplifier = {"language": "en-US", "entries": [{"graphemes": ["b"], "alias": "ab " * 66}]}
+    stored = api.put("/v1/lexicons/amp", json=amplifier)
+    assert stored.status_code in {200, 422}, stored.text
+
+    def step() -> str:
+        return f"job {api.post('/v1/jobs', json={'text': ('b ' * 500)[:999], 'lexicons': ['amp']}).status_code}"
+
+    return step
+
+
+def _sentence_splitting(api: httpx.Client) -> Callable[[], str]:
+    def step() -> str:
+        return f"job {api.post('/v1/jobs', json={'text': 'a. ' * 50_000}).status_code}"
+
+    return step
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("shape", ["lexicon_churn", "alias_amplification", "sentence_splitting"])
+def test_a_noisy_tenant_does_not_slow_a_quiet_one(tmp_path: Path, shape: str) -> None:
+    with fault_stack(tmp_path, auth_required=True) as stack:
+        key_a, key_b = _keys(stack)
+        with _client(stack.api_url, key_a) as a, _client(stack.api_url, key_b) as b:
+            short = {"text": B_TEXT, "format": "wav"}
+            _finished_job_s(b, short)  # the voice warm, the connections open
+            idle = [_finished_job_s(b, short) for _ in range(ROUNDS)]
+            steps = {
+                "lexicon_churn": (_lexicon_churn, 1),
+                "alias_amplification": (_alias_amplification, 2),
+                "sentence_splitting": (_sentence_splitting, 2),
+            }
+            make, threads = steps[shape]
+            attacker = Attacker(make(a), threads)
+            with attacker.running():
+                time.sleep(SETTLE_S)
+                loaded = [_finished_job_s(b, short) for _ in range(ROUNDS)]
+        _judge(f"noisy_neighbour_{shape}", idle, loaded, attacker.answers)
+
+
+def _judge(scenario: str, idle: list[float], loaded: list[float], answers: Counter[str]) -> None:
+    idle_p50, loaded_p50 = statistics.median(idle), statistics.median(loaded)
+    record_figures(
+        scenario,
+        {
+            "b_idle_p50_s": round(idle_p50, 3),
+            "b_loaded_p50_s": round(loaded_p50, 3),
+            "b_loaded_max_s": round(max(loaded), 3),
+            "ratio": round(loaded_p50 / idle_p50, 2),
+            "a_answers": dict(answers),
+        },
+    )
+    assert sum(answers.values()) > 0, "A's load never got an answer"
+    assert loaded_p50 <= MAX_SLOWDOWN * idle_p50, f"B's p50 {loaded_p50:.2f} s against {idle_p50:.2f} s idle"
+
+
+async def _first_audio_s(port: int, text: str) -> float:
+    started = time.monotonic()
+    async with AsyncTcpClient(LOOPBACK, port, connect_timeout=5, read_timeout=JOB_TIMEOUT_S) as client:
+        await client.write_event(Synthesize(text=text).event())
+        while True:
+            event = await client.read_event()
+            assert event is not None, "the Wyoming server closed before any audio"
+            if AudioChunk.is_type(event.type):
+                return time.monotonic() - started
+
+
+async def _stream_big_chunks(port: int) -> str:
+    async with AsyncTcpClient(LOOPBACK, port, connect_timeout=5, read_timeout=JOB_TIMEOUT_S) as client:
+        await client.write_event(SynthesizeStart().event())
+        for _ in range(3):
+            await client.write_event(SynthesizeChunk(text="a. " * 20_000).event())
+        await client.write_event(SynthesizeStop().event())
+        first = await client.read_event()
+    return "closed" if first is None else first.type
+
+
+@contextmanager
+def _wyoming_server(stack: FaultStack, key: str) -> Iterator[int]:
+    port = free_port()
+    env = {**os.environ, **settings_env(stack.settings), "TTSQ_WYOMING_API_KEY": key}
+    server = ManagedProcess("wyoming", wyoming_argv(f"tcp://{LOOPBACK}:{port}"), stack.log_path("wyoming"), env)
+    server.start()
+    try:
+        wait_until(lambda: asyncio.run(_first_audio_s(port, "Ready.")) > 0, 120, "Wyoming", server)
+        yield port
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(900)
+def test_a_wyoming_stream_does_not_slow_another_client(tmp_path: Path) -> None:
+    with fault_stack(tmp_path, auth_required=True) as stack:
+        key_a, _ = _keys(stack)
+        with _wyoming_server(stack, key_a) as port:
+            idle = [asyncio.run(_first_audio_s(port, B_TEXT)) for _ in range(ROUNDS)]
+            attacker = Attacker(lambda: asyncio.run(_stream_big_chunks(port)), 1)
+            with attacker.running():
+                time.sleep(SETTLE_S)
+                loaded = [asyncio.run(_first_audio_s(port, B_TEXT)) for _ in range(ROUNDS)]
+        _judge("noisy_neighbour_wyoming_stream", idle, loaded, attacker.answers)
