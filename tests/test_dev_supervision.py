@@ -7,9 +7,8 @@ child waits out its restart backoff, leave nothing behind.
 Minutes, so behind the ``faults`` marker (``make faults``). The figures go to
 ``bench/results/faults-latest.json`` and docs/RELIABILITY.md.
 
-A job held by a SIGKILLed worker comes back once its visibility timeout runs out (120 s by default):
-these stacks run with ``TTSQ_VISIBILITY_TIMEOUT_S=20`` (and a 10 s step lease, retries capped at 10 s
-to fit under it), and the sweeper every 5 s, so the jobs that a kill interrupts finish within the
+A job held by a SIGKILLed worker comes back once its visibility timeout runs out (8 s by default),
+and these stacks run the sweeper every 5 s, so the jobs that a kill interrupts finish within the
 test's wait.
 """
 
@@ -52,9 +51,6 @@ CHILDREN: Final = {
 WHOLE_WITHIN_S: Final = 10.0
 JOB_WAIT_S: Final = 180.0
 FAST_RECOVERY: Final = {
-    "TTSQ_VISIBILITY_TIMEOUT_S": "20",
-    "TTSQ_STEP_LEASE_S": "10",
-    "TTSQ_TASK_RETRY_BACKOFF_MAX_S": "10",
     "TTSQ_SWEEP_INTERVAL_S": "5",
     "TTSQ_SWEEP_GRACE_S": "15",
 }

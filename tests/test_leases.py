@@ -51,7 +51,18 @@ def restore(connection: Connection) -> None:
     channel.qos.restore_visible(num=1000, interval=1)
 
 
-def test_a_held_message_is_renewed_and_an_abandoned_one_comes_back(producer: Celery, redis_client: redis.Redis) -> None:
+HELD_KINDS = {
+    "reserved": worker_state.reserved_requests,
+    "active": worker_state.active_requests,
+    "scheduled": worker_state.scheduled_requests,  # a retry waiting for its ETA, longer than the timeout
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HELD_KINDS))
+def test_a_held_message_is_renewed_and_an_abandoned_one_comes_back(
+    producer: Celery, redis_client: redis.Redis, kind: str
+) -> None:
+    held: Any = HELD_KINDS[kind]
     queue = f"lease-{uuid.uuid4()}"
     producer.send_task("ttsq.nothing", args=["x"], queue=queue)
     keeper = LeaseKeeper(redis_client, lease_s=6)
@@ -59,7 +70,7 @@ def test_a_held_message_is_renewed_and_an_abandoned_one_comes_back(producer: Cel
         tag = hold_one_message(connection, queue)
         assert redis_client.llen(queue) == 0
         request = HeldRequest(tag)
-        worker_state.reserved_requests.add(request)
+        held.add(request)
         try:
             age(redis_client, tag, 60)  # past the 10 s visibility timeout
             keeper.renew()
@@ -67,7 +78,7 @@ def test_a_held_message_is_renewed_and_an_abandoned_one_comes_back(producer: Cel
             restore(connection)
             assert redis_client.llen(queue) == 0  # still this worker's
         finally:
-            worker_state.reserved_requests.discard(request)
+            held.discard(request)
         age(redis_client, tag, 60)
         keeper.renew()  # no longer held by this worker: not renewed
         restore(connection)
@@ -84,6 +95,13 @@ def test_an_acknowledged_message_is_not_brought_back_by_a_late_renewal(redis_cli
     finally:
         worker_state.reserved_requests.discard(request)
     assert redis_client.zscore(UNACKED_INDEX_KEY, tag) is None
+
+
+def test_the_keeper_renews_every_second() -> None:
+    """What a dead worker costs is the lease, not the pace: renewals every second let the default
+    lease (5 s) and visibility timeout (8 s) be short."""
+    assert LeaseKeeper(redis.Redis(), lease_s=Settings(_env_file=None).step_lease_s).interval_s == 1.0
+    assert LeaseKeeper(redis.Redis(), lease_s=2).interval_s < 1.0
 
 
 def test_step_claims_are_renewed_while_held_and_expire_after(redis_client: redis.Redis) -> None:

@@ -115,8 +115,9 @@ def transport_options(settings: Settings, visibility_timeout_s: int, unacked_pre
         "unacked_index_key": f"{unacked_prefix}_index",
         "unacked_mutex_key": f"{unacked_prefix}_mutex",
         # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s), or
-        # four times per timeout where it is shorter, so a message is back soon after it expires.
-        "unacked_restore_interval": min(10, max(1, visibility_timeout_s // 4)),
+        # eight times per timeout where it is shorter (every second at the default 8 s: one ZRANGE
+        # under kombu's mutex per worker), so a message is back within a second of its expiry.
+        "unacked_restore_interval": min(10, max(1, visibility_timeout_s // 8)),
         "unacked_restore_throttle": 1,
         # Take from the queues in the order the worker lists them (ttsq.constants.consumed_queues),
         # not round robin: interactive work is fetched first whenever a worker slot frees.

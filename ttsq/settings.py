@@ -233,13 +233,13 @@ class Settings(BaseSettings):
     """Lifetime of an unassembled part, so a job that dies mid-way leaves nothing behind for long."""
     task_time_limit_s: int = Field(3600, ge=10)
     """Hard limit of one synthesis task."""
-    visibility_timeout_s: int = Field(120, ge=10)
+    visibility_timeout_s: int = Field(8, ge=3)
     """How long Redis keeps an unacknowledged synthesis task before redelivering it. A worker renews
-    the messages it holds every ``step_lease_s / 3`` (``workers.leases``), so a long step is never
-    redelivered while its worker lives, and a dead worker's steps come back after this long."""
-    step_lease_s: int = Field(60, ge=5)
-    """Lifetime of a step's claim (and of a held message's renewal), renewed while the step runs: a
-    step of a worker that died is free again this long after its last renewal."""
+    the messages it holds every second (``workers.leases``), so a long step is never redelivered
+    while its worker lives, and a dead or frozen worker's steps come back after this long."""
+    step_lease_s: int = Field(5, ge=2)
+    """Lifetime of a step's claim, renewed every second while the step runs: a step of a worker that
+    died or froze is free again this long after its last renewal (before its message comes back)."""
     webhook_visibility_timeout_s: int = Field(7200, ge=60)
     """Visibility timeout of the service worker's own messages (maintenance and batches' finishing
     tasks, kept under separate keys): longer than its longest task (a cleanup of many objects), so
@@ -346,9 +346,6 @@ class Settings(BaseSettings):
     def _check_consistency(self) -> Self:
         if self.visibility_timeout_s < self.step_lease_s:
             raise ValueError("visibility_timeout_s must be at least step_lease_s")
-        if self.task_retry_backoff_max_s >= self.visibility_timeout_s:
-            # A retry waits in a worker as a scheduled message, which the lease keeper does not renew.
-            raise ValueError("task_retry_backoff_max_s must be shorter than visibility_timeout_s")
         if any(delay < 0 for delay in self.webhook_retry_schedule_s):
             raise ValueError("webhook_retry_schedule_s must not contain negative waits")
         if self.webhook_secret is not None:

@@ -1,13 +1,16 @@
-"""Leases that a live worker renews: a short visibility timeout without redelivering long steps.
+"""Leases that a live worker renews every second: a dead or frozen worker's work back in seconds,
+a long step never redelivered while its worker lives.
 
 Redis (kombu's transport) gives a message back to the queue when it has been unacknowledged for the
-visibility timeout, counted from the time recorded in its ``unacked_index`` entry. A dead worker's
-steps should come back within minutes, while a long step (the assembly of a book) must never be
-handed to a second worker while the first still runs it. So the timeout is short (``TTSQ_VISIBILITY_
-TIMEOUT_S``, 120 s) and this keeper, a thread in every synthesis worker, moves the recorded time of
-each message the worker holds (running or waiting for a thread) to now, every third of the step
-lease. It renews the step claims (``JobStore.step_lock``) the same way, so a step of a dead worker is
-free again ``step_lease_s`` after its last renewal, before its message comes back.
+visibility timeout, counted from the time recorded in its ``unacked_index`` entry. This keeper, a
+thread in every synthesis worker, moves the recorded time of each message the worker holds (running,
+waiting for a thread, or waiting for a retry's ETA) to now every :data:`~ttsq.constants.
+HEARTBEAT_INTERVAL_S`, and renews the step claims (``JobStore.step_lock``) at the same pace. So both
+can be short (``TTSQ_VISIBILITY_TIMEOUT_S`` 8 s, ``TTSQ_STEP_LEASE_S`` 5 s): a worker that is killed,
+frozen or cut off stops renewing, its claims expire within the lease and its messages come back
+within the visibility timeout, while a step that runs for an hour keeps both as long as its worker
+lives. The keeper runs on its own thread, so a long inference call (which releases the GIL) never
+looks like death.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from celery.worker import state as worker_state
 from redis.exceptions import LockError
 from redis.lock import Lock
 
+from ttsq.constants import HEARTBEAT_INTERVAL_S
+
 log = logging.getLogger(__name__)
 
 UNACKED_INDEX_KEY: Final = "unacked_index"
@@ -31,8 +36,9 @@ UNACKED_INDEX_KEY: Final = "unacked_index"
 
 
 def held_delivery_tags() -> list[str]:
-    """Delivery tags of the messages this worker process holds: running, or reserved for a thread."""
-    requests = [*worker_state.reserved_requests, *worker_state.active_requests]
+    """Delivery tags of the messages this worker process holds: running, reserved for a thread, or
+    scheduled (a retry waiting for its ETA, which would otherwise come back while it waits)."""
+    requests = [*worker_state.reserved_requests, *worker_state.active_requests, *worker_state.scheduled_requests]
     tags = {str(r.delivery_info.get("delivery_tag")) for r in requests if r.delivery_info}
     tags.discard("None")
     return sorted(tags)
@@ -52,7 +58,8 @@ class LeaseKeeper:
 
     @property
     def interval_s(self) -> float:
-        return self._lease_s / 3
+        """Every second, or a third of a lease set shorter than three seconds."""
+        return min(HEARTBEAT_INTERVAL_S, self._lease_s / 3)
 
     @contextlib.contextmanager
     def holding(self, claim: Lock) -> Iterator[None]:
