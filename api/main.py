@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.body_limit import BodyLimitMiddleware
+from api.deps import current_tenant
 from api.errors import install_error_handlers
+from api.key_check import KeyCheckMiddleware
 from api.metrics import ApiMetrics
 from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
@@ -49,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     api_metrics.instrument(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.request_bytes_limit)
+    app.add_middleware(KeyCheckMiddleware, tenant_dependency=current_tenant)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(jobs.router)
     app.include_router(batches.router)
