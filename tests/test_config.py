@@ -246,6 +246,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_wait_ms=2.5,
         preload_voices=["a", "b"],
         metrics_port=9301,
+        metrics_host="10.0.0.7",
         max_loaded_models=3,
         interactive_slot=False,
         preempt_bulk=False,
