@@ -315,6 +315,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         part_redis_max_bytes_per_job=1 << 24,
         api_key=SecretStr("ttsq_" + "k" * 43),
         wyoming_api_key=SecretStr("ttsq_" + "w" * 43),
+        wyoming_max_connections=7,
         voicevox_api_key=SecretStr("ttsq_" + "v" * 43),
         max_batch_items=500,
     )

@@ -280,6 +280,10 @@ class Settings(BaseSettings):
     """The key whose tenant the Wyoming server (``ttsq wyoming``) speaks as: Wyoming carries no
     credentials, so every client that reaches its port gets this tenant's limits and quotas (bind it
     to a private address). None = the anonymous tenant, refused at start where keys are required."""
+    wyoming_max_connections: int = Field(32, ge=1)
+    """Connections the Wyoming server holds at once; one more is answered with an error event and
+    closed. Each may hold an event of up to the request body cap while reading it, so this bounds the
+    server's memory; Home Assistant opens one per request."""
     interactive_max_chars: int = Field(1000, ge=0)
     """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
     openai_voices: dict[str, str] = Field(default_factory=dict)
