@@ -49,9 +49,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(KeyCheckMiddleware, tenant_dependency=current_tenant)  # inside the metrics: 401s counted
     api_metrics.instrument(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.request_bytes_limit)
-    app.add_middleware(KeyCheckMiddleware, tenant_dependency=current_tenant)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(jobs.router)
     app.include_router(batches.router)

@@ -113,6 +113,8 @@ def test_a_live_key_reaches_the_route_and_public_routes_stay_open(keyed: tuple[F
         assert client.get("/healthz").status_code == 200
         assert client.get("/openapi.json").status_code == 200
         assert client.post("/v1/jobs", json={}).status_code == 401
+        counted = 'handler="/v1/jobs",method="POST",status="401"'
+        assert counted in client.get("/metrics").text  # answered before the route, measured all the same
         refused = client.post("/v1/jobs", json={}, headers={"Authorization": f"Bearer {key}"})
         assert refused.status_code == 422, refused.text  # past the key: the body was read and checked
         query = client.post(
