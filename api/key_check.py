@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi.dependencies.models import Dependant
+from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import SecretStr
 from starlette._utils import get_route_path
 from starlette.concurrency import run_in_threadpool
@@ -38,10 +39,10 @@ FallbackKey = Callable[[Settings], SecretStr | None]
 
 def bearer_token(scope: Scope) -> str | None:
     """The token of an ``Authorization: Bearer …`` header, as FastAPI's ``HTTPBearer`` reads it."""
-    scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    scheme, token = get_authorization_scheme_param(Headers(scope=scope).get("authorization"))
+    if scheme.lower() != "bearer" or not token:
         return None
-    return token.strip()
+    return token
 
 
 def _calls(dependant: Dependant) -> set[Callable[..., Any]]:
