@@ -54,12 +54,17 @@ def tenant_of(state: AppState, token: str | None) -> Tenant:
     tenant = state.stores.tenants.by_key(token) if token else None
     if tenant is None:
         if state.settings.keys_required:
-            reason = "no API key given" if token is None else "the API key is unknown or revoked"
-            raise Unauthorized(f"{reason}; send 'Authorization: Bearer <key>' with a key from 'ttsq keys create'")
+            raise key_refused(token)
         tenant = ANONYMOUS
     limits = tenant.limits.over(state.settings.default_limits)
     state.stores.quotas.count_request(tenant.id, limits)
     return tenant.model_copy(update={"limits": limits})
+
+
+def key_refused(token: str | None) -> Unauthorized:
+    """The 401 of a request whose key (``token``, None when it sent none) selects no tenant."""
+    reason = "no API key given" if token is None else "the API key is unknown or revoked"
+    return Unauthorized(f"{reason}; send 'Authorization: Bearer <key>' with a key from 'ttsq keys create'")
 
 
 TenantDep = Annotated[Tenant, Depends(current_tenant)]

@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.body_limit import BodyLimitMiddleware
+from api.deps import current_tenant
 from api.errors import install_error_handlers
+from api.key_check import KeyCheckMiddleware
 from api.metrics import ApiMetrics
 from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
@@ -47,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(KeyCheckMiddleware, tenant_dependency=current_tenant)  # inside the metrics: 401s counted
     api_metrics.instrument(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.request_bytes_limit)
     app.add_middleware(RequestIdMiddleware)

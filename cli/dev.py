@@ -173,7 +173,9 @@ class DevStack:
         self._own_redis()
         self._own_s3()
         self._webhook_settings()
-        worker_settings = self.settings.worker.model_copy(update={"metrics_port": self.ports.worker_metrics})
+        worker_settings = self.settings.worker.model_copy(
+            update={"metrics_port": self.ports.worker_metrics, "metrics_host": LOOPBACK}
+        )
         self.settings = self.settings.model_copy(update={"worker": worker_settings})
         worker = default_worker(self.settings, "worker1@%h", "INFO")
         self._spawn("worker", worker.argv, None, worker.env)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+from contextlib import suppress
 from pathlib import Path
 
 import httpx
@@ -131,6 +133,20 @@ def dev_args(data_dir: Path, ports: dict[str, int]) -> list[str]:
     ]
 
 
+def wildcard_listeners(processes: list[psutil.Process]) -> list[str]:
+    """Every socket of ``processes`` that listens beyond loopback (the worker's metrics port included):
+    a dev stack is reachable from this machine only."""
+    found = []
+    for process in processes:
+        with suppress(psutil.Error):
+            for conn in process.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and not ipaddress.ip_address(conn.laddr.ip).is_loopback:
+                    found.append(
+                        f"{process.name()} ({' '.join(process.cmdline()[:4])}) on {conn.laddr.ip}:{conn.laddr.port}"
+                    )
+    return found
+
+
 def all_gone(processes: list[psutil.Process]) -> bool:
     return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
 
@@ -161,6 +177,7 @@ def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports
         assert httpx.get(f"{worker_metrics}/readyz").status_code == 200
         assert "ttsq_inference_seconds_count" in httpx.get(f"{worker_metrics}/metrics").text
         assert (tmp_path / ".ttsq" / "redis").is_dir()
+        assert not wildcard_listeners(dev.descendants())
     finally:
         children = dev.descendants()
         code = dev.terminate()

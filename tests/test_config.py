@@ -247,6 +247,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_wait_ms=2.5,
         preload_voices=["a", "b"],
         metrics_port=9301,
+        metrics_host="10.0.0.7",
         max_loaded_models=3,
         interactive_slot=False,
         preempt_bulk=False,
@@ -315,6 +316,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         part_redis_max_bytes_per_job=1 << 24,
         api_key=SecretStr("ttsq_" + "k" * 43),
         wyoming_api_key=SecretStr("ttsq_" + "w" * 43),
+        wyoming_max_connections=7,
         voicevox_api_key=SecretStr("ttsq_" + "v" * 43),
         max_batch_items=500,
     )

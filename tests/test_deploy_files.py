@@ -444,6 +444,8 @@ def test_prometheus_scrapes_the_api_and_each_worker_where_they_listen(compose: d
     }
     assert targets == expected
     assert all(job["metrics_path"] == "/metrics" for job in config["scrape_configs"])
+    # The worker listens on loopback unless told otherwise: Prometheus, in another container, must reach it.
+    assert all(services(compose)[name]["environment"].get("TTSQ_WORKER__METRICS_HOST") == "0.0.0.0" for name in workers)
 
 
 def test_grafana_is_provisioned_with_the_dashboard(compose: dict[str, Any]) -> None:

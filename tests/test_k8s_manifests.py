@@ -444,6 +444,8 @@ def test_worker_serves_on_the_metrics_port(overlay: str) -> None:
     (container,) = containers(worker)
     port = int(config_data(objects)["TTSQ_WORKER__METRICS_PORT"])
     assert resolve_port(container, "metrics") == port
+    # Loopback by default; the kubelet's probes and Prometheus come to the pod's own address.
+    assert config_data(objects)["TTSQ_WORKER__METRICS_HOST"] == "0.0.0.0"
     for kind, probe in probes(container):
         if "httpGet" in probe:
             assert resolve_port(container, probe["httpGet"]["port"]) == port, kind

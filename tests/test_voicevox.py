@@ -314,6 +314,31 @@ def test_connect_waves_joins_and_refuses_mismatches(http: httpx.Client) -> None:
     assert garbage.json()["detail"][0]["type"] == "value_error.wave_invalid"
 
 
+def gsm_wave(seconds: float) -> str:
+    """A base64 GSM 6.10 WAV of noise (8 kHz): about a tenth of its decoded size."""
+    out = io.BytesIO()
+    noise = np.random.default_rng(7).uniform(-0.5, 0.5, round(seconds * 8000))
+    soundfile.write(out, noise, 8000, format="WAV", subtype="GSM610")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+def test_connect_waves_refuses_waves_that_decode_past_the_body_cap(http: httpx.Client) -> None:
+    """A compressed wave may decode to no more than the body cap, as an uncompressed one could be;
+    so may the waves of one request together."""
+    long_one = gsm_wave(400)  # 6.4 MB decoded from 650 KB of GSM
+    assert len(long_one) < MAX_REQUEST_BYTES < 400 * 8000 * 2
+    two = gsm_wave(200)  # each 3.2 MB decoded: together over the cap
+    for waves, index in [([long_one], 0), ([two, two], 1)]:
+        refused = http.post("/connect_waves", json=waves)
+        assert refused.status_code == 422, refused.headers
+        (detail,) = refused.json()["detail"]
+        assert (detail["loc"], detail["type"]) == (["body", index], "value_error.wave_too_long")
+        assert f"at most {MAX_REQUEST_BYTES} bytes (max_request_bytes)" in detail["msg"]
+    joined = http.post("/connect_waves", json=[gsm_wave(60)])  # 960 KB decoded: under the cap
+    assert joined.status_code == 200
+    assert read_wav(joined.content)[0].shape[0] == 60 * 8000
+
+
 def test_a_client_that_disconnects_cancels_its_job(
     facade: Facade, http: httpx.Client, redis_client: redis.Redis
 ) -> None:

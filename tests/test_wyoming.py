@@ -5,15 +5,20 @@ away, send garbage or never finish a stream (their jobs end canceled, the server
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+import psutil
 import pytest
 import redis
 from pydantic import SecretStr
@@ -32,6 +37,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from api.wyoming import events as wyoming_events
 from api.wyoming import handler
 from api.wyoming.server import WyomingService
 from api.wyoming.speech import SAMPLES_PER_CHUNK
@@ -74,7 +80,12 @@ def tenant_key(settings: Settings) -> Iterator[tuple[str, str]]:
 def wyoming(settings: Settings, worker: ManagedProcess, tenant_key: tuple[str, str]) -> Iterator[Served]:
     """The server on its own event loop in a thread, as ``ttsq wyoming`` runs it in its process."""
     key, tenant = tenant_key
-    custom = settings.model_copy(update={"wyoming_api_key": SecretStr(key)})
+    with serve_wyoming(settings.model_copy(update={"wyoming_api_key": SecretStr(key)}), tenant) as served:
+        yield served
+
+
+@contextmanager
+def serve_wyoming(custom: Settings, tenant: str) -> Iterator[Served]:
     port = free_port()
     loop = asyncio.new_event_loop()
     service = loop.run_until_complete(WyomingService.open(custom))
@@ -344,3 +355,179 @@ def test_ttsq_wyoming_refuses_to_start_without_a_key_where_keys_are_required(set
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, done.stderr
         assert message in done.stderr
+
+
+# Hostile clients: every size and wait a client controls is bounded, and bad fields are refused by name.
+
+FLOOD_LINE = b'{"type": "describe"}\n'
+FLOOD_GROWTH_LIMIT = 64 * 1024 * 1024
+"""How much the server's process may grow while one client floods it with describes it never reads
+the answers to: the answers it holds at most, with a wide margin; unbounded, 200,000 describes grew it
+by 816 MiB."""
+
+
+def rss() -> int:
+    return psutil.Process().memory_info().rss
+
+
+async def events_until_closed(reader: asyncio.StreamReader) -> list[Event]:
+    """Every event the server sends until it closes the connection."""
+    events = []
+    while (event := await asyncio.wait_for(async_read_event(reader), READ_TIMEOUT_S)) is not None:
+        events.append(event)
+    return events
+
+
+def raw_event(event_type: str, data: dict[str, object]) -> bytes:
+    """An event as a client may write it, lone surrogates escaped (the library's writer cannot encode them)."""
+    body = json.dumps(data).encode()
+    return json.dumps({"type": event_type, "data_length": len(body)}).encode() + b"\n" + body
+
+
+async def describe_answered(served: Served) -> bool:
+    async with served.client() as client:
+        await client.write_event(Describe().event())
+        event = await client.read_event()
+        return event is not None and Info.is_type(event.type)
+
+
+def test_a_client_that_never_reads_stops_being_read_and_others_are_served(wyoming: Served) -> None:
+    async def flood() -> tuple[bool, int, bool]:
+        _reader, writer = await asyncio.open_connection(wyoming.host, wyoming.port)
+        before = rss()
+        stalled = False
+        for _ in range(40):  # 400,000 describes, 8.4 MB: more than the sockets' buffers take
+            writer.write(FLOOD_LINE * 10_000)
+            try:
+                await asyncio.wait_for(writer.drain(), 5)
+            except TimeoutError:
+                stalled = True
+                break
+        grown = rss() - before
+        other = await describe_answered(wyoming)
+        writer.transport.abort()
+        return stalled, grown, other
+
+    stalled, grown, other = asyncio.run(flood())
+    assert grown < FLOOD_GROWTH_LIMIT, f"the server grew by {grown / 2**20:.0f} MiB"
+    assert stalled, "the server read every describe of a client that reads no answer"
+    assert other
+    assert is_speech(audio_of(asyncio.run(synthesize(wyoming, SENTENCE)))[0])
+
+
+@pytest.mark.parametrize(
+    ("sent", "limit"),
+    [
+        (b'{"type": "synthesize", "data_length": 2000000000}\n', "data_length of 2000000000 bytes"),
+        (b'{"type": "audio-chunk", "payload_length": 314572800}\n', "payload_length of 314572800 bytes"),
+        (b'{"type": "describe", "padding": "' + b"a" * 100_000, "the header line"),
+    ],
+    ids=["data", "payload", "header"],
+)
+def test_an_event_over_a_size_limit_is_refused_before_it_is_read(wyoming: Served, sent: bytes, limit: str) -> None:
+    async def session() -> list[Event]:
+        reader, writer = await asyncio.open_connection(wyoming.host, wyoming.port)
+        writer.write(sent)
+        await writer.drain()
+        try:
+            return await events_until_closed(reader)
+        finally:
+            writer.close()
+
+    events = asyncio.run(session())
+    assert [e.type for e in events] == ["error"]
+    error = Error.from_event(events[0])
+    assert error.code == "event_too_large"
+    assert limit in error.text, error.text
+    assert "over the limit" in error.text, error.text
+    assert asyncio.run(describe_answered(wyoming))
+
+
+def test_an_event_declared_and_never_sent_whole_closes_the_connection(
+    wyoming: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wyoming_events, "EVENT_READ_S", 1.0)
+
+    async def session() -> list[Event]:
+        reader, writer = await asyncio.open_connection(wyoming.host, wyoming.port)
+        writer.write(b'{"type": "synthesize", "data_length": 100}\n{"text": ')
+        await writer.drain()
+        try:
+            return await events_until_closed(reader)
+        finally:
+            writer.close()
+
+    events = asyncio.run(session())
+    assert [Error.from_event(e).code for e in events] == ["event_timeout"]
+
+
+def test_connections_past_the_limit_are_told_so_and_closed(settings: Settings, worker: ManagedProcess) -> None:
+    async def session(served: Served) -> tuple[list[Event], bool]:
+        held = [await asyncio.open_connection(served.host, served.port) for _ in range(2)]
+        for reader, writer in held:  # each answered: the server holds both
+            await async_write_event(Describe().event(), writer)
+            assert (answer := await async_read_event(reader)) is not None
+            assert Info.is_type(answer.type)
+        reader, writer = await asyncio.open_connection(served.host, served.port)
+        refused = await events_until_closed(reader)
+        for _, opened in [(reader, writer), held[0]]:
+            opened.close()
+            await opened.wait_closed()
+        deadline = time.monotonic() + READ_TIMEOUT_S  # the server closes its side in its own time
+        while not (served_again := await describe_answered(served)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        held[1][1].close()
+        await held[1][1].wait_closed()
+        return refused, served_again
+
+    with serve_wyoming(settings.model_copy(update={"wyoming_max_connections": 2}), "anonymous") as served:
+        refused, served_again = asyncio.run(session(served))
+    assert [Error.from_event(e).code for e in refused] == ["too_many_connections"]
+    assert "wyoming_max_connections" in Error.from_event(refused[0]).text
+    assert served_again
+
+
+BAD_FIELDS = [
+    (
+        "synthesize",
+        {"text": SENTENCE, "voice": {"name": MULTI_SPEAKER_VOICE_ID, "speaker": "s" * 10_000}},
+        "voice.speaker",
+    ),
+    ("synthesize", {"text": "A lone \udcff surrogate."}, "text"),
+    ("synthesize", {"text": SENTENCE, "voice": {"name": "en_US\ud800"}}, "voice.name"),
+    ("synthesize", {"text": SENTENCE, "voice": {"language": "en" * 5_000}}, "voice.language"),
+    ("synthesize", {"text": SENTENCE, "voice": {"name": MULTI_SPEAKER_VOICE_ID, "speaker": 1}}, "voice.speaker"),
+    ("synthesize", {"text": 42}, "text"),
+    ("synthesize", {"text": SENTENCE, "voice": ["en_US"]}, "voice"),
+    ("synthesize", {"text": SENTENCE, "text_format": "\udfff"}, "text_format"),
+    ("synthesize", {"text": SENTENCE, "context": {"\ud800": 1}}, "context"),
+    ("synthesize-start", {"voice": {"name": "x" * 10_000}}, "voice.name"),
+    ("synthesize-chunk", {"text": "\ud83d"}, "text"),
+]
+
+
+@pytest.mark.parametrize(("event_type", "data", "field"), BAD_FIELDS)
+def test_a_bad_field_is_refused_by_name_without_a_job_or_a_logged_error(
+    wyoming: Served,
+    jobs: JobStore,
+    caplog: pytest.LogCaptureFixture,
+    event_type: str,
+    data: dict[str, object],
+    field: str,
+) -> None:
+    before = len(wyoming_jobs(jobs, wyoming.tenant))
+
+    async def session() -> list[Event]:
+        async with wyoming.client() as client:
+            assert client._writer is not None
+            client._writer.write(raw_event(event_type, data))
+            await client.write_event(Describe().event())  # the connection goes on
+            return await read_until(client, "info", errors=True)
+
+    events = asyncio.run(session())
+    assert [e.type for e in events] == ["error", "info"]
+    error = Error.from_event(events[0])
+    assert error.code == "invalid_event"
+    assert error.text.startswith(f"{event_type}: {field}"), error.text
+    assert len(wyoming_jobs(jobs, wyoming.tenant)) == before
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -26,6 +26,9 @@ DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14
 """5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: eleven attempts over about a day."""
 
 DEFAULT_WORKER_METRICS_PORT: Final = 9101
+DEFAULT_WORKER_METRICS_HOST: Final = "127.0.0.1"
+"""Loopback: a worker's metrics and probes stay internal (docs/SECURITY.md) unless a deployment
+opens them on purpose, as the containers do for Prometheus and the kubelet's probes."""
 DEFAULT_MAX_LOADED_MODELS: Final = 8
 """Models a worker holds at most by default. A Piper medium voice takes about 240 MiB once it has
 spoken, the Japanese voices together about 430 MiB (measured on CPU, docs/PERFORMANCE.md): eight
@@ -169,6 +172,10 @@ class WorkerSettings(BaseModel):
     metrics_port: int | None = Field(DEFAULT_WORKER_METRICS_PORT, ge=1, le=65535)
     """Port of the worker's own HTTP server: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``;
     ``null`` serves none. ``ttsq worker --gpus`` gives its N workers this port and the N-1 above it."""
+    metrics_host: str = DEFAULT_WORKER_METRICS_HOST
+    """Address that server listens on: loopback by default (``ttsq dev`` always), so that the port stays
+    internal; ``0.0.0.0`` in a container, where Prometheus and the probes come from outside it
+    (docker-compose.yml and deploy/k8s set it)."""
 
 
 class Settings(BaseSettings):
@@ -273,6 +280,10 @@ class Settings(BaseSettings):
     """The key whose tenant the Wyoming server (``ttsq wyoming``) speaks as: Wyoming carries no
     credentials, so every client that reaches its port gets this tenant's limits and quotas (bind it
     to a private address). None = the anonymous tenant, refused at start where keys are required."""
+    wyoming_max_connections: int = Field(32, ge=1)
+    """Connections the Wyoming server holds at once; one more is answered with an error event and
+    closed. Each may hold an event of up to the request body cap while reading it, so this bounds the
+    server's memory; Home Assistant opens one per request."""
     interactive_max_chars: int = Field(1000, ge=0)
     """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
     openai_voices: dict[str, str] = Field(default_factory=dict)

@@ -157,7 +157,7 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve(port: int, probes: WorkerProbes = PROBES, host: str = "0.0.0.0") -> WSGIServer | None:
+def serve(port: int, host: str, probes: WorkerProbes = PROBES) -> WSGIServer | None:
     """Serve metrics and probes on ``port`` in a daemon thread; a port in use is logged, not fatal
     (the worker still works; its readiness probe then fails, which shows the problem)."""
     try:

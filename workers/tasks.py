@@ -106,7 +106,7 @@ def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
     after logging is set up and before the consumer takes its first task. The metrics and probe
     server starts first, so ``/healthz`` answers while the model loads."""
     if _settings.worker.metrics_port is not None:
-        metrics.serve(_settings.worker.metrics_port)
+        metrics.serve(_settings.worker.metrics_port, _settings.worker.metrics_host)
     pool = get_implementation(getattr(instance, "pool_cls", "prefork"))
     if not (isinstance(pool, type) and issubclass(pool, PreforkPool | SoloPool)):
         engine = job_context().engine

@@ -21,8 +21,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.body_limit import BodyLimitMiddleware
 from api.errors import INTERNAL_MESSAGE, OUTAGE_MESSAGES, RETRY_AFTER_S, ApiError, coded_error
+from api.key_check import KeyCheckMiddleware
 from api.voicevox import engine_info, query_routes, speakers, synthesis, user_dict
-from api.voicevox.deps import Refused
+from api.voicevox.deps import Refused, facade_key, voicevox_tenant
 from api.voicevox.speakers import SpeakerNotFound
 from tts_core.errors import TTSError
 from ttsq.errors import QueueUnavailable, ServiceError, StoreUnavailable
@@ -47,6 +48,7 @@ def create_voicevox_app(max_request_bytes: int) -> FastAPI:
     app.state.voicevox_initialized = set()
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes)
+    app.add_middleware(KeyCheckMiddleware, tenant_dependency=voicevox_tenant, fallback_key=facade_key)
     for module in (engine_info, speakers, query_routes, synthesis, user_dict):
         app.include_router(module.router)
     return app

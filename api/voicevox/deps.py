@@ -14,11 +14,13 @@ from typing import Annotated
 
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import SecretStr
 
 from api.deps import StateDep, current_tenant
 from api.errors import error_status
 from tts_core.errors import TTSError
 from ttsq.errors import ServiceError
+from ttsq.settings import Settings
 from ttsq.tenants import Tenant
 
 Loc = tuple[str | int, ...]
@@ -50,11 +52,16 @@ def refused_at(loc: Loc) -> Iterator[None]:
 _bearer = HTTPBearer(auto_error=False, description="An API key from `ttsq keys create`: `Bearer ttsq_…`.")
 
 
+def facade_key(settings: Settings) -> SecretStr | None:
+    """The key of a request that sends no ``Authorization`` header."""
+    return settings.voicevox_api_key
+
+
 async def voicevox_tenant(
     state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
     """The header's key, else ``voicevox_api_key``, else none (anonymous when keys are not required)."""
-    key = state.settings.voicevox_api_key
+    key = facade_key(state.settings)
     if credentials is None and key is not None:
         credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=key.get_secret_value())
     return await current_tenant(state, credentials)

@@ -326,9 +326,11 @@ async def _speak_all(state: AppState, tenant: Tenant, prepared: Sequence[Prepare
 
 
 @router.post("/connect_waves", response_class=Response, responses={200: {"content": {WAV_MEDIA_TYPE: {}}}})
-async def connect(_: VoicevoxTenantDep, waves: Annotated[list[str], Body()]) -> Response:
-    """Join base64 WAV files of one rate and channel count into one."""
-    return Response(await run_in_threadpool(connect_waves, waves), media_type=WAV_MEDIA_TYPE)
+async def connect(state: StateDep, _: VoicevoxTenantDep, waves: Annotated[list[str], Body()]) -> Response:
+    """Join base64 WAV files of one rate and channel count into one (decoded off the event loop, at
+    most the body cap's bytes of audio)."""
+    joined = await run_in_threadpool(connect_waves, waves, state.settings.request_bytes_limit)
+    return Response(joined, media_type=WAV_MEDIA_TYPE)
 
 
 @router.post("/initialize_speaker", status_code=204, response_class=Response)

@@ -7,6 +7,7 @@ import base64
 import binascii
 import io
 import wave
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -18,6 +19,9 @@ from tts_core.resampling import StreamResampler
 
 MAX_WAVES: Final = 100
 """Most files one ``/connect_waves`` joins."""
+
+PCM16_BYTES: Final = 2
+"""Bytes of one decoded sample (each channel's), as the waves are read and joined."""
 
 
 def silence(seconds: float, rate: int) -> PCM16:
@@ -41,17 +45,23 @@ def wav_bytes(pcm: PCM16, rate: int, stereo: bool) -> bytes:
     return out.getvalue()
 
 
-def connect_waves(encoded: list[str]) -> bytes:
+def connect_waves(encoded: list[str], max_bytes: int) -> bytes:
     """One WAV of the files given (base64), in order; they must share rate and channel count, as
-    VOICEVOX ENGINE requires (it answers 422 otherwise too)."""
+    VOICEVOX ENGINE requires (it answers 422 otherwise too). Decoded, they may take at most
+    ``max_bytes`` together (the request body cap: PCM WAVs, which VOICEVOX makes, decode to fewer
+    bytes than their base64), so a compressed file (GSM 6.10 decodes to ten times its size) cannot
+    make the API hold more than an uncompressed one; each is measured from its header before it is
+    decoded, and decoded no further than what is left."""
     if not encoded:
         raise Refused(("body",), "no waves to connect", "value_error")
     if len(encoded) > MAX_WAVES:
         raise Refused(("body",), f"{len(encoded)} waves; at most {MAX_WAVES} are connected at once", "value_error")
     parts: list[np.ndarray] = []
     rate = channels = 0
+    left = max_bytes
     for index, text in enumerate(encoded):
-        audio, file_rate = _decoded(text, index)
+        audio, file_rate = _decoded(text, index, Budget(left, max_bytes))
+        left -= audio.nbytes
         file_channels = audio.shape[1]
         if index == 0:
             rate, channels = file_rate, file_channels
@@ -65,13 +75,39 @@ def connect_waves(encoded: list[str]) -> bytes:
     return out.getvalue()
 
 
-def _decoded(text: str, index: int) -> tuple[np.ndarray, int]:
+@dataclass(frozen=True)
+class Budget:
+    """Decoded bytes a wave may still take, of the ``total`` all the waves of a request may."""
+
+    left: int
+    total: int
+
+    def frames(self, channels: int) -> int:
+        return self.left // (PCM16_BYTES * channels)
+
+    def refusal(self, index: int, frames: int, channels: int) -> Refused:
+        size = frames * PCM16_BYTES * channels
+        message = (
+            f"wave {index} decodes to {size} bytes of 16-bit audio; the waves together may decode to at most "
+            f"{self.total} bytes (max_request_bytes), {self.left} were left"
+        )
+        return Refused(("body", index), message, "value_error.wave_too_long")
+
+
+def _decoded(text: str, index: int, budget: Budget) -> tuple[np.ndarray, int]:
     try:
         data = base64.b64decode(text, validate=True)
         if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
             raise ValueError("no RIFF/WAVE header")
-        audio, rate = soundfile.read(io.BytesIO(data), dtype="int16", always_2d=True)
+        info = soundfile.info(io.BytesIO(data))
+        allowed = budget.frames(info.channels)
+        if info.frames > allowed:
+            raise budget.refusal(index, info.frames, info.channels)
+        # A header may understate its frames: decode no further than the budget either way.
+        audio, rate = soundfile.read(io.BytesIO(data), frames=allowed + 1, dtype="int16", always_2d=True)
     except (binascii.Error, ValueError, RuntimeError) as e:  # soundfile's errors are RuntimeErrors
         reason = str(e).rsplit(": ", 1)[-1]  # not the BytesIO's repr that libsndfile's message starts with
         raise Refused(("body", index), f"not a base64 WAV file ({reason})", "value_error.wave_invalid") from None
+    if len(audio) > allowed:
+        raise budget.refusal(index, len(audio), audio.shape[1])
     return audio, int(rate)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
 from fastapi.concurrency import run_in_threadpool
+from pydantic import ValidationError
 from wyoming.error import Error
-from wyoming.event import Event, async_read_event
+from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import (
@@ -36,6 +38,14 @@ from wyoming.tts import (
 from api.deps import tenant_of
 from api.errors import ApiError
 from api.state import AppState
+from api.wyoming.events import (
+    EVENT_READ_S,
+    INVALID_EVENT,
+    EventRefused,
+    check_fields,
+    read_event,
+    validation_message,
+)
 from api.wyoming.sentences import SentenceBuffer
 from api.wyoming.speech import Utterance, speak
 from api.wyoming.voices import chosen_voice, wyoming_info
@@ -49,6 +59,11 @@ log = logging.getLogger(__name__)
 STREAM_IDLE_S: Final = 60.0
 """Longest wait for the next event while a stream is open: a client that never sends
 ``synthesize-stop`` is closed then, and its jobs canceled. Module-level so tests can shorten it."""
+
+MAX_QUEUED_WORK: Final = 8
+"""Answers and utterances one connection may have waiting to be sent: past them its input is not read
+until the client reads what it was sent, so a client that sends without reading (200,000 describes)
+holds this much, not an answer per event."""
 
 REFUSALS: Final = (TTSError, ServiceError, ApiError)
 """What bad input or a failed job raises: answered with an ``error`` event carrying its code."""
@@ -70,41 +85,64 @@ class Stream:
 class WyomingHandler(AsyncEventHandler):
     """The events of one connection, answered through the queue."""
 
-    def __init__(self, state: AppState, key: str | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(
+        self,
+        state: AppState,
+        key: str | None,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_close: Callable[[], None] = lambda: None,
+    ):
         super().__init__(reader, writer)
+        self._on_close = on_close
         self._state = state
         self._key = key
         self._stream: Stream | None = None
-        self._work: asyncio.Queue[Work] = asyncio.Queue()
+        self._work: asyncio.Queue[Work] = asyncio.Queue(MAX_QUEUED_WORK)  # full: the connection is not read
         self._jobs: set[str] = set()
         self._speaker = asyncio.create_task(self._speak_all(), name="wyoming speaker")
 
     async def run(self) -> None:
-        """The library's loop, with two more ways to end: a stream idle too long, and input its
-        reader does not turn into ``None`` (JSON that is no object, a payload cut short)."""
+        """The library's loop, read with ttsq's own bounded reader (:mod:`api.wyoming.events`), and
+        with more ways to end: a stream idle too long, and input that cannot be read on (no JSON, over
+        a limit, an event not sent whole in time), each answered with an error event first."""
         try:
             while True:
                 timeout = STREAM_IDLE_S if self._stream is not None else None
                 try:
-                    event = await asyncio.wait_for(async_read_event(self.reader), timeout)
+                    event = await read_event(self.reader, self._state.settings.request_bytes_limit, timeout)
                 except TimeoutError:
                     log.info("wyoming: stream idle for %.0f s; closing the connection", STREAM_IDLE_S)
                     message = f"no synthesize-stop within {STREAM_IDLE_S:g} s of the last event; closing"
-                    with contextlib.suppress(OSError):  # an event is written whole before any await
-                        await self.write_event(Error(text=message, code="stream_timeout").event())
+                    await self._say_last(Error(text=message, code="stream_timeout").event())
                     break
-                except Exception:  # garbage: the connection cannot be read on
-                    log.info("wyoming: unreadable input; closing the connection")
+                except EventRefused as e:  # the input cannot be read on
+                    log.info("wyoming: unreadable input (%s); closing the connection", e.code)
+                    await self._say_last(Error(text=str(e), code=e.code).event())
+                    break
+                except OSError:
                     break
                 if event is None or not await self.handle_event(event):
                     break
         finally:
-            await self.disconnect()
-            self.writer.close()
+            try:
+                await self.disconnect()
+                self.writer.close()
+            finally:
+                self._on_close()
+
+    async def _say_last(self, event: Event) -> None:
+        """Send ``event`` before closing, past whatever is queued, giving up on a client that does not
+        read; an event is written whole before any await, so it cannot split one being sent."""
+        with contextlib.suppress(OSError, TimeoutError):
+            await asyncio.wait_for(self.write_event(event), EVENT_READ_S)
 
     async def handle_event(self, event: Event) -> bool:
         try:
+            check_fields(event)
             await self._handle(event)
+        except EventRefused as e:
+            await self._refuse(e.code, str(e))
         except (KeyError, TypeError, ValueError) as e:  # an event without its fields
             await self._work.put(Error(text=f"malformed {event.type} event: {e!r}", code="invalid_event").event())
         return True
@@ -183,13 +221,18 @@ class WyomingHandler(AsyncEventHandler):
         await self._work.put(Error(text=text, code=code).event())
 
     async def _speak_all(self) -> None:
-        """Speak or send each piece of work in turn; an error answers its own utterance only."""
+        """Speak or send each piece of work in turn; an error answers its own utterance only. Once the
+        client is gone the rest is dropped, never left in the queue, where a full one would stop the
+        reading side before it reads the end of the connection and closes it."""
+        gone = False
         while True:
             work = await self._work.get()
+            if gone:
+                continue
             try:
                 await self._do(work)
-            except OSError:  # the client is gone: the reading side ends the connection
-                return
+            except OSError:
+                gone = True
 
     async def _do(self, work: Work) -> None:
         try:
@@ -199,6 +242,8 @@ class WyomingHandler(AsyncEventHandler):
                 await speak(self._state, work, self.write_event, self._jobs)
         except REFUSALS as e:
             await self.write_event(Error(text=str(e), code=e.code).event())
+        except ValidationError as e:  # a field the job refuses that the event's own check let through
+            await self.write_event(Error(text=validation_message(e), code=INVALID_EVENT).event())
         except OSError:
             raise
         except Exception:

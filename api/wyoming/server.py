@@ -10,9 +10,13 @@ which is refused at start where keys are required.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from typing import Final
 
-from wyoming.server import AsyncServer
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.server import AsyncEventHandler, AsyncServer
 
 from api.metrics import ApiMetrics
 from api.state import AppState
@@ -23,6 +27,8 @@ from ttsq.settings import Settings
 
 log = logging.getLogger(__name__)
 
+TOO_MANY_CONNECTIONS: Final = "too_many_connections"
+
 
 class WyomingService:
     """The clients every connection shares, and the key whose tenant they speak as."""
@@ -30,6 +36,7 @@ class WyomingService:
     def __init__(self, state: AppState, key: str | None) -> None:
         self.state = state
         self.key = key
+        self.open_connections = 0
 
     @classmethod
     async def open(cls, settings: Settings) -> WyomingService:
@@ -45,11 +52,39 @@ class WyomingService:
             raise
         return cls(state, key)
 
-    def handler(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> WyomingHandler:
-        return WyomingHandler(self.state, self.key, reader, writer)
+    def handler(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> AsyncEventHandler:
+        """A connection's handler; past ``wyoming_max_connections`` open, one that only says so."""
+        limit = self.state.settings.wyoming_max_connections
+        if self.open_connections >= limit:
+            log.warning("wyoming: %d connections open; refusing one more", self.open_connections)
+            return TurnedAway(reader, writer, limit)
+        self.open_connections += 1
+        return WyomingHandler(self.state, self.key, reader, writer, on_close=self._closed)
+
+    def _closed(self) -> None:
+        self.open_connections -= 1
 
     async def close(self) -> None:
         await self.state.close()
+
+
+class TurnedAway(AsyncEventHandler):
+    """A connection past the limit: told so with an error event, then closed."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int) -> None:
+        super().__init__(reader, writer)
+        self.limit = limit
+
+    async def run(self) -> None:
+        message = f"the server holds its limit of {self.limit} connections (wyoming_max_connections); retry later"
+        try:
+            with contextlib.suppress(OSError, TimeoutError):
+                await asyncio.wait_for(self.write_event(Error(text=message, code=TOO_MANY_CONNECTIONS).event()), 5)
+        finally:
+            self.writer.close()
+
+    async def handle_event(self, event: Event) -> bool:
+        return False
 
 
 def _check_key(state: AppState, key: str | None) -> None:
