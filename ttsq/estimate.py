@@ -37,6 +37,11 @@ SECONDS_PER_SYMBOL: Final = 0.4
 SECONDS_PER_WIDE_CHARACTER: Final = 0.2
 """Kana and kanji: each is one or more syllables (the Japanese voices' corpus: ~0.15 s)."""
 
+INTERACTIVE_SECONDS_PER_CHAR: Final = 2 * SECONDS_PER_LETTER
+"""Speech a job that names no priority may make and still be interactive, per character of
+``interactive_max_chars``: twice what prose makes, so prose with numbers stays interactive while
+999 digits (600 s read as words) do not."""
+
 
 def _cost(character: str) -> float:
     if character.isdigit():
@@ -76,19 +81,25 @@ class JobEstimate:
 
 
 def estimate_job(
-    spoken: str, document: SsmlDocument | None, options: JobOptions, engine: str, settings: Settings
+    spoken: str,
+    document: SsmlDocument | None,
+    options: JobOptions,
+    engine: str,
+    settings: Settings,
+    growth_s: float = 0.0,
 ) -> JobEstimate:
-    """The job's audio, checked against what no job may ask for: too long a pause at one place, more
-    silence than its allowance, or a text that certainly plans into more than ``max_job_segments``
-    (as far as the voice's engine can tell without the synthesis stack, Piper from the text's digits;
-    the worker stops planning there for any)."""
+    """The job's audio (``growth_s``: at most what its lexicons' pronunciations add, at speed 1),
+    checked against what no job may ask for: too long a pause at one place, more silence than its
+    allowance, or a text that certainly plans into more than ``max_job_segments`` (as far as the
+    voice's engine can tell without the synthesis stack, Piper from the text's digits; the worker
+    stops planning there for any)."""
     sentence = settings.sentence_pause_s if options.sentence_pause_s is None else options.sentence_pause_s
     paragraph = settings.paragraph_pause_s if options.paragraph_pause_s is None else options.paragraph_pause_s
     if document is not None:
         silence = ssml_silence(document, sentence, paragraph)
     else:
         silence = text_silence(spoken, sentence, paragraph)
-    speech_s = estimate_audio_s(spoken, options.speed)
+    speech_s = estimate_audio_s(spoken, options.speed) + growth_s / options.speed
     silence.check(speech_s, settings.silence_allowance_s, settings.silence_ratio)
     fewest = engine_named(engine).least_segments(spoken, settings.segment_max_ids)
     if fewest > settings.max_job_segments:

@@ -37,6 +37,11 @@ from ttsq.constants import (
 )
 from ttsq.errors import LexiconNotFound, LexiconRefused, LexiconVersionGone
 
+USER_DICTIONARY: Final = "userdict"
+"""The lexicon every job of a tenant uses in its language unnamed (``api.lexicon_use``); the VOICEVOX
+API's user dictionary rewrites it whole (``api.voicevox.user_dict``)."""
+USER_DICTIONARY_LANGUAGE: Final = "ja"
+"""What the VOICEVOX API's user dictionary is written in."""
 VERSIONS_KEPT: Final = 3
 """Replaced versions a lexicon name keeps for the jobs submitted with them: a job queued before a
 change (or three) still speaks as it was submitted, and a name holds at most four versions."""
@@ -238,8 +243,17 @@ class LexiconStore:
         return LexiconRef(name, self.summary(tenant, name).version)
 
     def lexicon(self, tenant: str, ref: LexiconRef) -> Lexicon:
-        """The entries of that version; :class:`LexiconVersionGone` once it has expired or was dropped."""
+        """The entries of that version; :class:`LexiconVersionGone` once it is no longer kept. The
+        user dictionary, which jobs use without naming it, is then read as it is now (empty if it
+        was deleted): VOICEVOX clients change it a word at a time, and a job queued behind more than
+        ``versions_kept`` words says them as the dictionary has them."""
         raw = self._client.hget(lexicon_version_key(tenant, ref.name, ref.version), "lexicon")
+        if raw is None and ref.name == USER_DICTIONARY:
+            try:
+                current = self.current(tenant, ref.name)
+            except LexiconNotFound:
+                return Lexicon(USER_DICTIONARY_LANGUAGE, ())
+            raw = self._client.hget(lexicon_version_key(tenant, ref.name, current.version), "lexicon")
         if raw is None:
             raise LexiconVersionGone(ref.name, ref.version)
         return Lexicon.from_json(json.loads(raw))
