@@ -275,7 +275,9 @@ class Settings(BaseSettings):
     credentials, so every client that reaches its port gets this tenant's limits and quotas (bind it
     to a private address). None = the anonymous tenant, refused at start where keys are required."""
     interactive_max_chars: int = Field(1000, ge=0)
-    """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
+    """Jobs that name no priority run as ``interactive`` up to this many characters as spoken (their
+    lexicons' pronunciations counted) and the speech of as many characters of prose with numbers
+    (``ttsq.estimate.INTERACTIVE_SECONDS_PER_CHAR``), ``bulk`` above."""
     openai_voices: dict[str, str] = Field(default_factory=dict)
     """OpenAI voice names (``alloy``, ``nova``…) mapped to ttsq voice ids for ``/v1/audio/speech``, as
     JSON (``{"nova": "en_US-joe-medium"}``); names not mapped speak with the default voice."""
