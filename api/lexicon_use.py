@@ -8,7 +8,8 @@ language, without naming it: a word added by a VOICEVOX client is said so by eve
 in that language. It does not count against a job's limit of named lexicons.
 
 A verdict is kept per lexicon version and voice, so a batch of 10,000 items naming one lexicon of
-1,000 entries reads and checks it once.
+1,000 entries reads and checks it once; so is what each version may add to a job's spoken text
+(``ttsq.lexicon_growth``), which decides the job's priority, admission and charge.
 """
 
 from __future__ import annotations
@@ -25,15 +26,14 @@ from tts_core.scripts import base_language
 from tts_core.voice_info import VoiceInfo
 from ttsq.errors import LexiconNotFound, LexiconRefused
 from ttsq.jobs import LexiconUse
-from ttsq.lexicons import LexiconRef, LexiconStore
+from ttsq.lexicon_growth import NO_GROWTH, Growth, LexiconGrowth, growth_of
+from ttsq.lexicons import USER_DICTIONARY, LexiconRef, LexiconStore
 
-USER_DICTIONARY: Final = "userdict"
-"""The lexicon every job of a tenant uses in its language unnamed; the VOICEVOX API's user
-dictionary rewrites it whole (``api.voicevox.user_dict``)."""
 VERDICTS_KEPT: Final = 1024
 """Lexicon versions and voices whose verdict an API process remembers."""
 
 _verdicts: OrderedDict[tuple[str, str, int, str], str | None] = OrderedDict()
+_growths: OrderedDict[tuple[str, str, int], LexiconGrowth] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -121,3 +121,26 @@ def _verdict(store: LexiconStore, tenant: str, use: LexiconUse, voice: VoiceInfo
         while len(_verdicts) > VERDICTS_KEPT:
             _verdicts.popitem(last=False)
     return verdict
+
+
+def spoken_growth(store: LexiconStore, tenant: str, uses: Sequence[LexiconUse], text: str) -> Growth:
+    """At most what the job's lexicons add to what it speaks of ``text`` (``ttsq.lexicon_growth``)."""
+    growths = [_growth(store, tenant, use) for use in uses]
+    return growth_of((g for g in growths if g), text) if any(growths) else NO_GROWTH
+
+
+def _growth(store: LexiconStore, tenant: str, use: LexiconUse) -> LexiconGrowth:
+    key = (tenant, use.name, use.version)
+    with _lock:
+        if key in _growths:
+            _growths.move_to_end(key)
+            return _growths[key]
+    try:
+        growth = LexiconGrowth(store.lexicon(tenant, LexiconRef(use.name, use.version)))
+    except LexiconNotFound:  # replaced between the reads: the job is refused for it, as by its verdict
+        raise LexiconRefused(f"lexicon {use.name!r} changed while the job was being submitted; submit again") from None
+    with _lock:
+        _growths[key] = growth
+        while len(_growths) > VERDICTS_KEPT:
+            _growths.popitem(last=False)
+    return growth

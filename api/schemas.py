@@ -227,7 +227,7 @@ class JobCreate(RequestBody):
     priority: Priority | None = Field(
         None,
         description="interactive (served first) or bulk; by default interactive up to the server's "
-        "interactive_max_chars, bulk above.",
+        "interactive_max_chars as spoken (lexicons' pronunciations counted, numbers read as words), bulk above.",
     )
     webhook_url: str | None = Field(
         None,

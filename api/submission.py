@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.errors import ApiError, describe_validation_errors
 from api.idempotency import submit_once
-from api.lexicon_use import job_lexicons
+from api.lexicon_use import job_lexicons, spoken_growth
 from api.metrics import oldest_age_s
 from api.schemas import BatchCreate, JobCreate
 from api.state import AppState
@@ -49,7 +49,7 @@ from ttsq.batches import BatchRecord, new_batch_id
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.errors import QueueBehind, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
-from ttsq.estimate import estimate_job
+from ttsq.estimate import INTERACTIVE_SECONDS_PER_CHAR, estimate_job
 from ttsq.jobs import JobRecord, Priority, TextType, new_job_id, utcnow
 from ttsq.quotas import Charge, usage_day
 from ttsq.settings import Settings
@@ -137,8 +137,11 @@ def draft_job(
     state.catalog.check_speakable(voice, spoken)
     check_marks(request, info)
     lexicons = job_lexicons(state.stores.lexicons, tenant.id, request.lexicons or [], info)
+    growth = spoken_growth(state.stores.lexicons, tenant.id, lexicons, spoken)
+    if growth.characters and len(spoken) + growth.characters > settings.max_text_chars:
+        raise TextTooLong(len(spoken) + growth.characters, settings.max_text_chars, written=len(spoken))
     options = request.options(info.speaker_index(request.speaker), lexicons)
-    estimate = estimate_job(spoken, document, options, info.engine.value, settings)
+    estimate = estimate_job(spoken, document, options, info.engine.value, settings, growth.seconds)
     if request.webhook_url is not None:
         check_webhook_url(request.webhook_url, settings)
     ttl_s = lifetime_s(request.ttl_hours, settings)
@@ -147,10 +150,12 @@ def draft_job(
         voice=voice,
         format=request.format.value,
         characters=len(spoken),
+        charged_characters=len(spoken) + growth.characters,
         options=options,
         metadata=request.metadata,
         created_at=utcnow(),
-        priority=request.priority or default_priority(len(request.text), settings),
+        priority=request.priority
+        or default_priority(len(request.text) + growth.characters, estimate.speech_s * options.speed, settings),
         webhook_url=request.webhook_url,
         text_type=request.text_type,
         stream=stream,
@@ -286,8 +291,15 @@ def check_tag_count(source: str, limit: int) -> None:
     )
 
 
-def default_priority(characters: int, settings: Settings) -> Priority:
-    return Priority.INTERACTIVE if characters <= settings.interactive_max_chars else Priority.BULK
+def default_priority(characters: int, speech_s: float, settings: Settings) -> Priority:
+    """Interactive for a job that speaks little: at most ``interactive_max_chars`` characters, its
+    lexicons' pronunciations counted, and at most the speech that many characters of prose with
+    numbers make (``INTERACTIVE_SECONDS_PER_CHAR``: digits read as words count); bulk otherwise.
+    Judged on what is spoken, not on what is written: a 999-character job of a letter aliased to 200
+    characters planned 1,000 segments as interactive and held another tenant's short job 62 s."""
+    limit = settings.interactive_max_chars
+    small = characters <= limit and speech_s <= limit * INTERACTIVE_SECONDS_PER_CHAR
+    return Priority.INTERACTIVE if small else Priority.BULK
 
 
 # --- Submitting --------------------------------------------------------------------------------
@@ -365,7 +377,7 @@ def check_queue(state: AppState, priority: Priority) -> None:
 def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priority: Priority) -> Iterator[None]:
     """Check the queue and admit ``records`` at once against the tenant's limits (charging their
     sum), then run the block; if the block fails, the admission is given back."""
-    charge = Charge(sum(r.characters for r in records), sum(r.reserved_audio_ms for r in records))
+    charge = Charge(sum(charged_characters(r) for r in records), sum(r.reserved_audio_ms for r in records))
     ids = [record.id for record in records]
     created_at = records[0].created_at
     try:
@@ -381,6 +393,11 @@ def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priorit
         except redis.RedisError:  # Redis is the outage: nothing was stored
             log.warning("job %s…: could not release its admission", ids[0])
         raise
+
+
+def charged_characters(record: JobRecord) -> int:
+    """What the job's characters cost its tenant's day: what it speaks, its lexicons' pronunciations counted."""
+    return record.characters if record.charged_characters is None else record.charged_characters
 
 
 def _store_and_queue(state: AppState, draft: Draft) -> None:

@@ -46,10 +46,17 @@ class EmptyText(InvalidInput, code="empty_text"):
 
 
 class TextTooLong(InvalidInput, code="text_too_long"):
-    """The text has more characters than the configured limit."""
+    """The text has more characters than the configured limit; ``written``: the text has that many,
+    and ``length`` is what it may be spoken as (its lexicons' pronunciations in place of its words)."""
 
-    def __init__(self, length: int, limit: int) -> None:
-        super().__init__(f"text has {length} characters; the limit is {limit}")
+    def __init__(self, length: int, limit: int, written: int | None = None) -> None:
+        if written is None:
+            super().__init__(f"text has {length} characters; the limit is {limit}")
+        else:
+            super().__init__(
+                f"text has {written} characters, spoken as up to {length} with its lexicons' pronunciations; "
+                f"the limit is {limit}"
+            )
         self.length = length
         self.limit = limit
 

@@ -266,6 +266,18 @@ def lexicon_version_key(tenant: str, name: str, version: int) -> str:
     return f"{lexicon_version_prefix(tenant, name)}{version}"
 
 
+def lexicon_sizes_key(tenant: str) -> str:
+    """Hash: the bytes each stored version of a tenant's lexicons holds (current and kept ones), by
+    version key: what the tenant's ``lexicon_bytes_per_tenant`` counts."""
+    return f"{KEY_PREFIX}:lexicons:{tenant}:sizes"
+
+
+def lexicon_kept_key(tenant: str) -> str:
+    """Sorted set: a tenant's replaced or deleted lexicon versions, still kept for the jobs that were
+    submitted with them, by version key, scored by when they expire (oldest dropped first)."""
+    return f"{KEY_PREFIX}:lexicons:{tenant}:kept"
+
+
 def lexicon_version_prefix(tenant: str, name: str) -> str:
     """What the keys of a lexicon's versions start with (its store script adds the number)."""
     return f"{KEY_PREFIX}:lexicon:{tenant}:{name}:"

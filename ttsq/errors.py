@@ -7,6 +7,7 @@ Exception tree (the HTTP status the API gives each is decided in ``api/errors.py
     ├── BatchNotFound           no batch under that id (never created, expired, another tenant's)
     ├── TenantNotFound          no tenant (API key) with that id or name
     ├── LexiconNotFound         no lexicon of that name (never stored, deleted, another tenant's)
+    │   └── LexiconVersionGone  the version a job was submitted with is no longer kept
     ├── SegmentLost             a segment counted as done has no audio (expired or deleted)
     ├── WorkerCrashed           a step stopped its worker too many times without finishing
     ├── Stalled                 a job's work vanished more often than the sweeper re-queues it
@@ -77,6 +78,21 @@ class LexiconNotFound(ServiceError, code="lexicon_not_found"):
     def __init__(self, name: str) -> None:
         super().__init__(f"no lexicon named {name!r}")
         self.name = name
+
+
+class LexiconVersionGone(LexiconNotFound, code="lexicon_version_gone"):
+    """The version of a lexicon a job was submitted with is no longer stored: replaced more than
+    ``TTSQ_LEXICON_VERSIONS_KEPT`` times since, dropped for the tenant's
+    ``TTSQ_LEXICON_BYTES_PER_TENANT``, or past the job TTL."""
+
+    def __init__(self, name: str, version: int) -> None:
+        ServiceError.__init__(
+            self,
+            f"lexicon {name!r} version {version} is no longer kept (replaced more than "
+            "TTSQ_LEXICON_VERSIONS_KEPT times since, or dropped for TTSQ_LEXICON_BYTES_PER_TENANT); submit again",
+        )
+        self.name = name
+        self.version = version
 
 
 class TenantNotFound(ServiceError, code="tenant_not_found"):

@@ -11,7 +11,9 @@ settled on the audio it delivered. The constants were measured on the default vo
 
 from __future__ import annotations
 
+import functools
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -37,7 +39,18 @@ SECONDS_PER_SYMBOL: Final = 0.4
 SECONDS_PER_WIDE_CHARACTER: Final = 0.2
 """Kana and kanji: each is one or more syllables (the Japanese voices' corpus: ~0.15 s)."""
 
+COSTS_KEPT: Final = 4096
+"""Characters whose cost is remembered: texts share most of theirs. A text's characters are counted
+first and each distinct one costed once: a lexicon's growth (``ttsq.lexicon_growth``) costs 10,000
+pronunciations, 2.7 s character by character, 0.1 s so."""
 
+INTERACTIVE_SECONDS_PER_CHAR: Final = 2 * SECONDS_PER_LETTER
+"""Speech a job that names no priority may make and still be interactive, per character of
+``interactive_max_chars``: twice what prose makes, so prose with numbers stays interactive while
+999 digits (600 s read as words) do not."""
+
+
+@functools.lru_cache(maxsize=COSTS_KEPT)
 def _cost(character: str) -> float:
     if character.isdigit():
         return SECONDS_PER_DIGIT
@@ -53,7 +66,7 @@ def _cost(character: str) -> float:
 
 def estimate_audio_s(text: str, speed: float = 1.0) -> float:
     """Seconds of audio ``text`` will probably make at ``speed`` (pauses included roughly)."""
-    return sum(_cost(c) for c in text) / speed
+    return sum(_cost(character) * count for character, count in Counter(text).items()) / speed
 
 
 def planned_audio_s(engine: str, id_counts: Iterable[int], pause_s: float, speed: float = 1.0) -> float:
@@ -76,19 +89,25 @@ class JobEstimate:
 
 
 def estimate_job(
-    spoken: str, document: SsmlDocument | None, options: JobOptions, engine: str, settings: Settings
+    spoken: str,
+    document: SsmlDocument | None,
+    options: JobOptions,
+    engine: str,
+    settings: Settings,
+    growth_s: float = 0.0,
 ) -> JobEstimate:
-    """The job's audio, checked against what no job may ask for: too long a pause at one place, more
-    silence than its allowance, or a text that certainly plans into more than ``max_job_segments``
-    (as far as the voice's engine can tell without the synthesis stack, Piper from the text's digits;
-    the worker stops planning there for any)."""
+    """The job's audio (``growth_s``: at most what its lexicons' pronunciations add, at speed 1),
+    checked against what no job may ask for: too long a pause at one place, more silence than its
+    allowance, or a text that certainly plans into more than ``max_job_segments`` (as far as the
+    voice's engine can tell without the synthesis stack, Piper from the text's digits; the worker
+    stops planning there for any)."""
     sentence = settings.sentence_pause_s if options.sentence_pause_s is None else options.sentence_pause_s
     paragraph = settings.paragraph_pause_s if options.paragraph_pause_s is None else options.paragraph_pause_s
     if document is not None:
         silence = ssml_silence(document, sentence, paragraph)
     else:
         silence = text_silence(spoken, sentence, paragraph)
-    speech_s = estimate_audio_s(spoken, options.speed)
+    speech_s = estimate_audio_s(spoken, options.speed) + growth_s / options.speed
     silence.check(speech_s, settings.silence_allowance_s, settings.silence_ratio)
     fewest = engine_named(engine).least_segments(spoken, settings.segment_max_ids)
     if fewest > settings.max_job_segments:

@@ -243,6 +243,9 @@ class JobRecord(BaseModel):
     """Store the audio object; only a streamed job may do without."""
     text_type: TextType = TextType.TEXT
     """``ssml``: the stored text is SSML; ``characters`` counts its spoken text, not the markup."""
+    charged_characters: int | None = None
+    """Characters charged to the tenant's day: ``characters`` with what the job's lexicons may add
+    (``ttsq.lexicon_growth``); None (jobs stored before): ``characters``."""
     tenant: str = ANONYMOUS_TENANT
     """Who owns the job: the tenant of the API key that submitted it."""
     reserved_audio_ms: int = 0

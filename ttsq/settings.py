@@ -18,6 +18,7 @@ from tts_core.catalog import DEFAULT_VOICE_ID
 from tts_core.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
 from tts_core.device import Device
 from ttsq.constants import DEFAULT_QUEUE
+from ttsq.lexicons import BYTES_PER_TENANT, VERSIONS_KEPT
 from ttsq.secrets_check import SentinelSecrets, production_problems
 from ttsq.tenants import Limits
 from ttsq.webhook_signing import parse_secrets
@@ -285,7 +286,9 @@ class Settings(BaseSettings):
     closed. Each may hold an event of up to the request body cap while reading it, so this bounds the
     server's memory; Home Assistant opens one per request."""
     interactive_max_chars: int = Field(1000, ge=0)
-    """Jobs that name no priority run as ``interactive`` up to this many characters, ``bulk`` above."""
+    """Jobs that name no priority run as ``interactive`` up to this many characters as spoken (their
+    lexicons' pronunciations counted) and the speech of as many characters of prose with numbers
+    (``ttsq.estimate.INTERACTIVE_SECONDS_PER_CHAR``), ``bulk`` above."""
     openai_voices: dict[str, str] = Field(default_factory=dict)
     """OpenAI voice names (``alloy``, ``nova``…) mapped to ttsq voice ids for ``/v1/audio/speech``, as
     JSON (``{"nova": "en_US-joe-medium"}``); names not mapped speak with the default voice."""
@@ -299,6 +302,12 @@ class Settings(BaseSettings):
     """Most entries (lexemes) in one lexicon."""
     lexicon_max_bytes: int = Field(1_048_576, ge=1)
     """Largest lexicon document, in bytes as uploaded."""
+    lexicon_versions_kept: int = Field(VERSIONS_KEPT, ge=0)
+    """Replaced versions of a lexicon kept for the jobs submitted with them (at most the job TTL); a
+    job whose version was dropped fails with ``lexicon_version_gone``."""
+    lexicon_bytes_per_tenant: int = Field(BYTES_PER_TENANT, ge=1)
+    """Bytes a tenant's lexicons may hold in Redis, replaced versions still kept included (the
+    oldest are dropped first); a store past it with the current versions alone is refused."""
     voice_lexicons: dict[str, list[Path]] = Field(default_factory=dict)
     """Lexicons an operator applies to every job of a voice, after the job's own, as JSON mapping
     voice ids to PLS or JSON lexicon files (``{"en_US-joe-medium": ["/etc/ttsq/names.pls"]}``)."""

@@ -66,7 +66,7 @@ class Stores:
             batches=BatchStore(client, ttl),
             tenants=TenantStore(client),
             quotas=Quotas(client),
-            lexicons=LexiconStore(client, ttl),
+            lexicons=LexiconStore(client, ttl, settings.lexicon_versions_kept, settings.lexicon_bytes_per_tenant),
             voicevox_words=VoicevoxWordStore(client),
         )
 

@@ -26,17 +26,17 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from api.deps import StateDep, TenantDep
-from api.lexicon_use import USER_DICTIONARY, check_storable
+from api.lexicon_use import check_storable
 from api.state import AppState
 from tts_core.errors import InvalidLexicon
 from tts_core.lexicon import mora_count
 from tts_core.lexicon_documents import LexiconLimits, parse_json_lexicon
 from ttsq.errors import LexiconNotFound, LexiconRefused
+from ttsq.lexicons import USER_DICTIONARY, USER_DICTIONARY_LANGUAGE
 from ttsq.voicevox_words import Words
 
 router = APIRouter(tags=["voicevox user dictionary"])
 
-USER_DICTIONARY_LANGUAGE: Final = "ja"
 MIN_PRIORITY: Final = 0
 MAX_PRIORITY: Final = 10
 DEFAULT_PRIORITY: Final = 5
