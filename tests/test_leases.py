@@ -54,7 +54,7 @@ def restore(connection: Connection) -> None:
 HELD_KINDS = {
     "reserved": worker_state.reserved_requests,
     "active": worker_state.active_requests,
-    "scheduled": worker_state.scheduled_requests,  # a retry waiting for its ETA, longer than the timeout
+    "scheduled": worker_state.scheduled_requests,  # type: ignore[attr-defined]  # a retry waiting for its ETA, longer than the timeout
 }
 
 

@@ -38,7 +38,8 @@ UNACKED_INDEX_KEY: Final = "unacked_index"
 def held_delivery_tags() -> list[str]:
     """Delivery tags of the messages this worker process holds: running, reserved for a thread, or
     scheduled (a retry waiting for its ETA, which would otherwise come back while it waits)."""
-    requests = [*worker_state.reserved_requests, *worker_state.active_requests, *worker_state.scheduled_requests]
+    scheduled = worker_state.scheduled_requests  # type: ignore[attr-defined]  # celery-types lacks it (Celery 5.3+)
+    requests = [*worker_state.reserved_requests, *worker_state.active_requests, *scheduled]
     tags = {str(r.delivery_info.get("delivery_tag")) for r in requests if r.delivery_info}
     tags.discard("None")
     return sorted(tags)
