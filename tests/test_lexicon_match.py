@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tts_core import lexicon_match
 from tts_core.engines import engine_named
 from tts_core.lexicon import Lexicon, LexiconEntry
 from tts_core.lexicon_documents import parse_json_lexicon
@@ -166,6 +167,14 @@ def test_finding_costs_the_same_per_character_for_a_text_four_times_as_long() ->
 
     short, long = seconds(25_000), seconds(100_000)
     assert long < short * 8, (short, long)
+
+
+def test_a_texts_long_words_are_not_remembered() -> None:
+    """Keys of short tokens are cached; a job's one 100,000-character word must not stay in memory."""
+    matcher = LexiconMatcher([lexicon(LexiconEntry(("Straße",), alias="x"))])
+    before = lexicon_match._remembered_key.cache_info().currsize
+    assert len(list(matcher.find("é" * 100_000 + " Straße"))) == 1
+    assert lexicon_match._remembered_key.cache_info().currsize - before <= 2  # "Straße" and the space
 
 
 def test_japanese_graphemes_match_inside_words() -> None:

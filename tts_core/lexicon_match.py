@@ -257,16 +257,28 @@ def _ascii_key(text: str, case_sensitive: bool) -> str:
     return spaced if case_sensitive else spaced.lower()
 
 
-@functools.lru_cache(maxsize=65536)
+TOKEN_KEYS_KEPT: Final = 16_384
+"""Keys of short non-ASCII tokens a process remembers (a text's words, and a Japanese text's
+characters, repeat): at most :data:`TOKEN_KEY_CHARS` characters each, some 4 MiB in all."""
+TOKEN_KEY_CHARS: Final = 32
+"""Tokens longer than this are keyed afresh: a text's one long word kept would hold its memory."""
+
+
 def _token_key(part: str, case_sensitive: bool) -> str:
-    """How a token is compared: whitespace as one space; NFC; full case folding unless case matters
-    (cached: a text's words, and a Japanese text's characters, repeat)."""
+    """How a token is compared: whitespace as one space; NFC; full case folding unless case matters."""
+    return _remembered_key(part, case_sensitive) if len(part) <= TOKEN_KEY_CHARS else _key(part, case_sensitive)
+
+
+def _key(part: str, case_sensitive: bool) -> str:
     if _WHITESPACE.match(part):
         return _SPACE
     composed = unicodedata.normalize("NFC", part)
     if case_sensitive:
         return composed
     return unicodedata.normalize("NFC", composed.casefold()).replace(_DOTTED_I, "i")
+
+
+_remembered_key: Final = functools.lru_cache(maxsize=TOKEN_KEYS_KEPT)(_key)
 
 
 def _is_word(part: str) -> bool:
