@@ -27,16 +27,19 @@ from narration.planning import NarrateOptions
 from tests.conftest import IdleQueueApi, enqueue, serve, wait_for_job
 from tests.test_batches import wait_for_batch
 from tests.test_cli import clean_env
+from tests.test_metrics import scrape, value, worker_url
 from tests.test_narrate import ROOT, TTSQ
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.lexicon import Lexicon, LexiconEntry
 from tts_core.marks import Mark, marks_from_json
 from tts_core.phonemes import phonemize
-from ttsq.jobs import JobOptions, JobRecord, LexiconUse, utcnow
+from tts_core.voice_info import VoiceInfo
+from ttsq.jobs import JobOptions, JobRecord, LexiconUse, NormalizeOption, utcnow
 from ttsq.lexicons import LexiconStore
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore
 from workers import pronunciations
+from workers.metrics import REGISTRY
 from workers.pronunciations import job_pronunciation
 
 DATA: Final = Path(__file__).parent / "data" / "lexicons"
@@ -308,6 +311,42 @@ def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Clie
     assert len(spoken) != len(unfixed)
 
 
+@pytest.mark.parametrize("written", ["Straße", "STRASSE"])
+def test_a_grapheme_is_heard_in_its_own_spelling_and_its_case_folding(client: httpx.Client, written: str) -> None:
+    """Issue 34 finding 10: "Straße" was looked for as "strasse" by a pattern with simple case
+    folding, so the text "Straße" was read as written, not as the lexicon said."""
+    name = stored(client, pls("<lexeme><grapheme>Straße</grapheme><alias>doctor</alias></lexeme>"))
+    fixed = audio_of(finished(client, {"text": f"{written} rang.", "lexicons": [name]}))
+    said = audio_of(finished(client, {"text": "doctor rang."}))
+    assert len(fixed) == len(said)
+    assert np.abs(fixed - said).max() < 0.01
+
+
+def test_a_worker_indexes_a_lexicon_once_per_version_whatever_the_jobs_options(
+    client: httpx.Client, worker: ManagedProcess
+) -> None:
+    """Issue 34 finding 1: workers compiled a lexicon again per version and set of ``normalize``
+    options (2.1 s for 10,000 entries), so a tenant cycling options held the worker in compiles."""
+    name = stored(client, pls("<lexeme><grapheme>Nguyen</grapheme><alias>win</alias></lexeme>"))
+    metrics = f"{worker_url(worker)}/metrics"
+    before = value(scrape(metrics), "ttsq_lexicon_indexes_total")
+    cycled: list[dict[str, Any]] = [
+        {},
+        {"normalize": False},
+        {"normalize": {"numbers": False}},
+        {"normalize": {"urls": False}},
+    ]
+    for options in cycled:
+        finished(client, {"text": "Nguyen rang.", "lexicons": [name], **options})
+    assert value(scrape(metrics), "ttsq_lexicon_indexes_total") - before == 1
+    assert (
+        put(client, name, pls("<lexeme><grapheme>Nguyen</grapheme><alias>nuh gwen</alias></lexeme>")).status_code == 200
+    )
+    for options in cycled:
+        finished(client, {"text": "Nguyen rang.", "lexicons": [name], **options})
+    assert value(scrape(metrics), "ttsq_lexicon_indexes_total") - before == 2
+
+
 def test_a_japanese_reading_reaches_the_kokoro_g2p(client: httpx.Client) -> None:
     """A word and a family name whose dictionary readings (キョー, ショージ) the lexicon changes."""
     entries = [
@@ -497,17 +536,40 @@ def test_a_worker_keeps_one_compiled_version_and_still_reads_older_ones(redis_cl
         lexicon = Lexicon("en-US", (LexiconEntry(("Nguyen",), alias=alias),))
         return store.put(tenant, name, b"{}", "application/json", lexicon, 5).version
 
-    def said(at: int) -> str:
-        options = JobOptions(lexicons=[LexiconUse(name=name, version=at)])
-        record = JobRecord(id=str(uuid.uuid4()), voice=voice.id, format="wav", characters=1, options=options,
-                           created_at=utcnow(), tenant=tenant)  # fmt: skip
-        return job_pronunciation(record, voice, store, {}).spoken("Nguyen").text
-
     first = version("win")
-    assert said(first) == "win"
+    assert said(store, voice, tenant, name, first) == "win"
     second = version("nuh gwen")
-    assert said(second) == "nuh gwen"
-    cached = [made for made in pronunciations._pronunciations if made.tenant == tenant]
-    assert [made.lexicons for made in cached] == [((name, second),)]  # the older one dropped
-    assert said(first) == "win"  # a job submitted before the change still speaks as it was
-    assert pronunciations._lexicons[(tenant, name)][0] == second
+    assert said(store, voice, tenant, name, second) == "nuh gwen"
+    assert pronunciations._indexes[(tenant, name)][0] == second  # the older one dropped
+    assert said(store, voice, tenant, name, first) == "win"  # a job submitted before the change still speaks as it was
+    assert pronunciations._indexes[(tenant, name)][0] == second
+
+
+def said(
+    store: LexiconStore, voice: VoiceInfo, tenant: str, name: str, at: int, normalize: NormalizeOption | None = None
+) -> str:
+    """What a job of ``tenant`` using lexicon ``name`` at version ``at`` says for "Nguyen"."""
+    options = JobOptions(lexicons=[LexiconUse(name=name, version=at)], normalize=normalize or NormalizeOption())
+    record = JobRecord(id=str(uuid.uuid4()), voice=voice.id, format="wav", characters=1, options=options,
+                       created_at=utcnow(), tenant=tenant)  # fmt: skip
+    return job_pronunciation(record, voice, store, {}).spoken("Nguyen").text
+
+
+def indexed() -> float:
+    return REGISTRY.get_sample_value("ttsq_lexicon_indexes_total") or 0.0
+
+
+def test_a_lexicon_version_is_indexed_once_whatever_the_jobs_options(redis_client: redis.Redis) -> None:
+    """Issue 34 finding 1: a worker compiled a lexicon again for every distinct set of ``normalize``
+    options (2.1 s for 10,000 entries), so a tenant cycling them held every job behind compiles."""
+    voice = VoiceCatalog.discover().get(DEFAULT_VOICE_ID)
+    store = LexiconStore(redis_client, 60)
+    tenant, name = f"t-{uuid.uuid4().hex[:8]}", fresh_name()
+    lexicon = Lexicon("en-US", (LexiconEntry(("Nguyen",), alias="win"),))
+    version = store.put(tenant, name, b"{}", "application/json", lexicon, 5).version
+    before = indexed()
+    rules = list(NormalizeOption.model_fields)
+    for n in range(64):
+        options = NormalizeOption(**{rule: bool(n >> bit & 1) for bit, rule in enumerate(rules)})
+        assert said(store, voice, tenant, name, version, options) == "win"
+    assert indexed() - before == 1

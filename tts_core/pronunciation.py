@@ -14,14 +14,11 @@ from functools import lru_cache
 from typing import Final, Protocol
 
 from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.lexicon_match import LexiconMatcher
+from tts_core.lexicon_match import GraphemeIndex, LexiconMatcher
 from tts_core.scripts import base_language
 from tts_core.spoken_text import Replacement, SpokenText, merged
 from tts_core.text import has_speech
 from tts_core.timing import Weigh
-
-SPACELESS_LANGUAGES = frozenset({"ja", "zh", "th"})
-"""Languages written without spaces between words: graphemes match anywhere, not as whole words."""
 
 
 class Edit(Protocol):
@@ -44,14 +41,17 @@ Normalizer = Callable[[str], Sequence[Edit]]
 class Pronunciation:
     """Lexicons (in order of priority) and normalisation for one voice's language."""
 
-    def __init__(self, lexicons: Sequence[Lexicon], language: str, normalizer: Normalizer | None = None) -> None:
+    def __init__(
+        self, lexicons: Sequence[Lexicon | GraphemeIndex], language: str, normalizer: Normalizer | None = None
+    ) -> None:
+        """Lexicons given indexed (as a worker keeps them per version) cost nothing to combine; others
+        are indexed here."""
         self.language = base_language(language)
-        applicable = [lexicon for lexicon in lexicons if lexicon.primary_language == self.language]
-        self._matcher = LexiconMatcher(applicable, whole_words=self.language not in SPACELESS_LANGUAGES)
+        indexes = [GraphemeIndex.of(lexicon) for lexicon in lexicons]
+        applicable = [index for index in indexes if index.lexicon.primary_language == self.language]
+        self._matcher = LexiconMatcher(applicable)
         self._normalizer = normalizer
-        self.readings: tuple[LexiconEntry, ...] = tuple(
-            entry for lexicon in applicable for entry in lexicon.entries if entry.reading is not None
-        )
+        self.readings: tuple[LexiconEntry, ...] = tuple(entry for index in applicable for entry in index.readings)
         """Katakana entries of the lexicons, in priority order (the first of a grapheme wins)."""
 
     @property

@@ -83,6 +83,11 @@ MODEL_EVICTIONS: Final = Counter(
     registry=REGISTRY,
 )
 MODELS_LOADED: Final = Gauge("ttsq_models_loaded", "Models this process holds now.", ["device"], registry=REGISTRY)
+LEXICON_INDEXES: Final = Counter(
+    "ttsq_lexicon_indexes",
+    "Lexicon versions and operator lexicon files indexed for matching (once per version and process).",
+    registry=REGISTRY,
+)
 TASK_FAILURES: Final = Counter(
     "ttsq_task_failures", "Job steps that failed their job, by error code.", ["code"], registry=REGISTRY
 )
