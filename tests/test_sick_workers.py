@@ -5,6 +5,7 @@ one, and alone it leaves jobs queued, not failed, until its check passes."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -97,7 +98,7 @@ def test_every_job_succeeds_on_the_healthy_worker(
     workers: dict[str, ManagedProcess] = sick_beside_healthy["workers"]
     sick = [workers["wrong-secret"], workers["no-credentials"]]
     for process in sick:
-        wait_for(lambda p=process: log_of(p), lambda text: UNABLE in text, 30, "the reason logged")
+        wait_for(functools.partial(log_of, process), lambda text: UNABLE in text, 30, "the reason logged")
     assert "refused a check of bucket 'ttsq-test': 403" in log_of(workers["wrong-secret"])
     assert "Unable to locate credentials" in log_of(workers["no-credentials"])
     assert "nope" not in log_of(workers["wrong-secret"]), "a secret in the log"
