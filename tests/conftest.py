@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -290,6 +291,15 @@ def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float,
             last = f"{last.status_code} {last.text[:2000]}"
         raise AssertionError(f"{what}: not after {timeout_s:g}s; last read: {last}") from None
     return readings[-1]
+
+
+def holds_throughout(check: Callable[[], bool], duration_s: float, what: str) -> None:
+    """``check()`` read again and again for ``duration_s``: true at every reading (what must not
+    happen for a while, such as a job taken by a worker that cannot run it)."""
+    until = time.monotonic() + duration_s
+    while time.monotonic() < until:
+        assert check(), f"{what}: not so {duration_s - (until - time.monotonic()):.1f} s in"
+        time.sleep(0.2)
 
 
 def enqueue(settings: Settings, job_id: str) -> str:

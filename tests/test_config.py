@@ -251,6 +251,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_loaded_models=3,
         interactive_slot=False,
         preempt_bulk=False,
+        check_interval_s=7.5,
     )
     chosen = Settings(
         _env_file=None,

@@ -1,5 +1,7 @@
-"""Storage failures through a real worker: a refusal fails the job at once, an outage is retried by
-Celery (with backoff) and fails the job only when the retries run out."""
+"""Storage failures through a real worker: a refusal of the worker's settings keeps that worker from
+taking jobs (they wait, none fails: ``tests/test_sick_workers.py`` shows a healthy worker beside it
+running them); an outage is retried by Celery (with backoff) and fails the job only when the retries
+run out."""
 
 from __future__ import annotations
 
@@ -8,12 +10,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, ReadTimeoutError
+import redis
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
 from pydantic import SecretStr
 
 from cli.processes import ManagedProcess, free_port, wait_until
-from tests.conftest import create_record, enqueue, start_workers, stop_all, wait_for_tasks
-from ttsq.constants import SYNTHESIZE_TASK
+from tests.conftest import create_record, enqueue, holds_throughout, start_workers, stop_all
+from ttsq.constants import SYNTHESIZE_TASK, consumed_queues
 from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.jobs import JobRecord, JobStore
 from ttsq.settings import Settings
@@ -74,22 +84,24 @@ def finished(store: JobStore, record: JobRecord) -> JobRecord:
     return store.get(record.id)
 
 
-@pytest.mark.parametrize(
-    ("broken_worker", "s3_code"),
-    [(unknown_key, "InvalidAccessKeyId"), (wrong_secret, "SignatureDoesNotMatch")],
-    indirect=["broken_worker"],
-)
-def test_a_refusing_store_fails_the_job_at_once(broken_worker: BrokenWorker, store: JobStore, s3_code: str) -> None:
+@pytest.mark.parametrize("broken_worker", [unknown_key, wrong_secret], indirect=True)
+def test_a_refusing_store_keeps_its_worker_from_taking_jobs(
+    broken_worker: BrokenWorker, store: JobStore, redis_client: redis.Redis
+) -> None:
+    """The worker's check is refused (403 to a HEAD of the bucket): it says why and takes nothing;
+    the job waits in its queue for a worker that can run it, neither failed nor retried."""
+    wait_until(lambda: "cannot do the work" in broken_worker.log(), 30, "the reason logged")
+    assert f"refused a check of bucket {broken_worker.settings.s3.bucket!r}: 403" in broken_worker.log()
     record = create_record(store)
     task_id = enqueue(broken_worker.settings, record.id)
-    failed = finished(store, record)
-    assert failed.status == "failed"
-    assert failed.error is not None
-    assert failed.error.code == "storage_refused"
-    assert s3_code in failed.error.message
-    assert failed.attempts == 1
-    wait_for_tasks(broken_worker.process, [task_id])
-    assert f"{SYNTHESIZE_TASK}[{task_id}] retry" not in broken_worker.log()
+    queues = consumed_queues(broken_worker.settings.queue)
+    try:
+        checks_s = 2 * broken_worker.settings.worker.check_interval_s  # two rounds of the worker's check
+        holds_throughout(lambda: store.get(record.id).status == "queued", checks_s, "job queued")
+        assert sum(redis_client.llen(queue) for queue in queues) == 1, "the message waits in its queue"
+        assert task_id not in broken_worker.log()
+    finally:
+        redis_client.delete(*queues)
 
 
 @pytest.mark.parametrize("broken_worker", [unreachable_store], indirect=True)
@@ -121,10 +133,13 @@ def client_error(status: int, code: str) -> ClientError:
         (client_error(400, "RequestTimeout"), StorageUnavailable),
         (EndpointConnectionError(endpoint_url="http://s3"), StorageUnavailable),
         (ReadTimeoutError(endpoint_url="http://s3"), StorageUnavailable),
+        (NoCredentialsError(), StorageRefused),
+        (PartialCredentialsError(provider="env", cred_var="AWS_SECRET_ACCESS_KEY"), StorageRefused),
     ],
 )
 def test_storage_errors_are_told_apart(error: BotoCoreError | ClientError, kind: type[Exception]) -> None:
-    """S3's answers as botocore raises them (plain data): which are outages and which refusals."""
+    """S3's answers as botocore raises them (plain data): which are outages and which refusals
+    (credentials missing from the settings are a refusal: no request was even sent)."""
     translated = storage_error("the upload of jobs/x/audio.wav", error)
     assert type(translated) is kind
     assert "jobs/x/audio.wav" in str(translated)

@@ -1,7 +1,8 @@
 """Finished audio in S3-compatible object storage, reached by clients through presigned URLs.
 
 Every failure is raised as :class:`~ttsq.errors.StorageUnavailable` (an outage: the step is retried)
-or :class:`~ttsq.errors.StorageRefused` (a configuration problem: the job fails at once).
+or :class:`~ttsq.errors.StorageRefused` (a configuration problem: a worker whose own check meets it
+too takes no work until fixed, ``workers.fitness``; else the job fails at once).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.client import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.settings import S3Settings
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 
 _CONNECT_TIMEOUT_S = 5
 _READ_TIMEOUT_S = 60
+CHECK_TIMEOUT_S: Final = 3
+"""Connect and read timeout of :meth:`ObjectStore.check`, tried once: a worker checks before it takes
+its first message and every few seconds after, and a frozen store must not hold its start for the
+minutes that a transfer's timeouts and retries allow."""
 MULTIPART_THRESHOLD: Final = 16 * 1024 * 1024
 """Uploads above this go in 16 MiB parts: a long book is not one huge, all-or-nothing PUT."""
 UPLOAD_PARTS_IN_MEMORY: Final = 2
@@ -40,8 +45,16 @@ _RETRYABLE_CODES: Final = frozenset({"SlowDown", "ServiceUnavailable", "Internal
 """S3 error codes that describe an overloaded or briefly failing store rather than a refusal."""
 
 
+_CONFIGURATION_ERRORS: Final = (NoCredentialsError, PartialCredentialsError)
+"""botocore's errors for credentials missing from this process's settings: no request was sent, and
+none will succeed until the settings change, so they are refusals, not outages."""
+
+
 def storage_error(action: str, error: BotoCoreError | ClientError) -> StorageRefused | StorageUnavailable:
-    """Tell an outage (no connection, timeouts, 5xx, throttling) from a refusal (any other 4xx)."""
+    """Tell an outage (no connection, timeouts, 5xx, throttling) from a refusal (any other 4xx, or
+    credentials missing here)."""
+    if isinstance(error, _CONFIGURATION_ERRORS):
+        return StorageRefused(f"object store not tried for {action}: {error}")
     if isinstance(error, BotoCoreError):
         return StorageUnavailable(f"object store unreachable during {action}: {error}")
     details = error.response.get("Error", {})
@@ -53,7 +66,13 @@ def storage_error(action: str, error: BotoCoreError | ClientError) -> StorageRef
     return StorageRefused(f"object store refused {action}: {reason}")
 
 
-def _client(settings: S3Settings, endpoint_url: str | None) -> S3Client:
+def _client(
+    settings: S3Settings,
+    endpoint_url: str | None,
+    timeouts_s: tuple[float, float] = (_CONNECT_TIMEOUT_S, _READ_TIMEOUT_S),
+    attempts: int = 3,
+) -> S3Client:
+    """A client of the store; ``timeouts_s``: connect, read."""
     secret = settings.secret_access_key.get_secret_value() if settings.secret_access_key else None
     return boto3.client(
         "s3",
@@ -64,12 +83,12 @@ def _client(settings: S3Settings, endpoint_url: str | None) -> S3Client:
         config=Config(
             signature_version="s3v4",
             s3={"addressing_style": settings.addressing_style},
-            connect_timeout=_CONNECT_TIMEOUT_S,
-            read_timeout=_READ_TIMEOUT_S,
+            connect_timeout=timeouts_s[0],
+            read_timeout=timeouts_s[1],
             # botocore retries one request (a throttled PUT, one part of a multipart upload, a reset
             # connection) within a second or two, which is far cheaper than redoing the whole step;
             # an outage that outlasts them is retried by Celery, with backoff, as the whole step.
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={"max_attempts": attempts, "mode": "standard"},
         ),
     )
 
@@ -80,6 +99,7 @@ class ObjectStore:
     def __init__(self, settings: S3Settings) -> None:
         self.bucket = settings.bucket
         self._s3 = _client(settings, settings.endpoint_url)
+        self._checker = _client(settings, settings.endpoint_url, (CHECK_TIMEOUT_S, CHECK_TIMEOUT_S), attempts=1)
         presign_endpoint = settings.public_endpoint_url or settings.endpoint_url
         self._presigner = _client(settings, presign_endpoint)
         self._presign_ttl_s = settings.presign_ttl_s
@@ -173,8 +193,8 @@ class ObjectStore:
         )
 
     def check(self) -> None:
-        """Raise a storage error unless the bucket answers."""
+        """Raise a storage error unless the bucket answers, within :data:`CHECK_TIMEOUT_S`."""
         try:
-            self._s3.head_bucket(Bucket=self.bucket)
+            self._checker.head_bucket(Bucket=self.bucket)
         except (BotoCoreError, ClientError) as e:
             raise storage_error(f"a check of bucket {self.bucket!r}", e) from e

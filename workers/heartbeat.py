@@ -1,8 +1,9 @@
 """The thread that proves this synthesis worker is alive (``ttsq.liveness``).
 
 It runs beside the task threads, so a long inference call never stops it; only the process stopping
-(killed, frozen, cut off from Redis) or the engine reporting itself unhealthy does. While the engine
-is unhealthy the worker does not beat, so ``/readyz`` does not count it.
+(killed, frozen, cut off from Redis) or the worker being unable to work (its engine stopped, its
+store refusing its settings: ``workers.fitness``) does. While unable it does not beat, so
+``/readyz`` does not count it.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from kombu.exceptions import OperationalError
 
 from ttsq.constants import INTERACTIVE_QUEUE_SUFFIX, interactive_queue, is_model_queue
 from ttsq.settings import get_settings
+from workers.fitness import FITNESS
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,8 @@ class _SlotConsumer:
 
 class _Drain:
     """The slot's connection and the thread that reads it: consumes the interactive queue while
-    neither paused nor stopped, reconnecting after a lost connection."""
+    neither paused nor stopped and the worker is able (``workers.fitness``), reconnecting after a
+    lost connection."""
 
     def __init__(self, parent: Consumer, queues: list[Any]) -> None:
         self._parent = parent
@@ -181,6 +183,7 @@ class _Drain:
         self.pool.start()
         self._slot: _SlotConsumer | None = None
         self._thread = threading.Thread(target=self._run, name="interactive-slot", daemon=True)
+        FITNESS.listen(lambda _: self._wake.set())  # take messages, or stop taking them, at once
 
     def start(self) -> None:
         self._thread.start()
@@ -267,10 +270,9 @@ class _Drain:
         slot.update_strategies()
         self._failures = 0
         consumer: Any = None
-        log.info("interactive slot consuming %s", ", ".join(q.name for q in self._queues))
         while not self._stopping.is_set():
             self._perform_pending()
-            if not self._running.is_set():
+            if not (self._running.is_set() and FITNESS.able):
                 if consumer is not None:
                     consumer.cancel()
                     consumer = None
@@ -283,6 +285,7 @@ class _Drain:
                 )
                 consumer.on_message = slot.create_task_handler()
                 consumer.consume()
+                log.info("interactive slot consuming %s", ", ".join(q.name for q in self._queues))
             if not channel.qos.can_consume():
                 # Its message runs: wait for its end rather than let kombu sleep a whole second.
                 self._wake.wait(BUSY_RECHECK_S)

@@ -116,6 +116,9 @@ class WorkerProbes:
     def __init__(self) -> None:
         self.ready = threading.Event()
         self.healthy: Callable[[], bool] = lambda: True
+        self.able: Callable[[], bool] = lambda: True
+        """The worker's settings let it do the work (``workers.fitness``): ``/readyz`` only, since a
+        restart would not fix them."""
 
 
 PROBES: Final = WorkerProbes()
@@ -139,7 +142,7 @@ def make_app(probes: WorkerProbes) -> Callable[[WSGIEnvironment, StartResponse],
             ok = probes.healthy()
             return _text(start_response, "200 OK" if ok else "503 Service Unavailable", "ok\n" if ok else "unhealthy\n")
         if path == "/readyz":
-            ready = probes.ready.is_set() and probes.healthy()
+            ready = probes.ready.is_set() and probes.healthy() and probes.able()
             return _text(start_response, "200 OK" if ready else "503 Service Unavailable", f"ready: {ready}\n")
         return _text(start_response, "404 Not Found", "not found: try /metrics, /healthz or /readyz\n")
 

@@ -20,6 +20,7 @@ from celery import Task
 from celery.concurrency import get_implementation
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
+from celery.exceptions import Reject
 from celery.signals import celeryd_after_setup, worker_process_init, worker_ready, worker_shutdown
 from celery.worker.control import inspect_command
 
@@ -39,7 +40,15 @@ from ttsq.constants import (
     segment_queue,
     segment_step,
 )
-from ttsq.errors import JobNotFound, ServiceError, StoreUnavailable, TransientError, WorkerCrashed, error_code
+from ttsq.errors import (
+    JobNotFound,
+    ServiceError,
+    StorageRefused,
+    StoreUnavailable,
+    TransientError,
+    WorkerCrashed,
+    error_code,
+)
 from ttsq.liveness import WorkerLiveness
 from ttsq.redis_clients import redis_client, redis_outage
 from ttsq.settings import get_settings
@@ -47,6 +56,7 @@ from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
 from workers.app import app
 from workers.exclusive import exclusive
+from workers.fitness import FITNESS, ConsumerGate, store_and_engine
 from workers.heartbeat import Heartbeat
 from workers.held_models import HeldModels, worker_id
 from workers.leases import LeaseKeeper
@@ -96,8 +106,10 @@ def lease_keeper() -> LeaseKeeper:
 
 @worker_process_init.connect
 def _load_model_in_pool_process(**_: Any) -> None:
-    """Prefork children and the solo pool: load once per process, after fork."""
+    """Prefork children and the solo pool: load once per process, after fork; each process checks
+    what it needs itself (a prefork child's tasks see its own verdict)."""
     job_context().engine.warm_up()
+    _check_fitness()
 
 
 @celeryd_after_setup.connect
@@ -147,13 +159,33 @@ def heartbeat() -> Heartbeat:
     """This process's proof of life for ``/readyz`` (and for whoever gives a dead worker's work back)."""
     client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
     engine = job_context().engine
-    return Heartbeat(WorkerLiveness(client, _settings.queue), worker_id(), lambda: engine.healthy)
+    return Heartbeat(WorkerLiveness(client, _settings.queue), worker_id(), lambda: engine.healthy and FITNESS.able)
+
+
+def _check_fitness() -> None:
+    """Check what this process needs now, then every ``check_interval_s`` (``workers.fitness``)."""
+    ctx = job_context()
+    engine = ctx.engine
+    FITNESS.start(store_and_engine(ctx.stores.objects, lambda: engine.healthy), _settings.worker.check_interval_s)
+
+
+def _watch_fitness(consumer: Any) -> None:
+    """Check what this worker needs before its consumer takes a message (this runs on the consumer's
+    thread, before its loop's first read), and every few seconds after: consume only while able."""
+    _check_fitness()
+    metrics.PROBES.able = lambda: FITNESS.able
+    if consumer is not None and hasattr(consumer, "task_consumer"):
+        gate = ConsumerGate(consumer)
+        gate.sync()
+        FITNESS.listen(gate)
 
 
 @worker_ready.connect
-def _mark_ready(**_: Any) -> None:
-    """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200.
-    The model queues it reads are registered for the sweeper."""
+def _mark_ready(sender: Any = None, **_: Any) -> None:
+    """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200
+    if the worker is able (``workers.fitness``). The model queues it reads are registered for the
+    sweeper."""
+    _watch_fitness(sender)
     try:
         client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
         with client:
@@ -168,6 +200,7 @@ def _mark_ready(**_: Any) -> None:
 
 @worker_shutdown.connect
 def _stop_batcher(**_: Any) -> None:
+    FITNESS.stop()
     heartbeat().stop()
     held_models().stop()
     lease_keeper().stop()
@@ -194,7 +227,9 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
 def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None]) -> None:
     """Run one step of a job in one task at a time: skip it if another task holds it (a duplicate
     delivery); fail the job if the step already took down ``max_step_starts`` workers, or on a
-    permanent error; let outages through to be retried."""
+    permanent error; let outages through to be retried. A worker that cannot do the work
+    (``workers.fitness``) gives the message back for another."""
+    _able_or_give_back(job_id, step)
     ctx = job_context()
     lock = ctx.stores.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
     try:
@@ -214,9 +249,27 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
     except TransientError:
         raise
     except (TTSError, ServiceError) as e:
-        log.warning("job %s failed: %s", job_id, e.code)
-        metrics.TASK_FAILURES.labels(e.code).inc()
-        fail_job(job_id, ctx, e)
+        _fail(ctx, job_id, step, e)
+
+
+def _fail(ctx: JobContext, job_id: str, step: str, error: TTSError | ServiceError) -> None:
+    """Fail the job with ``error``; but a refusal by the object store that the worker's own check
+    meets too is this worker's settings, not the job: the message goes to another worker."""
+    if isinstance(error, StorageRefused) and not FITNESS.check_now():
+        _able_or_give_back(job_id, step)
+    log.warning("job %s failed: %s", job_id, error.code)
+    metrics.TASK_FAILURES.labels(error.code).inc()
+    fail_job(job_id, ctx, error)
+
+
+def _able_or_give_back(job_id: str, step: str) -> None:
+    """Return if this worker can do the work (``workers.fitness``). Else raise ``Reject``: the message
+    goes back to its queue at once (not after the visibility timeout) for a worker that can, and the
+    job is not touched; its step, if it had begun, is safe to repeat."""
+    if FITNESS.able:
+        return
+    log.warning("job %s: %s given back, this worker cannot do the work: %s", job_id, step, FITNESS.reason)
+    raise Reject(FITNESS.reason, requeue=True)
 
 
 def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, StepRun], None]) -> None:
