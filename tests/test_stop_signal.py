@@ -4,9 +4,11 @@ Python runs a handler between two bytecodes of the main thread, wherever it is. 
 makes that happen at every line in turn: a tracer calls the handler that ttsq's own code installed
 at the k-th line run after it was installed and at every line after (so also during the stop, as
 repeated signals do), for each k. A handler that takes a lock the waiting code holds waits for
-itself: ``threading.Event.set`` from inside ``Event.wait`` did, in ``ttsq dev``, ``ttsq worker`` and
-``ttsq narrate``. Then real processes: a worker pool gets bursts of SIGTERM and SIGINT at random
-moments, idle and busy, and must exit 0 with no process of it left.
+itself: ``threading.Event.set`` from inside ``Event.wait`` did, in ``ttsq dev``, a ``ttsq worker``
+pool and ``ttsq narrate``. Then real processes: a worker pool gets bursts of SIGTERM and SIGINT at random
+moments, idle and busy, and must exit 0 with no process of it left; behind the ``faults`` marker
+(``make faults``), 200 signals each to ``ttsq dev`` and to a ``ttsq worker`` pool, starting, idle
+and busy.
 """
 
 from __future__ import annotations
@@ -19,14 +21,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+import httpx
 import psutil
 import pytest
 
-from cli.processes import wait_until
+from cli.processes import free_port, port_in_use, wait_until
+from tests.faults_support import record_figures
+from tests.test_cli import DevProcess, clean_env, dev_args, free_dev_ports
+from tests.test_dev_supervision import FAST_RECOVERY, TEXT, submit, wait_started
 from tts_core.stop_signal import SignalEvent
+from ttsq.settings import Settings, settings_env
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 
@@ -119,7 +129,7 @@ print(json.dumps(sorted(landed)))
 """
 
 
-def sweep(target: str, lines: int = SWEEP, watchdog_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+def sweep(target: str, lines: int = SWEEP, watchdog_s: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", SWEEP_HARNESS, target, str(lines), str(watchdog_s)],
         capture_output=True, text=True, timeout=watchdog_s + 60, cwd=ROOT,
@@ -128,7 +138,7 @@ def sweep(target: str, lines: int = SWEEP, watchdog_s: float = 60.0) -> subproce
 
 @pytest.mark.parametrize("target", ["workers", "dev", "narrate"])
 def test_a_signal_at_any_line_of_the_wait_stops_it(target: str) -> None:
-    """The handler of ``ttsq worker``, ``ttsq dev`` and ``ttsq narrate``, run at every line from the
+    """The handler of a ``ttsq worker`` pool, ``ttsq dev`` and ``ttsq narrate``, run at every line from the
     install on, the supervisor's wait and its stop included: every run ends, none waits for itself."""
     done = sweep(target)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -190,6 +200,12 @@ sys.exit(run_workers(specs))
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
+SIGNALS: Final = 200
+"""Signals per target in the fault run (issue 35: 200 to ``ttsq dev``, 200 to a ``ttsq worker`` pool)."""
+
+PHASES: Final = ("starting", "idle", "busy")
+"""When a storm begins: while the children start, once they are ready, or with jobs running."""
+
 
 def handles(pid: int, signum: int) -> bool:
     """Whether the process has a handler of its own for ``signum`` (``SigCgt`` in /proc)."""
@@ -199,58 +215,70 @@ def handles(pid: int, signum: int) -> bool:
     return False
 
 
-def storm(process: subprocess.Popen[bytes], rng: random.Random, count: int, within_s: float) -> None:
-    """Once ``process`` handles SIGTERM, wait a random moment within ``within_s``, then send it
-    ``count`` SIGTERMs and SIGINTs at random, some back to back."""
-    wait_until(lambda: handles(process.pid, signal.SIGTERM), 60, "the stop handler installed")
+def storm(process: subprocess.Popen[Any], rng: random.Random, count: int, within_s: float) -> int:
+    """Once ``process`` handles SIGTERM, wait a random moment within ``within_s``, then send it up to
+    ``count`` SIGTERMs and SIGINTs at random, some back to back; how many it got before it exited."""
+    wait_until(lambda: handles(process.pid, signal.SIGTERM), 120, "the stop handler installed")
     time.sleep(rng.uniform(0, within_s))
+    sent = 0
     for _ in range(count):
         if process.poll() is not None:
-            return
+            break
         process.send_signal(rng.choice(STOP_SIGNALS))
+        sent += 1
         time.sleep(rng.choice((0.0, rng.uniform(0, 0.05), rng.uniform(0, 0.5))))
+    return sent
 
 
-def stops_cleanly(process: subprocess.Popen[bytes], seen: set[psutil.Process], timeout_s: float) -> None:
+@contextmanager
+def watched(process: subprocess.Popen[Any]) -> Iterator[set[psutil.Process]]:
+    """Every descendant of ``process`` that shows up while the block runs; a process still running
+    at the end of the block (a failed test) is killed with them."""
+    seen: set[psutil.Process] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            with suppress(psutil.Error):
+                seen.update(psutil.Process(process.pid).children(recursive=True))
+            done.wait(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join(10)
+        if process.poll() is None:
+            for left in [*seen, psutil.Process(process.pid)]:
+                with suppress(psutil.Error):
+                    left.kill()
+            process.wait(30)
+
+
+def stops_cleanly(process: subprocess.Popen[Any], seen: set[psutil.Process], timeout_s: float) -> None:
     """Exit code 0 within ``timeout_s``, and none of the processes seen under it still running."""
     try:
         code = process.wait(timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
         raise AssertionError(f"still running {timeout_s:.0f}s after the signals") from None
-    left = [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert code == 0
+    left = [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not left, left
 
 
-def watch(pid: int, seen: set[psutil.Process], stop: threading.Event) -> None:
-    """Every descendant of ``pid`` that ever shows up, until ``stop``."""
-    while not stop.is_set():
-        try:
-            seen.update(psutil.Process(pid).children(recursive=True))
-        except psutil.Error:
-            return
-        stop.wait(0.02)
-
-
 def pool_storm(tmp_path: Path, rng: random.Random, signals: int, within_s: float) -> int:
-    """One worker pool stopped by a storm of ``signals``; how many it sent."""
+    """A pool of three (two sleepers, one busy) stopped by a storm of up to ``signals``; how many it got."""
     folder = tmp_path / f"pids-{rng.random()}"
     folder.mkdir()
     process = subprocess.Popen([sys.executable, "-c", POOL, str(folder)], cwd=ROOT, start_new_session=True)
-    seen: set[psutil.Process] = set()
-    done = threading.Event()
-    watcher = threading.Thread(target=watch, args=(process.pid, seen, done), daemon=True)
-    watcher.start()
-    try:
-        storm(process, rng, signals, within_s)
+    with watched(process) as seen:
+        sent = storm(process, rng, signals, within_s)
         stops_cleanly(process, seen, 60)
-    finally:
-        done.set()
-        watcher.join(10)
     for name in os.listdir(folder):  # a child started and stopped between two looks at the tree
         assert not psutil.pid_exists(int(name)) or psutil.Process(int(name)).status() == psutil.STATUS_ZOMBIE
-    return signals
+    return sent
 
 
 def test_a_worker_pool_stops_cleanly_on_signals_at_random_moments(tmp_path: Path) -> None:
@@ -259,3 +287,108 @@ def test_a_worker_pool_stops_cleanly_on_signals_at_random_moments(tmp_path: Path
     rng = random.Random(35)
     for _ in range(4):
         pool_storm(tmp_path, rng, rng.randint(1, 5), 1.5)
+
+
+def keep_busy(client: httpx.Client) -> list[str]:
+    """Long jobs submitted, once one of them runs: the jobs."""
+    jobs = [submit(client, TEXT) for _ in range(3)]
+    wait_started(client, jobs[0])
+    return jobs
+
+
+def dev_storm(data_dir: Path, rng: random.Random, phase: str, signals: int) -> int:
+    """``ttsq dev`` on free ports, stopped by a storm of up to ``signals`` beginning in ``phase``:
+    exit 0, none of its processes left, every port free again. How many signals it got."""
+    ports = free_dev_ports()
+    dev = DevProcess(dev_args(data_dir, ports), clean_env(**FAST_RECOVERY))
+    with watched(dev.process) as seen:
+        if phase != "starting":
+            dev.wait_ready()
+        if phase == "busy":
+            with httpx.Client(base_url=f"http://127.0.0.1:{ports['api']}", timeout=30) as client:
+                keep_busy(client)
+        sent = storm(dev.process, rng, signals, 20.0 if phase == "starting" else 2.0)
+        stops_cleanly(dev.process, seen, 300)
+    assert dev.terminate() == 0  # already exited: collects its output
+    assert not [name for name, port in ports.items() if port_in_use(port)]
+    return sent
+
+
+# ``ttsq worker`` with one process execs Celery itself (its own handlers); a pool is what runs under
+# ttsq's supervisor (``--gpus`` on a GPU host): here two CPU workers, each with its metrics port.
+WORKER_POOL: Final = r"""
+import sys
+from cli.workerpool import cpu_worker, run_workers
+from ttsq.settings import get_settings
+
+settings = get_settings()
+
+
+def on_port(port):
+    return settings.model_copy(update={"worker": settings.worker.model_copy(update={"metrics_port": port})})
+
+
+sys.exit(run_workers([cpu_worker(on_port(int(port)), "INFO", f"storm{n}") for n, port in enumerate(sys.argv[1:])]))
+"""
+
+
+def worker_storm(
+    settings: Settings, client: httpx.Client, log_path: Path, rng: random.Random, phase: str, signals: int
+) -> int:
+    """A pool of two real workers on the suite's Redis and S3, stopped by a storm of up to
+    ``signals`` beginning in ``phase``; the jobs it was kept busy with are canceled after. How many
+    signals it got."""
+    ports = [free_port(), free_port()]
+    env = {**clean_env(), **settings_env(settings)}
+    with log_path.open("w") as log:
+        argv = [sys.executable, "-c", WORKER_POOL, *map(str, ports)]
+        process = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    jobs: list[str] = []
+    try:
+        with watched(process) as seen:
+            if phase != "starting":
+                ready = [f"http://127.0.0.1:{port}/readyz" for port in ports]
+                wait_until(lambda: all(httpx.get(url, timeout=2).status_code == 200 for url in ready), 180, "the pool")
+            if phase == "busy":
+                jobs = keep_busy(client)
+            sent = storm(process, rng, signals, 10.0 if phase == "starting" else 2.0)
+            stops_cleanly(process, seen, 120)
+    finally:
+        for job in jobs:
+            client.delete(f"/v1/jobs/{job}")
+    return sent
+
+
+def storms(run: Callable[[int, str, int], int], per_storm: int) -> dict[str, Any]:
+    """Storms of up to ``per_storm`` signals, through the phases in turn, until ``SIGNALS`` were sent."""
+    sent: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
+    while sum(sent.values()) < SIGNALS:
+        phase = PHASES[sum(runs.values()) % len(PHASES)]
+        sent[phase] += run(sum(runs.values()), phase, min(per_storm, SIGNALS - sum(sent.values())))
+        runs[phase] += 1
+    return {"signals": dict(sent), "stops": dict(runs), "clean_stops": sum(runs.values())}
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(5400)
+def test_200_signals_to_ttsq_dev_at_random_moments_each_stop_it_cleanly(tmp_path: Path) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    figures = storms(lambda n, phase, count: dev_storm(tmp_path / f"dev{n}", rng, phase, count), 20)
+    record_figures("stop storm: ttsq dev", {"seed": seed, **figures})
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(3600)
+def test_200_signals_to_a_worker_pool_at_random_moments_each_stop_it_cleanly(
+    settings: Settings, client: httpx.Client, tmp_path: Path
+) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    figures = storms(
+        lambda n, phase, count: worker_storm(settings, client, tmp_path / f"pool{n}.log", rng, phase, count), 10
+    )
+    record_figures("stop storm: ttsq worker", {"seed": seed, **figures})

@@ -33,10 +33,11 @@ class SignalEvent:
     def set(self) -> None:
         """Ask to stop: one attribute and one ``os.write``, nothing that takes a lock."""
         self._set = True
-        if self._write >= 0:  # closed: nobody waits any more
+        write = self._write
+        if write >= 0:  # closed: nobody waits any more
             # A full pipe (64 KiB of repeated signals) already wakes every waiter.
             with contextlib.suppress(BlockingIOError):
-                os.write(self._write, b"\0")
+                os.write(write, b"\0")
 
     def is_set(self) -> bool:
         return self._set
@@ -54,10 +55,11 @@ class SignalEvent:
 
     def close(self) -> None:
         """Close its pipe, once nothing waits on it any more (a handler left installed only sets the flag)."""
-        for fd in (self._read, self._write):
+        fds = (self._read, self._write)
+        self._read = self._write = -1  # first: a handler that runs meanwhile writes to no reused number
+        for fd in fds:
             if fd >= 0:
                 os.close(fd)
-        self._read = self._write = -1
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """A signal handler that sets this event."""
