@@ -15,11 +15,9 @@ import base64
 import os
 import secrets
 import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 import httpx
 import redis
@@ -38,6 +36,7 @@ from cli.embedded import LOOPBACK, RedisService, SeaweedService
 from cli.processes import ManagedProcess, port_in_use
 from cli.supervisor import Supervisor
 from cli.workerpool import default_worker
+from tts_core.stop_signal import SignalEvent, stop_on
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, WYOMING_PORT
 from ttsq.errors import ServiceError
 from ttsq.redis_clients import redis_client, redis_location
@@ -76,12 +75,12 @@ def _require_free(port: int, what: str, option: str) -> None:
 class DevStack:
     """Owns every process it started: starts again each one that dies, stops them all in reverse order."""
 
-    def __init__(self, data_dir: Path, ports: DevPorts, settings: Settings) -> None:
+    def __init__(self, data_dir: Path, ports: DevPorts, settings: Settings, stopping: SignalEvent) -> None:
         self.data_dir = data_dir
         self.ports = ports
         self.settings = settings
         self.supervisor = Supervisor("ttsq dev")
-        self._stopping = threading.Event()
+        self._stopping = stopping
         self._after_stop: list[Callable[[], None]] = []
 
     @property
@@ -193,9 +192,6 @@ class DevStack:
         self.supervisor.run(self._stopping)
         return 0
 
-    def request_stop(self, signum: int, _frame: FrameType | None) -> None:
-        self._stopping.set()
-
     def stop(self) -> None:
         self.supervisor.stop()
         for cleanup in self._after_stop:
@@ -258,15 +254,15 @@ def wyoming_uri(ports: DevPorts) -> str:
 
 def run_dev(data_dir: Path, ports: DevPorts) -> int:
     """Start, print the URLs, supervise, stop; the exit code for the command."""
-    stack = DevStack(data_dir, ports, Settings())
-    signal.signal(signal.SIGINT, stack.request_stop)
-    signal.signal(signal.SIGTERM, stack.request_stop)
-    try:
-        stack.start()
-        print(banner(ports, stack.settings, data_dir), flush=True)
-        return stack.supervise()
-    except StartInterrupted:
-        return 0
-    finally:
-        print("ttsq dev: stopping…", flush=True)
-        stack.stop()
+    settings = Settings()
+    with stop_on(signal.SIGINT, signal.SIGTERM) as stopping:
+        stack = DevStack(data_dir, ports, settings, stopping)
+        try:
+            stack.start()
+            print(banner(ports, stack.settings, data_dir), flush=True)
+            return stack.supervise()
+        except StartInterrupted:
+            return 0
+        finally:
+            print("ttsq dev: stopping…", flush=True)
+            stack.stop()

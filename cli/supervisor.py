@@ -15,11 +15,10 @@ nothing is started again, a child waiting out its backoff included, and every ch
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from cli.processes import ManagedProcess
 
@@ -65,6 +64,15 @@ def exit_status(returncode: int | None) -> str:
     except ValueError:
         name = f"signal {-returncode}"
     return f"killed by {name}"
+
+
+class StopRequest(Protocol):
+    """What tells the loop to stop: ``tts_core.stop_signal.SignalEvent`` where a signal sets it (its
+    handler takes no lock), or a ``threading.Event``."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 class ChildFailing(RuntimeError):
@@ -141,12 +149,12 @@ class Supervisor:
             f"starting it again in {delay:.1f} s"
         )
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: StopRequest) -> None:
         """Supervise until ``stop`` is set."""
         while not stop.wait(POLL_S):
             self.poll()
 
-    def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str, stop: threading.Event) -> bool:
+    def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str, stop: StopRequest) -> bool:
         """Supervise while polling ``check`` until it is true; ``False`` if ``stop`` is set first.
         Raises ``TimeoutError`` after ``timeout_s``, and :class:`ChildFailing` once a child has died
         ``STARTUP_FAILURES`` times in a row meanwhile."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from cli.commands import worker_argv
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.supervisor import Supervisor
 from tts_core.device import Device
+from tts_core.stop_signal import stop_on
 from ttsq.broker import make_producer
 from ttsq.settings import Settings, settings_env
 from workers.tuning import batch_plan
@@ -106,16 +106,14 @@ def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
 def run_workers(specs: list[WorkerSpec]) -> int:
     """Run several worker processes until SIGINT or SIGTERM, starting again each one that dies
     (``cli.supervisor``); then stop them all. Returns the exit code of the command."""
-    stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
     supervisor = Supervisor("ttsq worker")
-    try:
-        for spec in specs:
-            supervisor.add(ManagedProcess(spec.name, spec.argv, None, {**os.environ, **spec.env}))
-        supervisor.run(stopping)
-    finally:
-        supervisor.stop(together=True)
+    with stop_on(signal.SIGINT, signal.SIGTERM) as stopping:
+        try:
+            for spec in specs:
+                supervisor.add(ManagedProcess(spec.name, spec.argv, None, {**os.environ, **spec.env}))
+            supervisor.run(stopping)
+        finally:
+            supervisor.stop(together=True)
     return 0
 
 

@@ -3,7 +3,8 @@ point can land inside the live display's refresh (rich holds its console and liv
 a display left half-started can hang the process instead of stopping it. Inside :class:`Checkpoints`
 a first Ctrl-C only asks to stop: the narration raises ``KeyboardInterrupt`` at its next checkpoint
 (between polls, within a fraction of a second), where the display closes and the state is saved. A
-second Ctrl-C interrupts at once."""
+second Ctrl-C interrupts at once. The handler takes no lock (``tts_core.stop_signal``): a Ctrl-C that
+lands while the main thread waits in :meth:`Checkpoints.sleep` cannot wait for itself."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
+from tts_core.stop_signal import SignalEvent
+
 
 class Checkpoints:
     """A SIGINT handler for the duration of a ``with`` block (in the main thread; elsewhere Python
     keeps its own), and the checks that turn a pending Ctrl-C into ``KeyboardInterrupt``."""
 
     def __init__(self) -> None:
-        self._asked = threading.Event()
+        self._asked = SignalEvent()
         self._previous: Any = None
         self._installed = False
 
@@ -34,6 +37,7 @@ class Checkpoints:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False
+        self._asked.close()
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self._asked.is_set():
