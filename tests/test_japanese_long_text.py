@@ -154,7 +154,7 @@ def test_changing_user_dictionaries_leave_bounded_files_and_a_bounded_child(
     seen: dict[int, float] = {}
     for number in range(rounds):
         surface = f"東{uuid.uuid4().hex[:4].upper()}"
-        word = {"surface": surface, "pronunciation": "アズマ", "accent_type": 1}
+        word: dict[str, str | int] = {"surface": surface, "pronunciation": "アズマ", "accent_type": 1}
         assert facade.post("/user_dict_word", params=word).status_code == 200
         answer = facade.post("/audio_query", params={"text": f"{surface}さん{number}", "speaker": style})
         assert answer.status_code == 200, answer.text
