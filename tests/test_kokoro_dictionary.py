@@ -183,6 +183,8 @@ def test_no_dictionary_is_removed_while_one_is_being_loaded(tmp_path: Path, monk
     during = load_user_dictionary(_dictionary_of(1), load, tmp_path)
     assert during is not None
     second = user_dictionary(_dictionary_of(1), tmp_path)
+    assert first is not None
+    assert second is not None
     assert during == sorted([first, second])
     assert list(tmp_path.glob("*.dic")) == [second]
 
