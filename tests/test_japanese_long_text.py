@@ -151,6 +151,7 @@ def test_changing_user_dictionaries_leave_bounded_files_and_a_bounded_child(
         analysis._discard(analysis._pool, cancel_futures=True)
     style = style_of(facade, JAPANESE)
     rounds = MAX_DICTIONARY_FILES + 8
+    earlier = {child.pid for child in analysis_children()}  # a discarded child may still be leaving
     seen: dict[int, float] = {}
     for number in range(rounds):
         surface = f"東{uuid.uuid4().hex[:4].upper()}"
@@ -159,8 +160,10 @@ def test_changing_user_dictionaries_leave_bounded_files_and_a_bounded_child(
         answer = facade.post("/audio_query", params={"text": f"{surface}さん{number}", "speaker": style})
         assert answer.status_code == 200, answer.text
         for child in analysis_children():
-            seen[child.pid] = max(seen.get(child.pid, 0.0), child.memory_info().rss / 2**20)
+            if child.pid not in earlier:
+                seen[child.pid] = max(seen.get(child.pid, 0.0), child.memory_info().rss / 2**20)
     files = list((tmp_path / "ttsq-kokoro-dictionaries").glob("*.dic"))
+    print(f"{rounds} dictionaries: {len(files)} files; analysis children's peak RSS (MiB): {sorted(seen.values())}")
     assert 0 < len(files) <= MAX_DICTIONARY_FILES
     assert len(seen) >= 2, seen  # replaced after its DICTIONARIES_PER_CHILD
-    assert max(seen.values()) < 400, seen
+    assert max(seen.values()) < 350, seen  # one child reached 392 MiB with 16 (295 MiB with 20 in issue 34)
