@@ -9,8 +9,9 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import httpx
 import psutil
@@ -20,7 +21,7 @@ from api.main import create_app, voicevox_app
 from api.voicevox import analysis
 from api.voicevox.query_routes import MAX_QUERY_CHARS
 from cli.embedded import RedisService, SeaweedService, stack_settings
-from tests.conftest import serve, start_worker, wait_for_job
+from tests.conftest import serve, start_worker, wait_for, wait_for_job
 from tests.test_voicevox import style_of
 from tts_core.kokoro_dictionary import MAX_DICTIONARY_FILES
 
@@ -90,11 +91,15 @@ def first_audio_s(api_url: str, text: str) -> float:
         job_id = response.headers["x-ttsq-job-id"]
         client.delete(f"/v1/jobs/{job_id}")
         assert wait_for_job(client, job_id)["status"] in ("canceled", "succeeded")
-        # The segments it had in flight still run (a minute or two on a loaded machine): a short job
-        # through after them leaves the worker idle for the next test.
-        short = client.post("/v1/jobs", json={"text": "はい。", "voice": JAPANESE}).json()
-        assert wait_for_job(client, short["id"], timeout_s=DRAIN_S)["status"] == "succeeded"
+        drain(client)
     return elapsed
+
+
+def drain(client: httpx.Client) -> None:
+    """A short job through after what a canceled job still had in flight: the worker is idle for
+    the next test."""
+    short = client.post("/v1/jobs", json={"text": "はい。", "voice": JAPANESE}).json()
+    assert wait_for_job(client, short["id"], timeout_s=DRAIN_S)["status"] == "succeeded"
 
 
 @pytest.mark.timeout(3 * DRAIN_S)
@@ -107,6 +112,49 @@ def test_long_unpunctuated_japanese_streams_its_first_audio_soon(urls: tuple[str
     elapsed = first_audio_s(urls[0], unpunctuated(length))
     print(f"first audio: {short:.1f} s for a short sentence, {elapsed:.1f} s for {length:,} characters")
     assert elapsed < FIRST_AUDIO_S, elapsed
+
+
+def long_query(facade: httpx.Client, style: int, pieces: int) -> dict[str, Any]:
+    """One AudioQuery of many accent phrases and no pause: the phrases of several queries joined
+    (a query's own text is bounded by the length of a URL)."""
+    query: dict[str, Any] = {}
+    for seed in range(pieces):
+        answer = facade.post("/audio_query", params={"text": unpunctuated(1_500, seed), "speaker": style})
+        assert answer.status_code == 200, answer.text[:500]
+        found = answer.json()
+        for phrase in found["accent_phrases"]:
+            phrase["pause_mora"] = None
+        query.setdefault("accent_phrases", []).extend(found["accent_phrases"])
+        query = {**found, "accent_phrases": query["accent_phrases"]}
+    return query
+
+
+@pytest.mark.timeout(3 * DRAIN_S)
+def test_a_synthesis_of_many_accent_phrases_starts_speaking(urls: tuple[str, str], facade: httpx.Client) -> None:
+    """VOICEVOX /synthesis of one sentence of thousands of phrases (a streamed job, like
+    /v1/audio/speech) failed as an internal error; now its first part is made. Its whole audio would
+    take minutes: the job is canceled once its first part is there."""
+    style = style_of(facade, JAPANESE)
+    query = long_query(facade, style, 6)
+    with httpx.Client(base_url=urls[0], timeout=30) as main, ThreadPoolExecutor(1) as pool:
+        before = {job["id"] for job in main.get("/v1/jobs").json()["jobs"]}
+        synthesis = pool.submit(facade.post, "/cancellable_synthesis", params={"speaker": style}, json=query)
+
+        def job() -> dict[str, Any] | None:
+            found = [j for j in main.get("/v1/jobs").json()["jobs"] if j["id"] not in before]
+            return found[0] if found else None
+
+        started = wait_for(
+            job,
+            lambda j: j is not None and (j["progress"]["segments_done"] >= 1 or j["status"] == "failed"),
+            FIRST_AUDIO_S,
+            "the synthesis job's first part",
+        )
+        assert started is not None
+        assert started["status"] == "running", started["error"]
+        main.delete(f"/v1/jobs/{started['id']}")
+        assert synthesis.result().status_code != 200
+        drain(main)
 
 
 def test_a_query_of_long_unpunctuated_text_covers_all_of_it(facade: httpx.Client) -> None:
