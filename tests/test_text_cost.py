@@ -10,9 +10,11 @@ server's event loop for two minutes. ``tests/test_text_linear.py`` bounds each s
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import httpx
 import pytest
@@ -91,3 +93,70 @@ def test_one_client_streaming_huge_chunks_does_not_hold_up_another(wyoming: Serv
     waited, info = asyncio.run(both())
     assert waited < FIRST_AUDIO_S
     assert info.tts
+
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+
+TEXT_WORK: Final = frozenset(
+    {
+        "draft_job", "draft_batch", "parsed_text", "check_text", "normalize_text", "has_speech", "split_sentences",
+        "sentences_of", "cut_long", "parse_ssml", "spoken_edits", "estimate_job", "text_silence", "check_speakable",
+        "spoken_text", "audio_query", "accent_phrases",
+    }
+)  # fmt: skip
+"""What reads a whole text (splitting, normalising, parsing, estimating, analysing): never called
+on an event loop, where one tenant's long text would stop every other request and connection."""
+
+
+def _called(node: ast.AST) -> set[str]:
+    """Names of what ``node`` calls directly, outside functions defined inside it."""
+    names: set[str] = set()
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(child, ast.Call):
+            func = child.func
+            names.add(func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "")
+        names |= _called(child)
+    return names
+
+
+def text_work_on_the_loop(source: str) -> list[str]:
+    """The ``async def`` functions of a module that call text work, directly or through the
+    module's own plain functions (a name passed to ``run_in_threadpool`` is not a call)."""
+    functions = [
+        node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    blocking = set(TEXT_WORK)
+    grown = True
+    while grown:  # the module's plain functions that reach text work, to a fixed point
+        reaching = {f.name for f in functions if isinstance(f, ast.FunctionDef) and _called(f) & blocking}
+        grown = not reaching <= blocking
+        blocking |= reaching
+    return sorted(
+        f"{f.name} calls {', '.join(sorted(_called(f) & blocking))}"
+        for f in functions
+        if isinstance(f, ast.AsyncFunctionDef) and _called(f) & blocking
+    )
+
+
+def test_no_async_function_of_the_api_reads_text_on_the_event_loop() -> None:
+    found = {
+        str(path.relative_to(ROOT)): on_loop
+        for path in sorted((ROOT / "api").rglob("*.py"))
+        if (on_loop := text_work_on_the_loop(path.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_event_loop_check_can_fail() -> None:
+    source = """
+def _check(text):
+    check_text(text, 10)
+
+async def route(text):
+    _check(text)
+    await run_in_threadpool(draft_job, text)
+    return normalize_text(text)
+"""
+    assert text_work_on_the_loop(source) == ["route calls _check, normalize_text"]

@@ -350,8 +350,8 @@ async def initialize_speaker(
     style = find_style(state.catalog, speaker)
     if not (skip_reinit and style.id in initialized(request)):
         text = WARM_UP_TEXT.get(style.voice.language.split("_")[0], WARM_UP_TEXT["en"])
-        request = job_create(text, style)
-        prepared = await run_in_threadpool(prepare, state, tenant, request, style, Rendering(), ("query", "speaker"))
+        job = job_create(text, style)
+        prepared = await run_in_threadpool(prepare, state, tenant, job, style, Rendering(), ("query", "speaker"))
         await speak(state, tenant, prepared)
         initialized(request).add(style.id)
     return Response(status_code=204)
