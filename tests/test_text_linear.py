@@ -173,7 +173,7 @@ def test_the_bound_fails_a_quadratic_step() -> None:
 def _resplit_stream(chunks: list[str]) -> list[str | None]:
     """What a stream gave when the whole open text was split again for every chunk (quadratic, and
     the reference): sentences out once the next has begun, the last kept."""
-    text, out = "", []
+    text, out = "", list[str | None]()
     for chunk in chunks:
         text += chunk
         sentences = sentences_of(text)
