@@ -16,6 +16,7 @@ Every error is an :class:`InvalidSsml` with the line and column it was found at.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -147,6 +148,11 @@ class _Handler(LocatedHandler):
         self._line_starts = [0, *(m.end() for m in re.finditer("\n", source))]
         self._open: list[_Open] = []
         self._pieces: list[Piece] = []
+        self._run: list[Speech] = []
+        """Speech of one rate and gain in a row, not yet in ``_pieces``: joined into one piece once,
+        when something else comes (joining each run to the text before it was quadratic)."""
+        self._after_speech = False
+        """Whether the last piece (marks aside) is speech: an ``<s>`` or ``<p>`` then ends it."""
         self._buffer: list[str] = []
         self._buffer_spans: list[tuple[int, int]] = []
         """Source offsets of the text in ``_buffer`` that is not space."""
@@ -193,16 +199,15 @@ class _Handler(LocatedHandler):
             self.lang = attributes.get("xml:lang")
         elif name == "break":
             self._flush()
-            self._pieces.append(Break(self._break_seconds(attributes)))
+            self._add(Break(self._break_seconds(attributes)))
         elif name == "prosody":
             self._flush()
             rate = self._prosody_rate(attributes, rate)
             volume_db = self._prosody_volume(attributes, volume_db)
         elif name in {"p", "s"}:
             self._flush()
-            spoken = [p for p in self._pieces if not isinstance(p, MarkElement)]
-            if spoken and isinstance(spoken[-1], Speech):  # text before it ends there
-                self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
+            if self._after_speech:  # text before it ends there
+                self._add(Boundary("paragraph" if name == "p" else "sentence"))
         elif name == "mark":
             self._flush()
         line, column = self.where()
@@ -218,9 +223,10 @@ class _Handler(LocatedHandler):
         elif name in {"p", "s", "prosody"}:
             self._flush(element)
             if name != "prosody":
-                self._pieces.append(Boundary("paragraph" if name == "p" else "sentence"))
+                self._add(Boundary("paragraph" if name == "p" else "sentence"))
         elif name == "speak":
             self._flush(element)
+            self._end_run()
 
     def characters(self, content: str) -> None:
         if not self._open:
@@ -257,20 +263,35 @@ class _Handler(LocatedHandler):
             self._speak(Speech(text, rate, gain=gain_of(volume_db), source=source))
 
     def _speak(self, piece: Speech) -> None:
-        """Append, merging with the previous run of the same rate and gain (one text for the front end)."""
-        last = self._pieces[-1] if self._pieces else None
-        if (
-            isinstance(last, Speech)
+        """Add speech, to be merged with the run before it if it has the same rate and gain (one text
+        for the front end)."""
+        last = self._run[-1] if self._run else None
+        if not (
+            last is not None
             and last.ipa is None
             and piece.ipa is None
             and (last.rate, last.gain) == (piece.rate, piece.gain)
         ):
-            source = _joined(last.source, piece.source)
-            self._pieces[-1] = Speech(
-                f"{last.text}{self._joint}{piece.text}", piece.rate, gain=piece.gain, source=source
-            )
+            self._end_run()
+        self._run.append(piece)
+        self._after_speech = True
+
+    def _add(self, piece: Break | Boundary | MarkElement) -> None:
+        self._end_run()
+        self._pieces.append(piece)
+        if not isinstance(piece, MarkElement):
+            self._after_speech = False
+
+    def _end_run(self) -> None:
+        """The run of speech as one piece, its text joined and its source spanning all of it."""
+        if len(self._run) > 1:
+            first = self._run[0]
+            source = functools.reduce(_joined, (piece.source for piece in self._run[1:]), first.source)
+            text = self._joint.join(piece.text for piece in self._run)
+            self._pieces.append(Speech(text, first.rate, gain=first.gain, source=source))
         else:
-            self._pieces.append(piece)
+            self._pieces.extend(self._run)
+        self._run = []
 
     def _mark(self, element: _Open) -> None:
         name = element.attributes.get("name", "")
@@ -279,7 +300,7 @@ class _Handler(LocatedHandler):
         if len(name) > MAX_MARK_NAME_CHARS:
             message = f"<mark> name has {len(name)} characters; at most {MAX_MARK_NAME_CHARS}"
             raise InvalidSsml(message, element.line, element.column)
-        self._pieces.append(MarkElement(name, element.offset, self._element_end(element)))
+        self._add(MarkElement(name, element.offset, self._element_end(element)))
 
     def _special(self, element: _Open) -> None:
         inner = _SPACES.sub(" ", "".join(element.text)).strip()

@@ -15,6 +15,10 @@ from tts_core.errors import EmptyText, TextTooLong
 _ABBREVIATIONS: Final = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "approx"}
 )
+ABBREVIATION_CONTEXT: Final = 16
+"""Longest word still read as an abbreviation ("approx." and a few more periods): whether a sentence
+ends depends on at most this many characters before it, so a stream can be cut from a bounded window
+of its text (``api.wyoming.sentences``) and nothing is looked at twice."""
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?…。！？])|(?<=[.!?…。！？][\"'”’)\]]))\s+")
 _CLAUSE_END = re.compile(r"(?<=[,;:—–])\s+")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -60,19 +64,26 @@ def split_sentences(text: str) -> list[str]:
 
 def _merge_abbreviations(parts: list[str]) -> list[str]:
     """Re-join false splits: after an abbreviation ("Dr.", "e.g.") or before a lowercase word
-    ('"Fine!" she said')."""
+    ('"Fine!" she said'). Each sentence is gathered as a list and joined once, each part looked at
+    once: growing a string part by part was quadratic on "a. a. a." and "Dr. Dr. Dr."."""
     merged: list[str] = []
+    sentence: list[str] = []
+    after_abbreviation = False
     for part in parts:
-        if merged and (_ends_with_abbreviation(merged[-1]) or part[:1].islower()):
-            merged[-1] = f"{merged[-1]} {part}"
-        else:
-            merged.append(part)
+        if sentence and not (after_abbreviation or part[:1].islower()):
+            merged.append(" ".join(sentence))
+            sentence, after_abbreviation = [], False
+        sentence.append(part)
+        words = part.rsplit(maxsplit=1)
+        if words:  # an empty last part leaves the sentence ending where it did
+            after_abbreviation = _is_abbreviation(words[-1])
+    if sentence:
+        merged.append(" ".join(sentence))
     return merged
 
 
-def _ends_with_abbreviation(piece: str) -> bool:
-    words = piece.rstrip().split()
-    return bool(words) and words[-1].rstrip(".").lower() in _ABBREVIATIONS and words[-1].endswith(".")
+def _is_abbreviation(word: str) -> bool:
+    return len(word) <= ABBREVIATION_CONTEXT and word.endswith(".") and word.rstrip(".").lower() in _ABBREVIATIONS
 
 
 def cut_long(sentence: str, limit: int) -> list[str]:
@@ -86,13 +97,21 @@ def cut_long(sentence: str, limit: int) -> list[str]:
 
 
 def _pack(parts: list[str], limit: int) -> list[str]:
-    """Greedily join consecutive parts with spaces while the result stays within ``limit``."""
+    """Greedily join consecutive parts with spaces while the result stays within ``limit`` (each
+    piece gathered as a list and joined once)."""
     packed: list[str] = []
+    piece: list[str] = []
+    length = 0
     for part in parts:
-        if packed and len(packed[-1]) + 1 + len(part) <= limit:
-            packed[-1] = f"{packed[-1]} {part}"
-        else:
-            packed.append(part)
+        if piece and length + 1 + len(part) <= limit:
+            piece.append(part)
+            length += 1 + len(part)
+            continue
+        if piece:
+            packed.append(" ".join(piece))
+        piece, length = [part], len(part)
+    if piece:
+        packed.append(" ".join(piece))
     return packed
 
 
@@ -125,4 +144,4 @@ def bounded_pieces(text: str, limit: int, breaks: str = " ") -> list[str]:
 
 @functools.cache
 def _long_token(limit: int) -> re.Pattern[str]:
-    return re.compile(rf"\S{{{limit + 1},}}")
+    return re.compile(rf"(?<!\S)\S{{{limit + 1},}}")  # tried where a run starts, not in every run again

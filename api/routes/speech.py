@@ -160,7 +160,9 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) 
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
-    draft = draft_job(state, tenant, request, stream=True, keep=body.keep)
+    draft = await run_in_threadpool(
+        draft_job, state, tenant, request, stream=True, keep=body.keep
+    )  # text: off the loop
     record = draft.record
     voice_rate = state.catalog.get(record.voice).sample_rate
     await run_in_threadpool(submit_job, state, tenant, draft)

@@ -34,7 +34,8 @@ TextParam = Annotated[str, Query(description="The text to read (for is_kana: Aqu
 
 def _check(state: AppState, text: str, voice_id: str, is_kana: bool) -> None:
     """The character limit (:data:`MAX_QUERY_CHARS`) and, for plain text, the voice's script rule
-    (``unsupported_text``)."""
+    (``unsupported_text``); it reads the whole text, so it runs in a worker thread, not on the event
+    loop."""
     with refused_at(("query", "text")):
         check_text(text, min(state.settings.max_text_chars, MAX_QUERY_CHARS))
         if not is_kana:
@@ -51,7 +52,7 @@ async def create_audio_query(
     enable_katakana_english: Ignored = None,
 ) -> AudioQuery:
     style = find_style(state.catalog, speaker)
-    _check(state, text, style.voice.id, is_kana=False)
+    await run_in_threadpool(_check, state, text, style.voice.id, False)
     words = await run_in_threadpool(user_dictionary, state.stores.lexicons, tenant.id, style.voice)
     with refused_at(("query", "text")):
         return await run_in_threadpool(audio_query, text, style.voice, False, words)
@@ -68,7 +69,7 @@ async def create_accent_phrases(
     enable_katakana_english: Ignored = None,
 ) -> list[AccentPhrase]:
     style = find_style(state.catalog, speaker)
-    _check(state, text, style.voice.id, is_kana)
+    await run_in_threadpool(_check, state, text, style.voice.id, is_kana)
     words = await run_in_threadpool(user_dictionary, state.stores.lexicons, tenant.id, style.voice)
     with refused_at(("query", "text")):
         return await run_in_threadpool(accent_phrases, text, style.voice, is_kana, words)

@@ -176,6 +176,7 @@ def job_create(
 def prepare(
     state: AppState, tenant: Tenant, request: JobCreate, style: Style, rendering: Rendering, loc: Loc
 ) -> Prepared:
+    """The request drafted as a job. It reads the text (and Redis): call it in a worker thread."""
     with refused_at(loc):
         draft = draft_job(state, tenant, request, stream=True, keep=False)
     return Prepared(draft, style, rendering)
@@ -247,7 +248,7 @@ async def _synthesis(
     request: Request, state: AppState, tenant: Tenant, query: AudioQuery, speaker: int, cancellable: bool
 ) -> Response:
     style = find_style(state.catalog, speaker)
-    prepared = prepare_query(state, tenant, query, style, ("body",))
+    prepared = await run_in_threadpool(prepare_query, state, tenant, query, style, ("body",))
     try:
         wav = await speak(state, tenant, prepared, request if cancellable else None)
     except ClientGone:
@@ -298,7 +299,7 @@ async def multi_synthesis(
     if not 1 <= len(queries) <= MAX_QUERIES:
         raise Refused(("body",), f"{len(queries)} queries; give 1 to {MAX_QUERIES}", "value_error.list")
     style = find_style(state.catalog, speaker)
-    prepared = [prepare_query(state, tenant, query, style, ("body", index)) for index, query in enumerate(queries)]
+    prepared = await run_in_threadpool(_prepare_all, state, tenant, queries, style)
     waves = await _speak_all(state, tenant, prepared)
     initialized(request).add(style.id)
     out = io.BytesIO()
@@ -306,6 +307,10 @@ async def multi_synthesis(
         for index, wav in enumerate(waves, start=1):
             archive.writestr(f"{index:03d}.wav", wav)
     return Response(out.getvalue(), media_type="application/zip")
+
+
+def _prepare_all(state: AppState, tenant: Tenant, queries: Sequence[AudioQuery], style: Style) -> list[Prepared]:
+    return [prepare_query(state, tenant, query, style, ("body", index)) for index, query in enumerate(queries)]
 
 
 async def _speak_all(state: AppState, tenant: Tenant, prepared: Sequence[Prepared]) -> list[bytes]:
@@ -347,7 +352,8 @@ async def initialize_speaker(
     style = find_style(state.catalog, speaker)
     if not (skip_reinit and style.id in initialized(request)):
         text = WARM_UP_TEXT.get(style.voice.language.split("_")[0], WARM_UP_TEXT["en"])
-        prepared = prepare(state, tenant, job_create(text, style), style, Rendering(), ("query", "speaker"))
+        job = job_create(text, style)
+        prepared = await run_in_threadpool(prepare, state, tenant, job, style, Rendering(), ("query", "speaker"))
         await speak(state, tenant, prepared)
         initialized(request).add(style.id)
     return Response(status_code=204)

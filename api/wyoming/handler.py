@@ -185,13 +185,13 @@ class WyomingHandler(AsyncEventHandler):
             return
         if stream.template is None:
             return
-        try:
-            done = stream.buffer.add(text, cut=not stream.template.ssml)  # SSML is spoken whole, at the stop
+        try:  # SSML is spoken whole, at the stop
+            done = await run_in_threadpool(_completed, stream.buffer, text, not stream.template.ssml)
         except TTSError as e:
             stream.template = None
             await self._refuse(e.code, str(e))
             return
-        if done is not None and has_speech(normalize_text(done)):
+        if done is not None:
             await self._work.put(replace(stream.template, text=done))
 
     async def _stop(self) -> None:
@@ -199,8 +199,8 @@ class WyomingHandler(AsyncEventHandler):
         if stream is None:
             await self._refuse("no_stream", "synthesize-stop without synthesize-start")
             return
-        rest = stream.buffer.finish()
-        if stream.template is not None and has_speech(normalize_text(rest)):
+        rest = await run_in_threadpool(_finished, stream.buffer)
+        if stream.template is not None and rest is not None:
             await self._work.put(replace(stream.template, text=rest))
         await self._work.put(SynthesizeStopped().event())
 
@@ -266,3 +266,18 @@ class WyomingHandler(AsyncEventHandler):
 def _check_text(text: object) -> None:
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
+
+
+def _completed(buffer: SentenceBuffer, text: str, cut: bool) -> str | None:
+    """The sentences ``text`` completed that have something to say. Called in a worker thread: text
+    is never split or normalised on the event loop, which serves every other connection."""
+    return _speakable(buffer.add(text, cut))
+
+
+def _finished(buffer: SentenceBuffer) -> str | None:
+    """What the stream left that has something to say (in a worker thread, as :func:`_completed`)."""
+    return _speakable(buffer.finish())
+
+
+def _speakable(text: str | None) -> str | None:
+    return text if text is not None and has_speech(normalize_text(text)) else None
