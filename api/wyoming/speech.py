@@ -71,15 +71,19 @@ async def speak(state: AppState, utterance: Utterance, send: Send, jobs: set[str
     reader = PartReader(state, draft.record.id)
     await reader.open()
     try:
-        await _send_audio(reader, rate, send)
+        sent = await _send_audio(reader, rate, send)
     finally:
         await reader.close()
+    # Its audio is all sent: no longer the connection's to cancel. Before audio-stop, since a client
+    # closes once it has it, and a close seen first canceled a job still storing its object.
     jobs.discard(draft.record.id)
+    await send(AudioStop(timestamp=_ms(sent, rate)).event())
 
 
-async def _send_audio(reader: PartReader, rate: int, send: Send) -> None:
+async def _send_audio(reader: PartReader, rate: int, send: Send) -> int:
     """``audio-start`` once the first part is there (a job that fails before any audio is an error
-    alone), each part's chunks, ``audio-stop``; timestamps in milliseconds of audio sent."""
+    alone), then each part's chunks; timestamps in milliseconds of audio sent. Returns the samples
+    sent."""
     pcm: np.ndarray | None = await reader.next_part()
     await send(AudioStart(rate=rate, width=SAMPLE_WIDTH, channels=1, timestamp=0).event())
     sent = 0
@@ -89,7 +93,7 @@ async def _send_audio(reader: PartReader, rate: int, send: Send) -> None:
             await send(event.event())
             sent += len(chunk) // SAMPLE_WIDTH
         pcm = await reader.next_part_or_end()
-    await send(AudioStop(timestamp=_ms(sent, rate)).event())
+    return sent
 
 
 def chunks(pcm: np.ndarray) -> Iterator[bytes]:
