@@ -27,6 +27,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Final
 
@@ -68,10 +69,16 @@ def _client(api_url: str, key: str) -> httpx.Client:
     return httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
-def _finished_job_s(api: httpx.Client, body: Mapping[str, object]) -> float:
-    """Seconds from submitting the job to reading its terminal status (long polls); it must succeed."""
+PARTS: Final = ("answer_s", "queued_s", "ran_s")
+"""Where a job of B's time goes: the API's 202, from created to started, from started to finished."""
+
+
+def _finished_job_s(api: httpx.Client, body: Mapping[str, object], parts: list[dict[str, float]]) -> float:
+    """Seconds from submitting the job to reading its terminal status (long polls); it must succeed.
+    Its parts (:data:`PARTS`) are appended to ``parts``."""
     started = time.monotonic()
     response = api.post("/v1/jobs", json=body)
+    answered = time.monotonic()
     assert response.status_code == 202, response.text
     job_id = response.json()["id"]
     deadline = started + JOB_TIMEOUT_S
@@ -79,8 +86,18 @@ def _finished_job_s(api: httpx.Client, body: Mapping[str, object]) -> float:
         job = api.get(f"/v1/jobs/{job_id}", params={"wait": 10}).json()
         if job["status"] in {"succeeded", "failed", "canceled"}:
             assert job["status"] == "succeeded", job
+            at = {
+                name: datetime.fromisoformat(job[name]).timestamp()
+                for name in ("created_at", "started_at", "finished_at")
+            }
+            queued, ran = at["started_at"] - at["created_at"], at["finished_at"] - at["started_at"]
+            parts.append(dict(zip(PARTS, (answered - started, queued, ran), strict=True)))
             return time.monotonic() - started
     raise AssertionError(f"B's job {job_id} did not end within {JOB_TIMEOUT_S:.0f} s")
+
+
+def _medians(parts: list[dict[str, float]]) -> dict[str, float]:
+    return {name: round(statistics.median(p[name] for p in parts), 3) for name in PARTS}
 
 
 class Attacker:
@@ -167,8 +184,10 @@ def test_a_noisy_tenant_does_not_slow_a_quiet_one(tmp_path: Path, shape: str) ->
         key_a, key_b = _keys(stack)
         with _client(stack.api_url, key_a) as a, _client(stack.api_url, key_b) as b:
             short = {"text": B_TEXT, "format": "wav"}
-            _finished_job_s(b, short)  # the voice warm, the connections open
-            idle = [_finished_job_s(b, short) for _ in range(ROUNDS)]
+            idle_parts: list[dict[str, float]] = []
+            loaded_parts: list[dict[str, float]] = []
+            _finished_job_s(b, short, [])  # the voice warm, the connections open
+            idle = [_finished_job_s(b, short, idle_parts) for _ in range(ROUNDS)]
             steps = {
                 "lexicon_churn": (_lexicon_churn, 1),
                 "alias_amplification": (_alias_amplification, 2),
@@ -178,11 +197,14 @@ def test_a_noisy_tenant_does_not_slow_a_quiet_one(tmp_path: Path, shape: str) ->
             attacker = Attacker(make(a), threads)
             with attacker.running():
                 time.sleep(SETTLE_S)
-                loaded = [_finished_job_s(b, short) for _ in range(ROUNDS)]
-        _judge(f"noisy_neighbour_{shape}", idle, loaded, attacker.answers)
+                loaded = [_finished_job_s(b, short, loaded_parts) for _ in range(ROUNDS)]
+        parts = {"b_idle_parts_p50": _medians(idle_parts), "b_loaded_parts_p50": _medians(loaded_parts)}
+        _judge(f"noisy_neighbour_{shape}", idle, loaded, attacker.answers, parts)
 
 
-def _judge(scenario: str, idle: list[float], loaded: list[float], answers: Counter[str]) -> None:
+def _judge(
+    scenario: str, idle: list[float], loaded: list[float], answers: Counter[str], parts: Mapping[str, object] = {}
+) -> None:
     idle_p50, loaded_p50 = statistics.median(idle), statistics.median(loaded)
     record_figures(
         scenario,
@@ -192,6 +214,7 @@ def _judge(scenario: str, idle: list[float], loaded: list[float], answers: Count
             "b_loaded_max_s": round(max(loaded), 3),
             "ratio": round(loaded_p50 / idle_p50, 2),
             "a_answers": dict(answers),
+            **parts,
         },
     )
     assert sum(answers.values()) > 0, "A's load never got an answer"

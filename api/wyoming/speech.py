@@ -17,7 +17,7 @@ from api.schemas import JobCreate
 from api.state import AppState
 from api.submission import draft_job, submit_job
 from tts_core.formats import AudioFormat
-from ttsq.jobs import Priority, TextType
+from ttsq.jobs import TextType
 from ttsq.tenants import Tenant
 
 SAMPLES_PER_CHUNK: Final = 1024
@@ -44,6 +44,10 @@ class Utterance:
     ssml: bool = False
 
     def request(self) -> JobCreate:
+        """No priority of its own: an utterance is interactive when what it speaks is short (a voice
+        assistant's sentences), bulk past ``TTSQ_INTERACTIVE_MAX_CHARS`` as spoken, as a job without
+        one is. Forced interactive, one client's stream of 180,000 characters held every other
+        client's first audio behind it (issue 34)."""
         return JobCreate(
             text=self.text,
             voice=self.voice,
@@ -51,7 +55,6 @@ class Utterance:
             text_type=TextType.SSML if self.ssml else TextType.TEXT,
             format=AudioFormat.WAV,
             metadata={"source": SOURCE},
-            priority=Priority.INTERACTIVE,
         )
 
 
