@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tts_core.audio import FloatAudio
-from tts_core.batching import BatchRecord, BatchResult, CallStop, DynamicBatcher
+from tts_core.batching import MAX_DEFER_S, BatchRecord, BatchResult, CallStop, DynamicBatcher
 from tts_core.calibration import calibrated_leveling
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
@@ -164,6 +164,7 @@ class Engine:
         max_segments: int | None = None,
         pronunciation: Pronunciation | None = None,
         stream: bool = False,
+        defer: bool = False,
     ) -> SegmentPlan:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
         pauses (``paragraph_pause_s`` after a paragraph: a blank line of plain text, an SSML ``<p>``;
@@ -173,7 +174,10 @@ class Engine:
         no further than the limit. ``pronunciation`` (lexicons, normalisation) changes what is said,
         never the spans utterances keep in ``text``. ``stream``: plain text's first sentence is cut
         after its first clause, both pieces segments of their own, so the first audio is short
-        (``tts_core.first_part``)."""
+        (``tts_core.first_part``). ``defer`` (a bulk job): before each segment, wait (up to
+        ``MAX_DEFER_S``) while interactive work is on its way or running here, as bulk inference
+        calls do, so a long job's planning (phonemisation, on a task thread) leaves interactive tasks
+        the cores and the interpreter's lock (issue 34: another tenant's 150,000-character jobs)."""
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)
@@ -190,6 +194,8 @@ class Engine:
         grouped = iter_stream_segments if stream else iter_segments
         segments: SegmentPlan = []
         for segment in grouped(utterances, max_ids, sentence):
+            if defer:
+                self.interactive.wait_idle(MAX_DEFER_S)
             segments.append(segment)
             if max_segments is not None and len(segments) > max_segments:
                 raise PlanTooLong(len(segments), max_segments, "stopped")

@@ -42,7 +42,7 @@ from ttsq.broker import TaskPublisher
 from ttsq.constants import OBJECT_STEPS, result_key
 from ttsq.errors import QuotaExceeded, SegmentLost, TransientError, error_code
 from ttsq.estimate import planned_audio_s
-from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, finish_changes, utcnow
+from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, Priority, finish_changes, utcnow
 from ttsq.parts import PartRef, counted_parts, iter_parts
 from ttsq.quotas import usage_day
 from ttsq.settings import Settings
@@ -196,6 +196,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         max_segments=settings.max_job_segments,  # stops planning there
         pronunciation=_pronunciation(record, ctx),
         stream=_streams_clauses(record),
+        defer=record.priority is Priority.BULK,
     )
     run.ensure_current()
     record = _reserve_planned_audio(record, segments, ctx)
