@@ -26,6 +26,7 @@ from tests.conftest import holds_throughout, serve, start_workers, stop_all, wai
 from tests.s3_proxy import S3Proxy
 from ttsq.liveness import WorkerLiveness
 from ttsq.settings import Settings
+from workers.fitness import UNABLE_RECHECK_S
 
 UNABLE = "this worker cannot do the work, so it takes no messages until it can"
 NO_AWS_FALLBACK = {
@@ -137,9 +138,7 @@ def test_a_sick_worker_alone_leaves_jobs_queued_until_it_can_work(
             assert ready.status_code == 503
             assert ready.json()["checks"]["workers"] == "no synthesis worker alive"
             # Over two rounds of its check: they wait, none is taken or failed.
-            holds_throughout(
-                lambda: statuses(client, ids) == {"queued"}, 2 * late.worker.check_interval_s, "jobs queued"
-            )
+            holds_throughout(lambda: statuses(client, ids) == {"queued"}, 2 * UNABLE_RECHECK_S, "jobs queued")
             assert "] received" not in log_of(worker)
             s3_client.create_bucket(Bucket=late.s3.bucket)
             jobs = [wait_for_job(client, job_id, 60) for job_id in ids]

@@ -28,6 +28,7 @@ from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.jobs import JobRecord, JobStore
 from ttsq.settings import Settings
 from ttsq.storage import storage_error
+from workers.fitness import UNABLE_RECHECK_S
 
 StorageChange = Callable[[Settings], Settings]
 
@@ -96,7 +97,7 @@ def test_a_refusing_store_keeps_its_worker_from_taking_jobs(
     task_id = enqueue(broken_worker.settings, record.id)
     queues = consumed_queues(broken_worker.settings.queue)
     try:
-        checks_s = 2 * broken_worker.settings.worker.check_interval_s  # two rounds of the worker's check
+        checks_s = 2 * UNABLE_RECHECK_S  # two rounds of the unable worker's check
         holds_throughout(lambda: store.get(record.id).status == "queued", checks_s, "job queued")
         assert sum(redis_client.llen(queue) for queue in queues) == 1, "the message waits in its queue"
         assert task_id not in broken_worker.log()

@@ -170,10 +170,11 @@ class WorkerSettings(BaseModel):
     """Most models a worker process holds; loading one more evicts the least recently used model that
     no call is using and that is not pinned (voices that are styles or speakers of one model count
     once). Pinned models count too; if they alone exceed this, nothing else stays loaded."""
-    check_interval_s: float = Field(3.0, gt=0, le=300)
-    """Between two checks of what the worker needs (its object store answers its credentials, its
-    engine runs; ``workers.fitness``): a worker that cannot do the work takes no message, and takes
-    them again within this of being fixed. Each check is one HEAD request to the store."""
+    check_interval_s: float = Field(30.0, gt=0, le=300)
+    """Between two checks of what a working worker needs (its object store answers its credentials,
+    its engine runs; ``workers.fitness``); a task that meets a refusal checks at once. A worker that
+    cannot do the work takes no message and checks again every 3 s (``UNABLE_RECHECK_S``), taking
+    messages within that of being fixed. Each check is one HEAD request to the store."""
     metrics_port: int | None = Field(DEFAULT_WORKER_METRICS_PORT, ge=1, le=65535)
     """Port of the worker's own HTTP server: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``;
     ``null`` serves none. ``ttsq worker --gpus`` gives its N workers this port and the N-1 above it."""

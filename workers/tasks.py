@@ -44,6 +44,7 @@ from ttsq.errors import (
     JobNotFound,
     ServiceError,
     StorageRefused,
+    StorageUnavailable,
     StoreUnavailable,
     TransientError,
     WorkerCrashed,
@@ -255,11 +256,24 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
 def _fail(ctx: JobContext, job_id: str, step: str, error: TTSError | ServiceError) -> None:
     """Fail the job with ``error``; but a refusal by the object store that the worker's own check
     meets too is this worker's settings, not the job: the message goes to another worker."""
-    if isinstance(error, StorageRefused) and not FITNESS.check_now():
-        _able_or_give_back(job_id, step)
+    if isinstance(error, StorageRefused) and not _store_accepts(ctx):
+        FITNESS.check_now()  # the verdict others read (a refusal makes this worker stop consuming)
+        log.warning("job %s: %s given back, the store refused this worker: %s", job_id, step, error)
+        raise Reject(str(error), requeue=True)
     log.warning("job %s failed: %s", job_id, error.code)
     metrics.TASK_FAILURES.labels(error.code).inc()
     fail_job(job_id, ctx, error)
+
+
+def _store_accepts(ctx: JobContext) -> bool:
+    """Whether the store answers this worker's check now: only then is a refusal the request's own.
+    An outage meanwhile (a connection cut as the store changed its mind) proves nothing, so the job
+    is not failed on it."""
+    try:
+        ctx.stores.objects.check()
+    except (StorageRefused, StorageUnavailable):
+        return False
+    return True
 
 
 def _able_or_give_back(job_id: str, step: str) -> None:
