@@ -4,7 +4,9 @@ Passing through, it forwards bytes unchanged (request signatures name the proxy'
 the store checks as sent) and counts the bucket checks it forwards (``HEAD`` requests). Told to
 :meth:`S3Proxy.refuse`, it closes every open connection and answers each request after that with
 ``403 AccessDenied``, as a store would that no longer accepts a worker's keys; :meth:`restore`
-passes requests through again.
+passes requests through again. Told to :meth:`refuse_writes`, it answers only the next uploads
+(``PUT``) with 403 and passes everything else, bucket checks included: a store that refused a write
+and changed its mind before the worker looked.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class S3Proxy:
         self.checks = 0
         """Bucket checks (``HEAD``) forwarded so far."""
         self._refusing = False
+        self._writes_to_refuse = 0
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._listener = socket.create_server((LOOPBACK, self.port))
@@ -57,8 +60,13 @@ class S3Proxy:
         self._refusing = True
         self._close_all()
 
+    def refuse_writes(self, count: int) -> None:
+        """Answer the next ``count`` uploads with 403, passing everything else."""
+        self._writes_to_refuse = count
+
     def restore(self) -> None:
         self._refusing = False
+        self._writes_to_refuse = 0
 
     def _accept(self) -> None:
         while True:
@@ -71,10 +79,10 @@ class S3Proxy:
             target = self._deny if self._refusing else self._pump
             threading.Thread(target=target, args=(client,), daemon=True).start()
 
-    def _deny(self, client: socket.socket) -> None:
-        """Read one request whole (its head and a body of ``Content-Length``), answer 403, close."""
+    def _deny(self, client: socket.socket, data: bytes = b"") -> None:
+        """Read one request whole (its head and a body of ``Content-Length``; ``data`` is what was
+        read of it already), answer 403, close."""
         try:
-            data = b""
             while b"\r\n\r\n" not in data:
                 chunk = client.recv(CHUNK)
                 if not chunk:
@@ -115,6 +123,9 @@ class S3Proxy:
                         return
                     if data.startswith(b"HEAD "):
                         self.checks += 1
+                    if data.startswith(b"PUT ") and self._take_write_refusal():
+                        self._deny(client, data)
+                        return
                     upstream.sendall(data)
                 if upstream in readable:
                     data = upstream.recv(CHUNK)
@@ -125,6 +136,13 @@ class S3Proxy:
             return
         finally:
             self._close(client, upstream)
+
+    def _take_write_refusal(self) -> bool:
+        with self._lock:
+            if self._writes_to_refuse <= 0:
+                return False
+            self._writes_to_refuse -= 1
+            return True
 
     def _close(self, *sockets: socket.socket) -> None:
         for sock in sockets:

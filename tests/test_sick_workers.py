@@ -150,13 +150,10 @@ def test_a_sick_worker_alone_leaves_jobs_queued_until_it_can_work(
     assert "this worker can do the work: taking messages" in log_of(worker)
 
 
-def test_a_worker_refused_midway_gives_its_messages_back(
-    settings: Settings, tmp_path: Path, s3_service: SeaweedService
-) -> None:
-    """The store starts refusing an able worker's keys just after one of its checks (ten seconds
-    apart here), so its tasks meet the refusal first: none fails its job; the worker checks at once,
-    stops taking messages and gives back the ones it holds; once the store accepts it again, it
-    runs them."""
+@pytest.fixture(scope="module")
+def proxied(settings: Settings, tmp_path_factory: pytest.TempPathFactory, s3_service: SeaweedService) -> Iterator[Any]:
+    """An able worker whose store is behind a :class:`S3Proxy` (its check every ten seconds here),
+    and a client of an API that reaches the store directly."""
     proxy = S3Proxy(s3_service.ports.s3).start()
     own = own_queue(settings, "refused")
     own = own.model_copy(
@@ -165,24 +162,53 @@ def test_a_worker_refused_midway_gives_its_messages_back(
             "worker": own.worker.model_copy(update={"check_interval_s": 10.0}),
         }
     )
-    worker = start_workers(tmp_path, {"refused": own})["refused"]
+    worker = start_workers(tmp_path_factory.mktemp("refused"), {"refused": own})["refused"]
     api = own.model_copy(update={"s3": settings.s3})
     try:
         with serve(create_app(api)) as url, httpx.Client(base_url=url, timeout=30) as client:
-            assert wait_for_job(client, submit(client, SHORT_TEXTS[0], "interactive"))["status"] == "succeeded"
-            checks = proxy.checks
-            wait_for(lambda: proxy.checks, lambda seen: seen > checks, 30, "a round of the worker's check")
-            proxy.refuse()
-            ids = [submit(client, SHORT_TEXTS[1], "interactive"), submit(client, LONG_TEXT, "bulk")]
-            wait_for(lambda: log_of(worker), lambda text: "given back" in text, 30, "a message given back")
-            assert UNABLE in log_of(worker)
-            assert "403: Forbidden" in log_of(worker)
-            assert probe(worker) == 503
-            assert "failed" not in statuses(client, ids)
-            proxy.restore()
-            jobs = [wait_for_job(client, job_id, 60) for job_id in ids]
-            assert [job["status"] for job in jobs] == ["succeeded", "succeeded"], [job.get("error") for job in jobs]
-            assert probe(worker) == 200
+            yield proxy, worker, client
     finally:
         worker.stop()
         proxy.stop()
+
+
+def test_a_worker_refused_midway_gives_its_messages_back(proxied: Any) -> None:
+    """The store starts refusing an able worker's keys just after one of its checks, so its tasks
+    meet the refusal first: none fails its job; the worker checks at once, stops taking messages and
+    gives back the ones it holds; once the store accepts it again, it runs them."""
+    proxy, worker, client = proxied
+    try:
+        assert wait_for_job(client, submit(client, SHORT_TEXTS[0], "interactive"))["status"] == "succeeded"
+        checks = proxy.checks
+        wait_for(lambda: proxy.checks, lambda seen: seen > checks, 30, "a round of the worker's check")
+        proxy.refuse()
+        ids = [submit(client, SHORT_TEXTS[1], "interactive"), submit(client, LONG_TEXT, "bulk")]
+        wait_for(lambda: log_of(worker), lambda text: "given back" in text, 30, "a message given back")
+        assert UNABLE in log_of(worker)
+        assert "403: Forbidden" in log_of(worker)
+        assert probe(worker) == 503
+        assert "failed" not in statuses(client, ids)
+    finally:
+        proxy.restore()
+    jobs = [wait_for_job(client, job_id, 60) for job_id in ids]
+    assert [job["status"] for job in jobs] == ["succeeded", "succeeded"], [job.get("error") for job in jobs]
+    wait_for(lambda: probe(worker), lambda code: code == 200, 30, "the worker ready again")
+
+
+def test_a_write_refused_once_then_accepted_is_tried_again(proxied: Any) -> None:
+    """The store refuses one upload and accepts the worker's check straight after (it changed its
+    mind, or the refusal ended as the worker looked): the step runs again and the job succeeds; an
+    upload refused again while the check passes fails the job, naming the refusal."""
+    proxy, worker, client = proxied
+    wait_for(lambda: probe(worker), lambda code: code == 200, 30, "the worker ready")
+    proxy.refuse_writes(1)
+    job = wait_for_job(client, submit(client, SHORT_TEXTS[2], "interactive"), 60)
+    assert job["status"] == "succeeded", job.get("error")
+    assert "refused by the store, which accepts this worker now: tried again" in log_of(worker)
+    proxy.refuse_writes(1000)
+    try:
+        job = wait_for_job(client, submit(client, SHORT_TEXTS[3], "interactive"), 60)
+    finally:
+        proxy.restore()
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "storage_refused", job["error"]

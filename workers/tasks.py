@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 import redis
-from celery import Task
+from celery import Task, current_task
 from celery.concurrency import get_implementation
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
@@ -255,11 +255,17 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
 
 def _fail(ctx: JobContext, job_id: str, step: str, error: TTSError | ServiceError) -> None:
     """Fail the job with ``error``; but a refusal by the object store that the worker's own check
-    meets too is this worker's settings, not the job: the message goes to another worker."""
-    if isinstance(error, StorageRefused) and not _store_accepts(ctx):
-        FITNESS.check_now()  # the verdict others read (a refusal makes this worker stop consuming)
-        log.warning("job %s: %s given back, the store refused this worker: %s", job_id, step, error)
-        raise Reject(str(error), requeue=True)
+    meets too is this worker's settings, not the job: the message goes to another worker. A refusal
+    the check does not meet may have ended just before the check (the store changed its mind): the
+    step is tried once more, and fails the job only if refused again."""
+    if isinstance(error, StorageRefused):
+        if not _store_accepts(ctx):
+            FITNESS.check_now()  # the verdict others read (a refusal makes this worker stop consuming)
+            log.warning("job %s: %s given back, the store refused this worker: %s", job_id, step, error)
+            raise Reject(str(error), requeue=True)
+        if _first_try():
+            log.warning("job %s: %s refused by the store, which accepts this worker now: tried again", job_id, step)
+            raise StorageUnavailable(f"refused, then accepted by the store's check: {error}") from error
     log.warning("job %s failed: %s", job_id, error.code)
     metrics.TASK_FAILURES.labels(error.code).inc()
     fail_job(job_id, ctx, error)
@@ -274,6 +280,12 @@ def _store_accepts(ctx: JobContext) -> bool:
     except (StorageRefused, StorageUnavailable):
         return False
     return True
+
+
+def _first_try() -> bool:
+    """Whether the running task is its message's first try (no retry of it has run yet)."""
+    task = current_task
+    return task is None or not task.request.retries
 
 
 def _able_or_give_back(job_id: str, step: str) -> None:
