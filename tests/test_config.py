@@ -303,7 +303,6 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         webhook_concurrency_per_receiver=1,
         max_request_bytes=1 << 20,
         step_lease_s=30,
-        webhook_visibility_timeout_s=3600,
         sweep_interval_s=15.0,
         sweep_grace_s=45.0,
         max_requeues=5,
