@@ -93,6 +93,7 @@ class Elector:
         reach, this process stalled) is not held, whatever Redis says later."""
         with self._guard:
             if self._term is not None and time.monotonic() >= self._valid_until:
+                log.warning("%s lost the lease %s: not renewed within it", self._name, self._key)
                 self._term = None
             return self._term
 
@@ -101,7 +102,7 @@ class Elector:
         started = time.monotonic()
         held = self.term()
         if held is not None and not self._renew(keys=[self._key], args=[held.token, self._lease_ms]):
-            log.warning("%s lost the lease %s (not renewed in time)", self._name, self._key)
+            log.warning("%s lost the lease %s: another holds it, or Redis lost it", self._name, self._key)
             held = None
         if held is None:
             token = f"{self._name}:{uuid.uuid4().hex}"
