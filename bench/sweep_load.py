@@ -47,7 +47,7 @@ def commands(client: redis.Redis) -> Counter[str]:
 
 
 def output_bytes(client: redis.Redis) -> int:
-    return int(cast(dict[str, Any], client.info("stats"))["total_net_output_bytes"])
+    return int(client.info("stats")["total_net_output_bytes"])
 
 
 def measured(client: redis.Redis, run: Callable[[], object]) -> tuple[Counter[str], int, float]:

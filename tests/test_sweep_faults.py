@@ -11,7 +11,7 @@ import signal
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import httpx
 import pytest
@@ -89,7 +89,7 @@ def test_redis_killed_right_after_submits_with_beat_frozen(tmp_path: Path) -> No
 
 def _leader_pid(stack: FaultStack) -> int | None:
     """The pid of the service worker holding the sweeping lease (its token is ``host:pid:…``)."""
-    token = stack.redis_client.get(SWEEP_LEADER_KEY)
+    token = cast(bytes | None, stack.redis_client.get(SWEEP_LEADER_KEY))
     return None if token is None else int(token.decode().split(":")[1])
 
 
