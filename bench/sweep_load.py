@@ -27,7 +27,7 @@ import redis
 import workers.leases
 from cli.embedded import RedisService
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.jobs import JobRecord, JobStore, new_job_id, utcnow
+from ttsq.jobs import JobRecord, new_job_id, utcnow
 from ttsq.liveness import WorkerLiveness
 from ttsq.maintenance import Sweeper
 from ttsq.settings import Settings
@@ -60,10 +60,10 @@ def measured(client: redis.Redis, run: Callable[[], object]) -> tuple[Counter[st
     return +delta, output_bytes(client) - sent, took
 
 
-def active_jobs(settings: Settings, client: redis.Redis, count: int) -> list[str]:
+def active_jobs(stores: Stores, count: int) -> list[str]:
     """``count`` queued jobs, each named by its entry message: half waiting in the queue, half held
     by a worker (in kombu's ``unacked`` hash), as a busy pool has them."""
-    jobs = JobStore(client, settings.job_ttl_s)
+    settings, client, jobs = stores.settings, stores.redis, stores.jobs
     send = TaskPublisher(make_producer(settings), settings.queue)
     ids = []
     for _ in range(count):
@@ -80,10 +80,10 @@ def active_jobs(settings: Settings, client: redis.Redis, count: int) -> list[str
     return ids
 
 
-def steady(settings: Settings, client: redis.Redis, workers_count: int, seconds: float, job_ids: list[str]) -> Any:
+def steady(stores: Stores, workers_count: int, seconds: float, job_ids: list[str]) -> Any:
     """``workers_count`` simulated service workers and as many synthesis workers for ``seconds``."""
     workers.leases.held_delivery_tags = lambda: ["tag-0", "tag-1"]  # as if each held two messages
-    jobs = JobStore(client, settings.job_ttl_s)
+    settings, client, jobs = stores.settings, stores.redis, stores.jobs
     with ExitStack() as stack:
         for n in range(workers_count):
             loop = make_sweep_loop(settings)
@@ -118,9 +118,9 @@ def main() -> None:
         service = RedisService(Path(folder) / "redis").start()
         try:
             settings = Settings(_env_file=None, redis_url=service.url)
-            client = redis.Redis.from_url(service.url)
-            job_ids = active_jobs(settings, client, args.jobs)
             stores = Stores.connect(settings, 30)
+            client = stores.redis
+            job_ids = active_jobs(stores, args.jobs)
             send = TaskPublisher(make_producer(settings), settings.queue)
             sweeper = Sweeper(stores, stores.lifecycle(send.finish_batch), send)
             delta, sent, took = measured(client, lambda: sweeper.sweep(time.time() + 3600))
@@ -128,7 +128,7 @@ def main() -> None:
             result = {
                 "active_jobs": args.jobs,
                 "one_sweep": one,
-                "steady": steady(settings, client, args.workers, args.seconds, job_ids),
+                "steady": steady(stores, args.workers, args.seconds, job_ids),
                 "simulated_workers": {"service": args.workers, "synthesis": args.workers},
                 "sweep_interval_s": settings.sweep_interval_s,
             }

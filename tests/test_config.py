@@ -304,6 +304,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         max_request_bytes=1 << 20,
         step_lease_s=30,
         sweep_interval_s=15.0,
+        sweep_lease_s=4.0,
         sweep_grace_s=45.0,
         max_requeues=5,
         max_step_starts=4,
