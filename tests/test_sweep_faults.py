@@ -1,7 +1,8 @@
 """Issue 35's done-when for sweeping and the service worker, on the whole stack of real processes
 (``bench/fault_stack.py``) at production's sweep and lease settings: Redis SIGKILLed right after
 submits (restarted half a second later, as ``ttsq dev``'s supervisor does) with beat frozen, and two
-service workers of which one is frozen and kept frozen. Behind the ``faults`` marker (minutes each):
+service workers of which one is frozen and kept frozen while it holds a batch's finishing task, the
+sweeping lease or a webhook attempt. Behind the ``faults`` marker (minutes each):
 ``make faults`` runs them. What they showed is in docs/RELIABILITY.md."""
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from typing import Final, cast
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from cli.commands import webhook_worker_argv
 from cli.processes import ManagedProcess, wait_until
 from cli.workerpool import wait_for_node
-from tests.conftest import create_record
+from tests.conftest import TEST_WEBHOOK_SECRET, create_record
 from tests.faults_support import FaultStack, fault_stack, record_figures, short_texts, wait_terminal
+from tests.receiver import Receiver
 from tests.test_sweeper import create_batch
 from ttsq.batches import BatchRecord, BatchStore
 from ttsq.broker import TaskPublisher, make_producer
@@ -87,6 +90,15 @@ def test_redis_killed_right_after_submits_with_beat_frozen(tmp_path: Path) -> No
     assert last_end <= RECOVERY_BOUND_S, f"the last job succeeded {last_end:.1f} s after the kill"
 
 
+def _second_service_worker(stack: FaultStack) -> ManagedProcess:
+    """Another service worker beside the stack's, once it answers a ping."""
+    env = {**os.environ, **settings_env(stack.settings)}
+    argv = webhook_worker_argv(4, "service2@%h")
+    second = stack.processes["service2"] = ManagedProcess("service2", argv, stack.log_path("service2"), env)
+    wait_for_node(stack.settings, "service2@", second.start(), 60)
+    return second
+
+
 def _leader_pid(stack: FaultStack) -> int | None:
     """The pid of the service worker holding the sweeping lease (its token is ``host:pid:…``)."""
     token = cast(bytes | None, stack.redis_client.get(SWEEP_LEADER_KEY))
@@ -138,10 +150,7 @@ def test_a_frozen_service_worker_delays_no_sweep_and_no_batch_finish(tmp_path: P
     with fault_stack(tmp_path) as stack:
         first = stack.processes["service"]
         wait_until(lambda: _leader_pid(stack) == first.pid, 30, "the first service worker leading")
-        env = {**os.environ, **settings_env(stack.settings)}
-        argv = webhook_worker_argv(4, "service2@%h")
-        second = stack.processes["service2"] = ManagedProcess("service2", argv, stack.log_path("service2"), env)
-        wait_for_node(stack.settings, "service2@", second.start(), 60)
+        second = _second_service_worker(stack)
         second.kill(signal.SIGSTOP)
         try:
             batch, frozen_at, tries = _catch_holding(stack, first)
@@ -178,3 +187,40 @@ def test_a_frozen_service_worker_delays_no_sweep_and_no_batch_finish(tmp_path: P
     assert batch_after <= RECOVERY_BOUND_S, f"the batch finished {batch_after:.1f} s after the freeze"
     assert job_after <= RECOVERY_BOUND_S, f"the lost job ended {job_after:.1f} s after the freeze"
     assert after_resume.requeues == 1, "the resumed worker re-queued the job again"
+
+
+@pytest.mark.timeout(600)
+def test_a_frozen_service_worker_delays_no_webhook(tmp_path: Path) -> None:
+    """Two service workers; the one attempting a job's webhook (its receiver keeps the first attempt
+    waiting) is frozen and kept frozen: the event's claim (5 s, no longer renewed) lapses and the other
+    delivers it within 15 s of the freeze (before: 75 s, the claim was the attempt's deadline plus
+    60 s)."""
+    receiver = Receiver()
+    url = receiver.path("hang", 204)
+    hooks = {"webhook_secret": SecretStr(TEST_WEBHOOK_SECRET), "webhook_allow_private": True}
+    with fault_stack(tmp_path, **hooks) as stack, httpx.Client(base_url=stack.api_url, timeout=30) as api:
+        first = stack.processes["service"]
+        second = _second_service_worker(stack)
+        second.kill(signal.SIGSTOP)
+        try:
+            response = api.post("/v1/jobs", json={"text": "Tell the receiver.", "webhook_url": url})
+            assert response.status_code == 202, response.text
+            job_id = response.json()["id"]
+            wait_until(lambda: len(receiver.at(url)) == 1, 120, "the first attempt, held by the first worker")
+            first.kill(signal.SIGSTOP)
+            frozen_at = time.time()
+        finally:
+            second.kill(signal.SIGCONT)
+        try:
+            wait_until(lambda: api.get(f"/v1/jobs/{job_id}").json()["webhook"]["state"] == "delivered", 120, "sent")
+            attempts = receiver.at(url)
+        finally:
+            first.kill(signal.SIGCONT)
+        delivered_after = attempts[-1].at - frozen_at
+        record_figures(
+            "frozen_service_worker_webhook",
+            {"attempts": len(attempts), "delivered_after_freeze_s": round(delivered_after, 1)},
+        )
+    receiver.close()
+    assert len(attempts) == 2
+    assert delivered_after <= RECOVERY_BOUND_S, f"the webhook arrived {delivered_after:.1f} s after the freeze"

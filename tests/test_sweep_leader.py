@@ -1,6 +1,8 @@
-"""The sweeping lease (``ttsq.leader``) against a real Redis: one candidate leads, another takes over
-within the lease when the leader stops renewing (frozen, killed) or gives it up, and a leader that
-lost its lease cannot act on it: the writes it fences fail in Redis itself."""
+"""The service workers' leases against a real Redis. The sweeping lease (``ttsq.leader``): one
+candidate leads, another takes over within the lease when the leader stops renewing (frozen, killed)
+or gives it up, and a leader that lost its lease cannot act on it: the writes it fences fail in Redis
+itself. A webhook event's claim (``ttsq.webhook_schedule``): renewed only while it is the claim the
+renewing dispatcher made."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ttsq.leader import Elector, Fence, LeaseLost
 from ttsq.maintenance import Sweeper
 from ttsq.settings import Settings
 from ttsq.stores import Stores
+from ttsq.webhook_schedule import DeliverySchedule, EventKind, EventRef, Lane
 
 DATABASE: Final = 7
 """A database of its own: the sweeper here looks at every active job of its Redis."""
@@ -135,3 +138,27 @@ def test_a_leader_that_lost_its_lease_does_not_act(own_settings: Settings, clien
         jobs.update_by(record.id, (JobStatus.QUEUED,), lambda r: {"requeues": 0}, stale)
     assert jobs.get(record.id).requeues == 1
     stores.close()
+
+
+def test_a_webhook_claim_is_renewed_only_while_it_is_the_claim_made(client: redis.Redis) -> None:
+    """A dispatcher renews the claims of its attempts every second; a claim that another dispatcher
+    took over (after it lapsed), or that an outcome replaced (the next attempt's time), or an event
+    removed, is left as it is."""
+    schedule = DeliverySchedule(client)
+    lane = Lane("tenant-a", "receiver.example:443")
+    ref = EventRef(EventKind.JOB, str(uuid.uuid4()))
+    now = time.time()
+    schedule.place(ref, lane, now - 1)
+    assert schedule.claim(lane, now, now + 5) == ref
+    assert schedule.renew([(ref, lane, now + 5)], now + 9) == [True]
+    assert schedule.due_at(ref, lane) == pytest.approx(now + 9)
+    assert schedule.due_tenants(now + 6, 10) == []  # the indexes follow the renewed lease
+    assert schedule.due_tenants(now + 10, 10) == ["tenant-a"]
+    assert schedule.renew([(ref, lane, now + 5)], now + 20) == [False]  # not the claim it holds now
+    schedule.place(ref, lane, now + 1)  # the outcome: the next attempt
+    assert schedule.renew([(ref, lane, now + 9)], now + 30) == [False]
+    assert schedule.due_at(ref, lane) == pytest.approx(now + 1)
+    schedule.remove(ref, lane)
+    assert schedule.renew([(ref, lane, now + 1)], now + 30) == [False]
+    assert schedule.due_at(ref, lane) is None
+    assert schedule.due_tenants(now + 60, 10) == []
