@@ -137,6 +137,15 @@ def test_a_leader_that_lost_its_lease_does_not_act(own_settings: Settings, clien
     with pytest.raises(LeaseLost):  # a write fenced by a term that is gone, whatever it writes
         jobs.update_by(record.id, (JobStatus.QUEUED,), lambda r: {"requeues": 0}, stale)
     assert jobs.get(record.id).requeues == 1
+    spent = jobs.update_by(record.id, (JobStatus.QUEUED,), lambda r: {"requeues": own_settings.max_requeues}, current)
+    assert spent is not None  # its budget spent: the next vanishing fails it, but not from a lost term
+    client.delete(own_settings.queue)  # its work vanished once more
+    assert record.id in sweeper.sweep(now + 7, fence=stale).suspected
+    with pytest.raises(LeaseLost):
+        sweeper.sweep(now + 9, fence=stale)
+    assert jobs.get(record.id).status is JobStatus.QUEUED
+    assert record.id in sweeper.sweep(now + 11, fence=current).suspected
+    assert sweeper.sweep(now + 13, fence=current).failed == [record.id]
     stores.close()
 
 

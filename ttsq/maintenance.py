@@ -119,14 +119,16 @@ class Sweeper:
             report.suspected.append(job_id)
             self._redis.hsetnx(SWEEP_SUSPECTS_KEY, job_id, now)
             return
-        if record.requeues >= self._settings.max_requeues:
-            message = f"the job's work vanished {record.requeues + 1} times (worker or Redis failures)"
-            fail_job(job_id, JobError(code=Stalled.code, message=message), self._lifecycle)
-            log.warning("job %s failed: stalled after %d re-queues", job_id, record.requeues)
-            report.failed.append(job_id)
-            return
+        # Every vanishing is counted first, in the write the sweeping lease fences: a sweeper that lost
+        # its lease neither re-queues nor fails a job on what it saw before.
         counted = self._jobs.update_by(job_id, (record.status,), lambda r: {"requeues": r.requeues + 1}, fence)
         if counted is None:  # it moved on meanwhile
+            return
+        if counted.requeues > self._settings.max_requeues:
+            message = f"the job's work vanished {counted.requeues} times (worker or Redis failures)"
+            fail_job(job_id, JobError(code=Stalled.code, message=message), self._lifecycle)
+            log.warning("job %s failed: stalled after %d re-queues", job_id, counted.requeues - 1)
+            report.failed.append(job_id)
             return
         what = self._requeue(record)
         log.warning("job %s had no work in any queue: re-queued %s", job_id, what)
