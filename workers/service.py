@@ -37,8 +37,8 @@ TASK_MODULES = ["workers.maintenance", "workers.batches"]
 
 
 def service_config(settings: Settings) -> dict[str, Any]:
-    """The shared configuration with this worker's own visibility timeout under keys of its own
-    (see ``ttsq.broker.transport_options``)."""
+    """The shared configuration with this worker's held messages under kombu keys of their own (see
+    ``ttsq.broker.transport_options``), renewed by its own lease keeper (:func:`service_leases`)."""
     options = transport_options(settings, settings.visibility_timeout_s, SERVICE_UNACKED_PREFIX)
     return {
         **celery_config(settings),
