@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import boto3
 import httpx
@@ -89,10 +89,16 @@ TEST_WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"ttsq test webhook secret, 32
 TEST_WEBHOOK_RETRIES = [0.3, 0.3, 0.3]
 """Four attempts, a fraction of a second apart (production: about a day)."""
 
+SUITE_SWEEP_GRACE_S: Final = 3600.0
+"""No test's job gets this old: the suite's service workers leave its unqueued records alone."""
+
 
 @pytest.fixture(scope="session")
 def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir: Path) -> Settings:
-    """The suite's settings; webhooks may go to receivers on loopback, with a fast retry schedule."""
+    """The suite's settings; webhooks may go to receivers on loopback, with a fast retry schedule.
+    The service workers sweep only jobs an hour old: tests store records that no message names on
+    purpose (or send them to queues no worker reads), and the sweeper would run them within seconds
+    (``tests/test_sweeper.py`` sweeps a database of its own)."""
     base = stack_settings(redis_service.url, s3_service, voices_dir=voices_dir)
     return base.model_copy(
         update={
@@ -101,6 +107,7 @@ def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir
             "webhook_retry_schedule_s": TEST_WEBHOOK_RETRIES,
             "webhook_timeout_s": 2.0,
             "webhook_connect_timeout_s": 1.0,
+            "sweep_grace_s": SUITE_SWEEP_GRACE_S,
         }
     )
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import redis
@@ -235,22 +235,31 @@ def test_cleanup_deletes_expired_jobs_objects_and_stale_parts(
     assert own_redis.zscore(OBJECT_EXPIRY_KEY, done.result.key) is None
 
 
-def test_beat_and_the_service_worker_recover_a_lost_job(
+def test_the_service_worker_recovers_a_lost_job_within_seconds_without_beat(
     own_settings: Settings, own_redis: redis.Redis, own_worker: ManagedProcess, tmp_path: Path, s3_client: S3Client
 ) -> None:
-    """The real path: ``ttsq beat`` sends the sweep and the cleanup every second, the service worker
-    runs them; the cleanup also asks the store to expire ``tmp/`` itself."""
-    env = {**os.environ, **settings_env(own_settings)}
+    """The real path at the production's sweep settings: no beat; the service worker that holds the
+    sweeping lease finds a job that no message names (stored, never queued, as if Redis lost its
+    entry task) and queues its work again: it succeeds within seconds (before issue 35 only beat's
+    sweep task, every minute, after a 120 s grace, found it). Beat then only sends the cleanup, which
+    also asks the store to expire ``tmp/`` itself."""
+    defaults = {name: Settings.model_fields[name].default for name in ("sweep_interval_s", "sweep_grace_s")}
+    production_sweep = own_settings.model_copy(update=defaults)
+    env = {**os.environ, **settings_env(production_sweep)}
     service = ManagedProcess("service", webhook_worker_argv(2, "sweep-service@%h"), tmp_path / "service.log", env)
     beat = ManagedProcess("beat", beat_argv(tmp_path / "beat-schedule"), tmp_path / "beat.log", env)
     service.start()
     try:
-        beat.start()  # its first messages wait in the queue until the service worker is up
         wait_for_node(own_settings, "sweep-service", service, 60)
         jobs = JobStore(own_redis, own_settings.job_ttl_s)
         record = create_record(jobs)
-        assert wait_for_status(jobs, record.id, timeout_s=90) is JobStatus.SUCCEEDED
-        assert "ttsq.sweep" in (tmp_path / "service.log").read_text()
+        # The grace (5 s), a confirming look 1 s later and the job itself: about 7 s here; the wait
+        # is generous for a loaded machine, and well short of the old sweep's 2 to 4 minutes.
+        assert wait_for_status(jobs, record.id, timeout_s=LOST_JOB_WAIT_S) is JobStatus.SUCCEEDED
+        assert jobs.get(record.id).requeues == 1
+        assert "Task ttsq.sweep[" not in (tmp_path / "service.log").read_text()  # no sweep task took part
+
+        beat.start()
 
         def tmp_rule() -> list[Any]:
             try:
@@ -263,6 +272,10 @@ def test_beat_and_the_service_worker_recover_a_lost_job(
     finally:
         beat.stop()
         service.stop()
+
+
+LOST_JOB_WAIT_S: Final = 60.0
+"""Before issue 35 the first sweep to re-queue it came at least 120 s (the grace) after it was lost."""
 
 
 def create_batch(jobs: JobStore, batches: BatchStore, size: int) -> tuple[BatchRecord, list[JobRecord]]:

@@ -4,8 +4,9 @@ The write that finishes a batch's last item sends ``ttsq.finish_batch`` once. If
 lost (Redis crashed, the broker refused the send), every item is finished but the batch never gets
 its manifest. The sweeper lists the batches without a manifest (``ttsq:batches:active``, not a key
 scan), keeps those whose items are all finished, and sends their finishing task again when no
-message names them and no task holds their ``finish`` claim at two sweeps in a row (a message
-moving from the queue to the service worker is briefly in neither). A duplicate is harmless:
+message names them and no task holds their ``finish`` claim at two looks at least
+:data:`~ttsq.constants.SWEEP_CONFIRM_S` apart (a message moving from the queue to the service worker
+is briefly in neither). A duplicate is harmless:
 :func:`ttsq.batches.finish_batch` does nothing once the manifest is written. Entries of batches that
 are finished, or whose records expired, leave the index here.
 """
@@ -21,7 +22,7 @@ import redis
 
 from ttsq.batches import READ_CHUNK, BatchStore
 from ttsq.broker import ids_in_messages
-from ttsq.constants import BATCH_SUSPECTS_KEY, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX
+from ttsq.constants import BATCH_SUSPECTS_KEY, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX, SWEEP_CONFIRM_S
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,12 @@ class BatchSweeper:
     """Finds batches whose items are all finished but whose finishing task was lost, and sends it again."""
 
     def __init__(
-        self, client: redis.Redis, batches: BatchStore, send_finish: Callable[[str], None], grace_s: float,
-        interval_s: float,
-    ) -> None:  # fmt: skip
+        self, client: redis.Redis, batches: BatchStore, send_finish: Callable[[str], None], grace_s: float
+    ) -> None:
         self._redis = client
         self._batches = batches
         self._send_finish = send_finish
         self._grace_s = grace_s
-        self._interval_s = interval_s
 
     def sweep(self, now: float) -> BatchSweepReport:
         report = BatchSweepReport()
@@ -71,7 +70,7 @@ class BatchSweeper:
             if batch_id in present:
                 continue
             first_seen = suspects.get(batch_id)
-            if first_seen is None or now - first_seen < self._interval_s / 2:
+            if first_seen is None or now - first_seen < SWEEP_CONFIRM_S:
                 self._redis.hsetnx(BATCH_SUSPECTS_KEY, batch_id, now)
                 report.suspected.append(batch_id)
                 continue

@@ -237,8 +237,10 @@ class BatchStore:
             return [bool(found) for found in pipe.execute()]
 
     def step_lock(self, batch_id: str, step: str, ttl_s: int) -> Lock:
-        """The lock one task holds while it runs one step of a batch (``finish``, ``webhook``)."""
-        lock: Lock = self._redis.lock(batch_claim_key(batch_id, step), timeout=ttl_s, blocking=False)
+        """The lock one task holds while it runs one step of a batch (``finish``, ``webhook``); not
+        thread-local, so the service worker's lease thread can renew it (``workers.leases``)."""
+        key = batch_claim_key(batch_id, step)
+        lock: Lock = self._redis.lock(key, timeout=ttl_s, blocking=False, thread_local=False)
         return lock
 
 

@@ -112,7 +112,7 @@ def transport_options(settings: Settings, visibility_timeout_s: int, unacked_pre
     return master | {
         "visibility_timeout": visibility_timeout_s,
         "unacked_key": unacked_prefix,
-        "unacked_index_key": f"{unacked_prefix}_index",
+        "unacked_index_key": unacked_index_key(unacked_prefix),
         "unacked_mutex_key": f"{unacked_prefix}_mutex",
         # Sweep for messages of dead workers every 10 s (kombu's default scans only every 100 s), or
         # eight times per timeout where it is shorter (every second at the default 8 s: one ZRANGE
@@ -123,6 +123,12 @@ def transport_options(settings: Settings, visibility_timeout_s: int, unacked_pre
         # not round robin: interactive work is fetched first whenever a worker slot frees.
         "queue_order_strategy": "priority",
     }
+
+
+def unacked_index_key(unacked_prefix: str) -> str:
+    """kombu's sorted set of the held messages under ``unacked_prefix``, scored by when each was last
+    taken or renewed (``workers.leases`` moves the scores of a live worker's messages)."""
+    return f"{unacked_prefix}_index"
 
 
 def entry_queue(queue: str, priority: Priority, model: str | None = None) -> str:

@@ -299,7 +299,8 @@ def idempotency_key(tenant: str, key_hash: str) -> str:
 
 
 SWEEP_TASK: Final = "ttsq.sweep"
-"""Finds jobs whose work vanished and queues it again (``ttsq.maintenance.Sweeper``); no arguments."""
+"""What ``ttsq beat`` sent every minute before sweeps ran in the service workers' own loop
+(``workers.sweeping``); still taken, and ignored, so that an older beat's message finds its task."""
 
 CLEANUP_TASK: Final = "ttsq.cleanup"
 """Deletes expired jobs' objects and stale temporary parts; no arguments."""
@@ -375,9 +376,22 @@ SWEEP_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:suspects"
 BATCH_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:batch-suspects"
 """Finished batches whose finishing task no message named at the sweeper's last look."""
 
+SWEEP_LEADER_KEY: Final = f"{KEY_PREFIX}:sweeper:leader"
+"""The sweeping lease (``ttsq.leader``): the token of the service worker that sweeps, expiring
+``sweep_lease_s`` after its last renewal."""
+
+SWEEPS_KEY: Final = f"{KEY_PREFIX}:sweeper:sweeps"
+"""How many sweeps ran (a counter): whoever watches the pool sees them go on, whoever leads them."""
+
+SWEEP_CONFIRM_S: Final = 1.0
+"""A job (or finished batch) that no message names is taken for lost only when it was so at two looks
+at least this far apart: a message moves from a queue to a worker's held messages within
+milliseconds (kombu's ``BRPOP`` then ``HSET``), and a step sends its follow-up before it is
+acknowledged, so a second look a second later no longer misses a message in transit."""
+
 
 def maintenance_lock_key(task: str) -> str:
-    """Held while one service worker runs a periodic task (``sweep``, ``cleanup``)."""
+    """Held while one service worker runs a periodic task (``cleanup``)."""
     return f"{KEY_PREFIX}:maintenance:{task}"
 
 
@@ -406,4 +420,4 @@ def tenant_key(tenant_id: str) -> str:
 
 SERVICE_UNACKED_PREFIX: Final = f"{KEY_PREFIX}:service:unacked"
 """Where the service worker's held messages (maintenance, batches' finishing tasks) wait: its
-visibility timeout is its own (``webhook_visibility_timeout_s``), so its kombu keys are too."""
+held messages are renewed by its own lease keeper (``workers.service``), so its kombu keys are its own."""

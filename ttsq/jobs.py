@@ -43,6 +43,7 @@ from ttsq.constants import (
 )
 from ttsq.errors import JobNotFound
 from ttsq.events import status_message
+from ttsq.leader import Fence
 from ttsq.tenants import ANONYMOUS_TENANT
 from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
@@ -482,14 +483,23 @@ class JobStore:
         return self._write(job_id, allowed_from, lambda record: {**changes_of(record), "status": to})
 
     def update_by(
-        self, job_id: str, allowed_from: Collection[JobStatus], changes_of: Callable[[JobRecord], Mapping[str, Any]]
+        self,
+        job_id: str,
+        allowed_from: Collection[JobStatus],
+        changes_of: Callable[[JobRecord], Mapping[str, Any]],
+        fence: Fence | None = None,
     ) -> JobRecord | None:
         """Change fields other than the status (e.g. webhook delivery), atomically, if the job's
-        status is in ``allowed_from``."""
-        return self._write(job_id, allowed_from, changes_of)
+        status is in ``allowed_from``; with ``fence``, only while its term holds (else
+        :class:`~ttsq.leader.LeaseLost`), checked in the same transaction."""
+        return self._write(job_id, allowed_from, changes_of, fence)
 
     def _write(
-        self, job_id: str, allowed_from: Collection[JobStatus], changes_of: Callable[[JobRecord], Mapping[str, Any]]
+        self,
+        job_id: str,
+        allowed_from: Collection[JobStatus],
+        changes_of: Callable[[JobRecord], Mapping[str, Any]],
+        fence: Fence | None = None,
     ) -> JobRecord | None:
         key = job_key(job_id)
         outcome: list[JobRecord | None] = [None]
@@ -497,6 +507,8 @@ class JobStore:
 
         def apply(pipe: redis.client.Pipeline) -> None:
             batch_position[0] = None
+            if fence is not None:
+                fence.check(pipe)
             raw = pipe.get(key)
             if raw is None:
                 raise JobNotFound(job_id)
@@ -515,7 +527,8 @@ class JobStore:
                     batch_position[0] = _count_batch_item(pipe, updated)
             outcome[0] = updated
 
-        results = cast(list[Any], self._redis.transaction(apply, key))
+        watched = (key,) if fence is None else (key, fence.key)
+        results = cast(list[Any], self._redis.transaction(apply, *watched))
         position = batch_position[0]
         if position is not None and outcome[0] is not None:
             finished, total = results[position], results[position + 1]

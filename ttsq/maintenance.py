@@ -1,21 +1,24 @@
-"""Periodic upkeep (run by ``ttsq beat`` through the service worker): jobs that never get stuck, and
-objects that do not outlive their jobs.
+"""Upkeep: jobs that never get stuck, and objects that do not outlive their jobs.
 
 **Sweeper.** Every step of a job travels as a message that stays in Redis until the step is done:
 in a queue while it waits, in kombu's ``unacked`` hash while a worker holds it (tasks acknowledge
 late, and a step sends its follow-up before it is acknowledged). A job that is queued or running
-while no message anywhere names it has lost its work: a Redis crash that dropped a write, a message
-acknowledged after a failed retry. The sweeper lists the active jobs, reads every queue and held
-message once, and takes a job for stuck only when it is missing at two sweeps in a row (a message
-moving from a queue to a worker is briefly in neither). A stuck job's missing work is queued again:
-its entry task if it was never planned, its unfinished segments, or its assembly. Every step is
-safe to repeat. After ``max_requeues`` it is failed as ``stalled``. Each sweep also sends the
-finishing task of a batch again when its items are all finished but that task was lost
-(:mod:`ttsq.batch_sweep`).
+while no message anywhere names it and no task claims any of its steps has lost its work: a Redis
+crash that dropped a write, a message acknowledged after a failed retry. The service worker that
+holds the sweeping lease (``workers.sweeping``) sweeps every ``sweep_interval_s`` (2 s): it lists the
+active jobs older than ``sweep_grace_s`` (5 s), reads every queue and held message once, and takes a
+job for stuck when it is missing at two looks at least :data:`~ttsq.constants.SWEEP_CONFIRM_S`
+apart (a message moving from a queue to a worker is briefly in neither) and no step of it is claimed.
+A stuck job's missing work is queued again, as its record says it must exist: its entry task if it
+was never planned, its unfinished segments, or its assembly. Every step is safe to repeat. After
+``max_requeues`` it is failed as ``stalled``. A re-queue is counted in a write fenced by the sweeping
+lease (``ttsq.leader``), so a sweeper frozen past its lease never spends a job's budget on what it saw
+before. Each sweep also sends the finishing task of a batch again when its items are all finished
+but that task was lost (:mod:`ttsq.batch_sweep`).
 
 **Cleanup.** Objects of jobs whose records expired are deleted (their keys wait in a sorted set
 scored by expiry), and temporary parts under ``tmp/`` older than the part TTL (a job that died
-mid-way) too.
+mid-way) too. ``ttsq beat`` sends it every ``cleanup_interval_s``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ import redis
 
 from ttsq.batch_sweep import BatchSweeper, BatchSweepReport
 from ttsq.broker import TaskPublisher, ids_in_messages, synthesis_queues
-from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_SUSPECTS_KEY
+from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_CONFIRM_S, SWEEP_SUSPECTS_KEY
 from ttsq.errors import ServiceError, Stalled
 from ttsq.jobs import JobError, JobRecord, JobStatus
+from ttsq.leader import Fence
 from ttsq.lifecycle import Lifecycle, fail_job
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
@@ -64,17 +68,18 @@ class Sweeper:
         self._segments = stores.segments
         self._lifecycle = lc
         self._send = send
-        grace_s, interval_s = settings.sweep_grace_s, settings.sweep_interval_s
-        self._batches = BatchSweeper(stores.redis, stores.batches, send.finish_batch, grace_s, interval_s)
+        self._batches = BatchSweeper(stores.redis, stores.batches, send.finish_batch, settings.sweep_grace_s)
 
-    def sweep(self, now: float | None = None) -> SweepReport:
+    def sweep(self, now: float | None = None, fence: Fence | None = None) -> SweepReport:
+        """One look; with ``fence`` (the sweeping lease's term) every re-queue is counted only while
+        that term holds, and :class:`~ttsq.leader.LeaseLost` ends the sweep otherwise."""
         now = time.time() if now is None else now
         report = SweepReport()
-        self._sweep_jobs(now, report)
+        self._sweep_jobs(now, report, fence)
         report.batches = self._batches.sweep(now)
         return report
 
-    def _sweep_jobs(self, now: float, report: SweepReport) -> None:
+    def _sweep_jobs(self, now: float, report: SweepReport, fence: Fence | None) -> None:
         candidates = self._jobs.active_ids(created_before=now - self._settings.sweep_grace_s)
         if not candidates:
             self._redis.delete(SWEEP_SUSPECTS_KEY)
@@ -88,17 +93,17 @@ class Sweeper:
             if job_id in present:
                 continue
             first_seen = suspects.get(job_id)
-            if first_seen is None or now - first_seen < self._settings.sweep_interval_s / 2:
+            if first_seen is None or now - first_seen < SWEEP_CONFIRM_S:
                 self._redis.hsetnx(SWEEP_SUSPECTS_KEY, job_id, now)
                 report.suspected.append(job_id)
                 continue
             self._redis.hdel(SWEEP_SUSPECTS_KEY, job_id)
-            self._recover(job_id, report, now)
+            self._recover(job_id, report, now, fence)
         gone = set(suspects) - set(candidates) | (set(suspects) & present)
         if gone:
             self._redis.hdel(SWEEP_SUSPECTS_KEY, *gone)
 
-    def _recover(self, job_id: str, report: SweepReport, now: float) -> None:
+    def _recover(self, job_id: str, report: SweepReport, now: float, fence: Fence | None) -> None:
         try:
             record = self._jobs.get(job_id)
         except ServiceError:
@@ -114,14 +119,16 @@ class Sweeper:
             report.suspected.append(job_id)
             self._redis.hsetnx(SWEEP_SUSPECTS_KEY, job_id, now)
             return
-        if record.requeues >= self._settings.max_requeues:
-            message = f"the job's work vanished {record.requeues + 1} times (worker or Redis failures)"
-            fail_job(job_id, JobError(code=Stalled.code, message=message), self._lifecycle)
-            log.warning("job %s failed: stalled after %d re-queues", job_id, record.requeues)
-            report.failed.append(job_id)
-            return
-        counted = self._jobs.update_by(job_id, (record.status,), lambda r: {"requeues": r.requeues + 1})
+        # Every vanishing is counted first, in the write the sweeping lease fences: a sweeper that lost
+        # its lease neither re-queues nor fails a job on what it saw before.
+        counted = self._jobs.update_by(job_id, (record.status,), lambda r: {"requeues": r.requeues + 1}, fence)
         if counted is None:  # it moved on meanwhile
+            return
+        if counted.requeues > self._settings.max_requeues:
+            message = f"the job's work vanished {counted.requeues} times (worker or Redis failures)"
+            fail_job(job_id, JobError(code=Stalled.code, message=message), self._lifecycle)
+            log.warning("job %s failed: stalled after %d re-queues", job_id, counted.requeues - 1)
+            report.failed.append(job_id)
             return
         what = self._requeue(record)
         log.warning("job %s had no work in any queue: re-queued %s", job_id, what)

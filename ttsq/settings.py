@@ -247,21 +247,23 @@ class Settings(BaseSettings):
     task_time_limit_s: int = Field(3600, ge=10)
     """Hard limit of one synthesis task."""
     visibility_timeout_s: int = Field(8, ge=3)
-    """How long Redis keeps an unacknowledged synthesis task before redelivering it. A worker renews
-    the messages it holds every second (``workers.leases``), so a long step is never redelivered
-    while its worker lives, and a dead or frozen worker's steps come back after this long."""
+    """How long Redis keeps an unacknowledged task before redelivering it. A worker (synthesis or
+    service) renews the messages it holds every second (``workers.leases``), so a long step is never
+    redelivered while its worker lives, and a dead or frozen worker's steps come back after this long."""
     step_lease_s: int = Field(5, ge=2)
     """Lifetime of a step's claim, renewed every second while the step runs: a step of a worker that
     died or froze is free again this long after its last renewal (before its message comes back)."""
-    webhook_visibility_timeout_s: int = Field(7200, ge=60)
-    """Visibility timeout of the service worker's own messages (maintenance and batches' finishing
-    tasks, kept under separate keys): longer than its longest task (a cleanup of many objects), so
-    a running one is never redelivered beside itself."""
-    sweep_interval_s: float = Field(60.0, gt=0)
-    """How often the sweeper looks for jobs whose work vanished (``ttsq beat``)."""
-    sweep_grace_s: float = Field(120.0, ge=0)
+    sweep_interval_s: float = Field(2.0, gt=0)
+    """How often the sweeper looks for jobs whose work vanished. One service worker sweeps at a time,
+    the one holding the sweeping lease (``workers.sweeping``); a look that finds a job without work
+    is confirmed a second later (``SWEEP_CONFIRM_S``)."""
+    sweep_lease_s: float = Field(3.0, ge=1)
+    """The sweeping lease, renewed every second (or a third of it) by its holder from a thread of its
+    own: a service worker that is killed, frozen or cut off stops sweeping, and another takes the
+    lease and sweeps this long after its last renewal at most."""
+    sweep_grace_s: float = Field(5.0, ge=0)
     """A job created less than this long ago is never taken for stuck (it may be between being
-    stored and being queued)."""
+    stored and being queued by its request)."""
     max_requeues: int = Field(3, ge=0, le=100)
     """Times the sweeper re-queues a job's vanished work before failing it as ``stalled``."""
     max_step_starts: int = Field(3, ge=1, le=100)

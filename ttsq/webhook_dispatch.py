@@ -24,10 +24,12 @@ receiver that never answers take its own slots, and the next tenant's event star
 really ends (an attempt that timed out waiting for a slow DNS server still holds its lookup's
 place), so one tenant's slow names cannot take every lookup thread.
 
-**Claims.** An event is claimed for ``webhook_timeout_s + LEASE_MARGIN_S``; if its dispatcher dies,
-it is due again when the lease ends. Several dispatchers (service worker replicas) may run at once:
-a claim is atomic, so an event is attempted by one of them; the limits are each dispatcher's own.
-Record reads and writes (blocking Redis calls, presigning links) run in a small pool of their own.
+**Claims.** An event is claimed for :data:`CLAIM_S` (5 s), renewed every second from the
+dispatcher's loop while its attempt runs; if its dispatcher dies or freezes, it is due again when
+the lease ends, and another dispatcher attempts it (a resumed one finds its outcome overtaken).
+Several dispatchers (service worker replicas) may run at once: a claim is atomic, so an event is
+attempted by one of them; the limits are each dispatcher's own. Record reads and writes (blocking
+Redis calls, presigning links) run in a small pool of their own.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from ttsq.constants import HEARTBEAT_INTERVAL_S
 from ttsq.jobs import WebhookState, utcnow
 from ttsq.settings import Settings
 from ttsq.webhook_delivery import Attempt, deliver
@@ -67,7 +70,13 @@ POLL_S: Final = 0.5
 this long for its first attempt."""
 
 LEASE_MARGIN_S: Final = 60.0
-"""A claim outlives the attempt's deadline by this: room for reading and writing the record."""
+"""A stopping dispatcher waits for its attempts this long past their deadline: room for reading and
+writing the records."""
+
+CLAIM_S: Final = 5.0
+"""A claim's lease past its last renewal (every :data:`~ttsq.constants.HEARTBEAT_INTERVAL_S`): an
+event held by a killed or frozen service worker is attempted by another within seconds, while a
+second or two of a busy loop is no death."""
 
 DNS_THREADS: Final = 32
 """Threads doing name lookups (blocking ``getaddrinfo``) for one dispatcher."""
@@ -107,7 +116,9 @@ class Dispatcher:
         self._schedule = schedule
         self._events = events
         self._limits = Limits.of(settings)
-        self._lease_s = settings.webhook_timeout_s + LEASE_MARGIN_S
+        self._stop_wait_s = settings.webhook_timeout_s + LEASE_MARGIN_S
+        self._claims: dict[EventRef, tuple[Lane, float]] = {}
+        """The events this dispatcher attempts now: their lane and the lease end their claim holds."""
         self._in_flight: Counter[Lane] = Counter()
         self._per_tenant: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -127,6 +138,7 @@ class Dispatcher:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         log.info("webhook dispatcher running: %s", self._limits)
+        renewing = asyncio.create_task(self._renew_claims())
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -139,8 +151,9 @@ class Dispatcher:
                     async with asyncio.timeout(POLL_S):
                         await self._wake.wait()
             if self._tasks:
-                await asyncio.wait(self._tasks, timeout=self._lease_s)
+                await asyncio.wait(self._tasks, timeout=self._stop_wait_s)
         finally:
+            renewing.cancel()
             for task in self._tasks:
                 task.cancel()  # its event stays claimed and is due again when the lease ends
             self._store_pool.shutdown(wait=False, cancel_futures=True)
@@ -172,8 +185,9 @@ class Dispatcher:
             lane = Lane(tenant, receiver)
             if self._in_flight[lane] >= self._limits.per_receiver:
                 continue
-            ref = await self._io(self._schedule.claim, lane, now, now + self._lease_s)
+            ref = await self._io(self._schedule.claim, lane, now, now + CLAIM_S)
             if ref is not None:
+                self._claims[ref] = (lane, now + CLAIM_S)
                 self._in_flight[lane] += 1
                 self._per_tenant[tenant] += 1
                 task = asyncio.create_task(self._attempt(lane, ref))
@@ -190,10 +204,27 @@ class Dispatcher:
         except Exception:
             log.exception("%s: webhook attempt failed; the event is due again when its claim ends", ref)
         finally:
+            self._claims.pop(ref, None)
             _release(self._in_flight, lane)
             _release(self._per_tenant, lane.tenant)
             if self._wake is not None:
                 self._wake.set()
+
+    async def _renew_claims(self) -> None:
+        """Every second, move the lease of each event in flight on, so that only a dispatcher that
+        stopped (killed, frozen, cut off) lets its events come due again."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            claims = [(ref, lane, held) for ref, (lane, held) in self._claims.items()]
+            until = time.time() + CLAIM_S
+            try:
+                renewed = await self._io(self._schedule.renew, claims, until)
+            except Exception as e:  # an outage: the next round tries again
+                log.warning("webhook claims not renewed: %s", e)
+                continue
+            for (ref, lane, _), held in zip(claims, renewed, strict=True):
+                if held and ref in self._claims:
+                    self._claims[ref] = (lane, until)
 
     async def _run_attempt(self, lane: Lane, ref: EventRef) -> None:
         event = await self._io(self._events.load, ref)

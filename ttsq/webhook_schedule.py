@@ -10,11 +10,12 @@ a tenant with one event does (``ttsq.webhook_dispatch``).
 
 An event enters its lane in the same transaction as the terminal status that makes it
 (``JobStore._write``, ``BatchStore.update``), so no announcement is lost between the two. A claim
-moves the member's score to the end of a lease; the attempt's outcome then places it at its next
-attempt or removes it. A dispatcher that dies mid-attempt leaves the member at the end of its lease,
-when the event is due again. Every change goes through one Lua script that also sets both indexes
-from what is left (each lane's and each tenant's score is its earliest member's), and a claim is one
-script too: two dispatchers never claim the same event.
+moves the member's score to the end of a short lease, which the dispatcher renews every second while
+the attempt runs (only while the score is still the lease end it set); the attempt's outcome then
+places it at its next attempt or removes it. A dispatcher that dies or freezes mid-attempt leaves
+the member at the end of its lease, when the event is due again. Every change goes through one Lua
+script that also sets both indexes from what is left (each lane's and each tenant's score is its
+earliest member's), and a claim is one script too: two dispatchers never claim the same event.
 """
 
 from __future__ import annotations
@@ -63,6 +64,20 @@ return due[1]
 """
 )
 """Take the lane's earliest due event, if any, moving it to the end of the lease."""
+
+RENEW_SCRIPT: Final = (
+    _REINDEX
+    + """
+-- KEYS: tenants, the tenant's receivers, the lane; ARGV: tenant, receiver, member, held lease end, new end
+local score = redis.call('ZSCORE', KEYS[3], ARGV[3])
+if not score or tonumber(score) ~= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
+reindex(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
+return 1
+"""
+)
+"""Move a claimed event's lease end on, if its score is still the end its claim set: an outcome
+placed meanwhile (or another dispatcher's claim) is left as it is."""
 
 
 class EventKind(StrEnum):
@@ -131,6 +146,7 @@ class DeliverySchedule:
         self._redis = client
         self._place = client.register_script(PLACE_SCRIPT)
         self._claim = client.register_script(CLAIM_SCRIPT)
+        self._renew = client.register_script(RENEW_SCRIPT)
 
     def due_tenants(self, now: float, limit: int) -> list[str]:
         """Up to ``limit`` tenants with an event due at ``now``, the longest-waiting first."""
@@ -149,6 +165,17 @@ class DeliverySchedule:
         args = [lane.tenant, lane.receiver, repr(now), repr(lease_until)]
         member = cast(bytes | None, self._claim(keys=_keys(lane), args=args))
         return None if member is None else EventRef.parse(member.decode())
+
+    def renew(self, claims: list[tuple[EventRef, Lane, float]], until: float) -> list[bool]:
+        """Move each claim's lease end (``ref``, ``lane``, the end it holds) to ``until``, in one
+        round trip; whether each was still held."""
+        if not claims:
+            return []
+        with self._redis.pipeline(transaction=False) as pipe:
+            for ref, lane, held in claims:
+                args = [lane.tenant, lane.receiver, ref.member, repr(held), repr(until)]
+                self._renew(keys=_keys(lane), args=args, client=pipe)
+            return [bool(done) for done in pipe.execute()]
 
     def place(self, ref: EventRef, lane: Lane, due: float) -> None:
         """Make the event due at ``due`` (its next attempt)."""

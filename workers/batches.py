@@ -6,7 +6,6 @@ write that finishes the batch queues its webhook event (``ttsq.webhook_schedule`
 from __future__ import annotations
 
 import logging
-from typing import Final
 
 import redis
 
@@ -14,13 +13,10 @@ from ttsq.batches import finish_batch
 from ttsq.constants import FINISH_BATCH_TASK
 from ttsq.errors import BatchNotFound
 from workers.exclusive import exclusive
-from workers.service import app, service_stores, settings
+from workers.service import app, service_leases, service_stores, settings
 from workers.steps import new_attempt_id
 
 log = logging.getLogger(__name__)
-
-FINISH_LEASE_S: Final = 600
-"""How long the finish claim lives: writing the manifest of a 10,000-item batch takes seconds."""
 
 
 @app.task(
@@ -34,11 +30,15 @@ FINISH_LEASE_S: Final = 600
 def finish(batch_id: str) -> None:
     """Write the batch's manifest and mark it finished (its webhook event, if any, queued with it)."""
     stores = service_stores()
-    with exclusive(stores.batches.step_lock(batch_id, "finish", FINISH_LEASE_S), f"batch {batch_id}: finish") as mine:
+    claim = stores.batches.step_lock(batch_id, "finish", settings.step_lease_s)
+    with exclusive(claim, f"batch {batch_id}: finish") as mine:
         if not mine:
             return
         try:
-            finished = finish_batch(batch_id, stores.batches, stores.jobs, stores.objects, new_attempt_id())
+            # The claim lives a step lease past its last renewal (every second while this runs), so
+            # a killed or frozen service worker's batch is finished by another within seconds.
+            with service_leases().holding(claim):
+                finished = finish_batch(batch_id, stores.batches, stores.jobs, stores.objects, new_attempt_id())
         except BatchNotFound:
             log.warning("batch %s has no record (expired); nothing to finish", batch_id)
             return

@@ -1,5 +1,6 @@
 """The periodic tasks of the service worker (``workers.service``: no model), as sent by ``ttsq beat``;
-see :mod:`ttsq.maintenance` for what they do and why."""
+see :mod:`ttsq.maintenance` for what they do and why. Sweeps run in the service workers' own loop
+(``workers.sweeping``), not here."""
 
 from __future__ import annotations
 
@@ -10,42 +11,31 @@ from typing import Final
 
 from redis.lock import Lock
 
-from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import CLEANUP_TASK, SWEEP_TASK, maintenance_lock_key
 from ttsq.errors import ServiceError
-from ttsq.maintenance import TMP_PREFIX, Sweeper, cleanup
+from ttsq.maintenance import TMP_PREFIX, cleanup
 from workers.exclusive import exclusive
-from workers.service import app, service_stores, settings
+from workers.service import app, service_leases, service_stores, settings
 
 log = logging.getLogger(__name__)
 
 TMP_RULE_ID: Final = "ttsq-tmp-parts"
 
 
-@lru_cache
-def sweeper() -> Sweeper:
-    stores = service_stores()
-    send = TaskPublisher(make_producer(settings), settings.queue)
-    return Sweeper(stores, stores.lifecycle(send.finish_batch), send)
-
-
-def _lock(task: str, ttl_s: float) -> Lock:
-    """One run at a time across service workers (several beats, or a slow run overtaken)."""
-    lock: Lock = service_stores().redis.lock(maintenance_lock_key(task), timeout=max(10, int(ttl_s)), blocking=False)
+def _lock(task: str) -> Lock:
+    """One run at a time across service workers (several beats, or a slow run overtaken). It lives a
+    step lease past its last renewal (``workers.service.service_leases``, every second while the
+    run lasts), so a killed or frozen service worker holds up no later run for long."""
+    key = maintenance_lock_key(task)
+    lock: Lock = service_stores().redis.lock(key, timeout=settings.step_lease_s, blocking=False, thread_local=False)
     return lock
 
 
 @app.task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> None:
-    with exclusive(_lock("sweep", settings.sweep_interval_s * 5), "sweep") as mine:
-        if not mine:
-            return
-        report = sweeper().sweep()
-        if report.requeued or report.failed or report.batches.resent:
-            log.warning(
-                "sweep: %d re-queued, %d failed as stalled, %d batches' finishing tasks sent again",
-                len(report.requeued), len(report.failed), len(report.batches.resent),
-            )  # fmt: skip
+    """Kept for a beat of an earlier version, which still sends it during an upgrade: the leader of
+    the sweep loop sweeps every few seconds anyway."""
+    log.debug("a sweep task arrived; sweeps run in the sweep loop of the service worker leading it")
 
 
 @lru_cache
@@ -63,9 +53,11 @@ def _tmp_lifecycle_rule() -> bool:
 
 @app.task(name=CLEANUP_TASK, ignore_result=True)
 def cleanup_store() -> None:
-    with exclusive(_lock("cleanup", settings.cleanup_interval_s * 5), "cleanup") as mine:
+    claim = _lock("cleanup")
+    with exclusive(claim, "cleanup") as mine:
         if not mine:
             return
-        _tmp_lifecycle_rule()
-        stores = service_stores()
-        cleanup(stores.redis, stores.objects, settings.part_ttl_s)
+        with service_leases().holding(claim):
+            _tmp_lifecycle_rule()
+            stores = service_stores()
+            cleanup(stores.redis, stores.objects, settings.part_ttl_s)

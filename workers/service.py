@@ -1,10 +1,13 @@
 """The service worker's Celery app, a peer of the synthesis worker's (``workers.app``): it loads no
-model and runs the maintenance tasks (the sweeper and the cleanup, sent by ``ttsq beat`` from this
-app) and batches' finishing tasks, on queue ``maintenance``, with the webhook dispatcher beside its
-consumer (``workers.webhooks``). Its task modules: ``workers.maintenance`` and ``workers.batches``.
+model and runs the cleanup (sent by ``ttsq beat`` from this app) and batches' finishing tasks, on
+queue ``maintenance``, with the webhook dispatcher (``workers.webhooks``) and the sweep loop
+(``workers.sweeping``: one service worker sweeps at a time, by a lease) beside its consumer. Its task
+modules: ``workers.maintenance`` and ``workers.batches``.
 
-Its held messages wait under kombu keys of their own, with their own visibility timeout
-(``webhook_visibility_timeout_s``), so a long maintenance run is never handed to a second worker.
+Its held messages wait under kombu keys of their own, with the synthesis workers' short visibility
+timeout (``visibility_timeout_s``, 8 s): a lease keeper (``workers.leases``) renews them every second
+from a thread of its own, with the batches' finish claims, so a long cleanup is never handed to a
+second worker while this one lives, and a killed or frozen one's messages come back within seconds.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ import logging
 from functools import lru_cache
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
+from celery.worker import WorkController
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
-from ttsq.broker import celery_config, transport_options
-from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX, SWEEP_TASK
+from ttsq.broker import celery_config, transport_options, unacked_index_key
+from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX
+from ttsq.redis_clients import redis_client
 from ttsq.settings import Settings, get_settings
-from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
+from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
+from workers.leases import LeaseKeeper
+from workers.sweeping import SweepLeadership
 from workers.webhooks import WebhookDispatch
 
 log = logging.getLogger(__name__)
@@ -30,9 +37,9 @@ TASK_MODULES = ["workers.maintenance", "workers.batches"]
 
 
 def service_config(settings: Settings) -> dict[str, Any]:
-    """The shared configuration with this worker's own visibility timeout under keys of its own
-    (see ``ttsq.broker.transport_options``)."""
-    options = transport_options(settings, settings.webhook_visibility_timeout_s, SERVICE_UNACKED_PREFIX)
+    """The shared configuration with this worker's held messages under kombu keys of their own (see
+    ``ttsq.broker.transport_options``), renewed by its own lease keeper (:func:`service_leases`)."""
+    options = transport_options(settings, settings.visibility_timeout_s, SERVICE_UNACKED_PREFIX)
     return {
         **celery_config(settings),
         "imports": TASK_MODULES,
@@ -42,21 +49,43 @@ def service_config(settings: Settings) -> dict[str, Any]:
 
 
 def beat_schedule(settings: Settings) -> dict[str, Any]:
-    """What ``ttsq beat`` sends: the sweeper and the cleanup; a run that would start after its next
-    one is due is dropped (``expires``) rather than piling up behind a stopped service worker."""
-    every = {SWEEP_TASK: settings.sweep_interval_s, CLEANUP_TASK: settings.cleanup_interval_s}
-    return {
-        name: {"task": name, "schedule": interval, "options": {"queue": MAINTENANCE_QUEUE, "expires": interval}}
-        for name, interval in every.items()
-    }
+    """What ``ttsq beat`` sends: the cleanup (sweeps need no beat: ``workers.sweeping``); a run that
+    would start after its next one is due is dropped (``expires``) rather than piling up behind a
+    stopped service worker."""
+    interval = settings.cleanup_interval_s
+    options = {"queue": MAINTENANCE_QUEUE, "expires": interval}
+    return {CLEANUP_TASK: {"task": CLEANUP_TASK, "schedule": interval, "options": options}}
 
 
 app = Celery("ttsq-service", config_source=service_config(settings), set_as_current=False)
 app.conf.task_default_queue = MAINTENANCE_QUEUE
-app.steps["worker"].add(WebhookDispatch)
+
+
+class HeldMessageLeases(bootsteps.StartStopStep):
+    """Renews this worker's held messages and finish claims while the worker runs."""
+
+    def start(self, parent: WorkController) -> None:
+        service_leases().start()
+
+    def stop(self, parent: WorkController) -> None:
+        service_leases().stop()
+
+    def shutdown(self, parent: WorkController) -> None:
+        self.stop(parent)
+
+
+app.steps["worker"].update({WebhookDispatch, SweepLeadership, HeldMessageLeases})
 
 
 @lru_cache
 def service_stores() -> Stores:
     """The stores of this process's tasks, built once."""
     return Stores.connect(settings, WORKER_SOCKET_TIMEOUT_S)
+
+
+@lru_cache
+def service_leases() -> LeaseKeeper:
+    """This process's renewer of its held messages and batches' finish claims (``workers.leases``),
+    on a connection of its own so that a renewal never waits behind a task's calls."""
+    client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
+    return LeaseKeeper(client, settings.step_lease_s, unacked_index_key(SERVICE_UNACKED_PREFIX))
