@@ -1,8 +1,9 @@
-"""The fault stack (``bench/fault_stack.py``) with a second synthesis worker, every process watched by
-``cli.supervisor``'s supervisor, which starts again what dies, as ``ttsq dev`` does; and the faults
-that hit its parts by name: SIGKILL (the supervisor starts the process again), SIGSTOP and SIGCONT.
-The chaos soak (``bench/soak``) and the fault classes (``tests/test_fault_classes.py``) drive their
-faults through here, so a death they caused is told apart from one they did not."""
+"""The fault stack (``bench/fault_stack.py``) with a second synthesis worker and a second service
+worker, every process watched by ``cli.supervisor``'s supervisor, which starts again what dies, as
+``ttsq dev`` does; and the faults that hit its parts by name: SIGKILL (the supervisor starts the
+process again), SIGSTOP and SIGCONT. The chaos soak (``bench/soak``) and the fault classes
+(``tests/test_fault_classes.py``) drive their faults through here, so a death they caused is told
+apart from one they did not."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ class SupervisedStack:
 
     @property
     def processes(self) -> dict[str, ManagedProcess]:
-        """Fault target name → its process: ``worker1``, ``worker2``, ``service``, ``beat``, ``api``,
-        ``redis``, ``seaweedfs``."""
+        """Fault target name → its process: ``worker1``, ``worker2``, ``service``, ``service2``,
+        ``beat``, ``api``, ``redis``, ``seaweedfs``."""
         named = {"worker1" if name == "worker" else name: p for name, p in self.stack.processes.items()}
         return {**named, "redis": self.stack.redis_server.process, "seaweedfs": self.stack.s3.process}
 
@@ -87,9 +88,11 @@ class SupervisedStack:
 @contextmanager
 def supervised_stack(root: Path, label: str = "stack", **overrides: Any) -> Iterator[SupervisedStack]:
     """Start everything under ``root`` with the given settings; afterwards resume whatever is frozen
-    (a frozen process would take its whole stop grace to die) and stop every process."""
+    (a frozen process would take its whole stop grace to die) and stop every process. Two service
+    workers, as two synthesis workers: one frozen or killed need not delay a webhook or a sweep."""
     with fault_stack(root, **overrides) as stack:
         stack.start_worker("worker2")
+        stack.start_service_worker("service2")
         supervised = SupervisedStack(stack, label)
         try:
             yield supervised

@@ -1,13 +1,14 @@
 """Every fault class recovers in seconds (issue 35, item 3): one scenario per class, each alone, on
-the supervised stack (``bench/supervised_stack.py``: two synthesis workers, the service worker,
+the supervised stack (``bench/supervised_stack.py``: two synthesis workers, two service workers,
 beat, the API, Redis and SeaweedFS, each started again when it dies, as ``ttsq dev`` does).
 
 A light steady load of short interactive jobs runs, with two bulk jobs under way, and a canary
-submits a short interactive job every 0.7 s. Then one fault: Redis, SeaweedFS, a synthesis worker,
-the service worker, beat or the API killed (and started again by the supervisor) or stopped
-(SIGSTOP; for 10 s and resumed, or kept frozen). Measured from the fault's end (a kill ends when its
-process is started again), or from its start for a freeze that lasts: the first canary success and
-the last end of the jobs the fault caught in flight; then nothing may be lost, stuck or stored twice.
+submits a short interactive job with a webhook every second. Then one fault: Redis, SeaweedFS, a
+synthesis worker, a service worker, beat or the API killed (and started again by the supervisor) or
+stopped (SIGSTOP; for 10 s and resumed, or kept frozen). Measured from the fault's end (a kill ends
+when its process is started again), or from its start for a freeze that lasts: the first canary
+success, the first canary webhook delivered, and the last end of the jobs the fault caught in
+flight; then nothing may be lost, stuck or stored twice, and every canary's webhook must arrive.
 ``pytest -m faults tests/test_fault_classes.py -k redis_kill`` runs one class.
 """
 
@@ -18,7 +19,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -26,8 +27,11 @@ from typing import Any, Final
 
 import pytest
 import redis
+from pydantic import SecretStr
 
 from bench.soak.client import Request, new_client, submit
+from bench.soak.receivers import SoakReceiver
+from bench.soak.stack import webhook_secret
 from bench.supervised_stack import SupervisedStack, supervised_stack
 from tests.faults_support import (
     RESULTS_PATH,
@@ -39,6 +43,7 @@ from tests.faults_support import (
     short_texts,
 )
 from ttsq.jobs import JobRecord, JobStatus
+from ttsq.webhook_signing import parse_secrets
 
 pytestmark = pytest.mark.faults
 
@@ -163,10 +168,24 @@ class Stream:
                 self.accepted[request.job_id] = time.time()
 
 
-def _short(offset: int) -> Callable[[int], dict[str, Any]]:
+def _short(offset: int, **fields: Any) -> Callable[[int], dict[str, Any]]:
     """The ``n``-th short interactive job's body, from ``offset`` in the corpus's short messages."""
     texts = short_texts(50)
-    return lambda n: {"text": texts[(n + offset) % len(texts)], "priority": "interactive"}
+    return lambda n: {"text": texts[(n + offset) % len(texts)], "priority": "interactive", **fields}
+
+
+@pytest.fixture
+def secret() -> str:
+    """The stack's webhook signing secret."""
+    return webhook_secret()
+
+
+@pytest.fixture
+def receiver(secret: str) -> Iterator[SoakReceiver]:
+    """The canaries' webhook receiver, verifying signatures with ``secret``."""
+    found = SoakReceiver("canary", parse_secrets(secret))
+    yield found
+    found.drop()
 
 
 @dataclass
@@ -231,10 +250,13 @@ class Recovery:
 
     first_canary_s: float | None = None
     """The first canary success since then (``None``: none within ``WATCH_S``)."""
+    first_webhook_s: float | None = None
+    """The first canary's webhook delivered since then."""
     last_end_s: dict[str, float] = field(default_factory=dict)
-    """Kind → when the last job of that kind in flight ended, once all of that kind have."""
+    """Kind (``bulk``, ``interactive``, ``canary``, ``webhook``) → when the last in flight of that
+    kind ended (a job) or arrived (a canary's webhook), once all of that kind have."""
     left: int = 0
-    """Jobs in flight not ended yet."""
+    """Jobs in flight not ended yet, and canaries' webhooks in flight not arrived."""
 
     @property
     def last_in_flight_s(self) -> float | None:
@@ -242,10 +264,18 @@ class Recovery:
         return None if self.left else max(self.last_end_s.values(), default=0.0)
 
 
-def _watch(supervised: SupervisedStack, window: Window, canary: Stream, in_flight: dict[str, str]) -> Recovery:
-    """Until a canary has succeeded since the fault's end and every job in flight (id → kind) has
-    ended, or ``WATCH_S`` after the end."""
-    recovery = Recovery(left=len(in_flight))
+def _watch(
+    supervised: SupervisedStack,
+    window: Window,
+    canary: Stream,
+    receiver: SoakReceiver,
+    in_flight: dict[str, str],
+    webhooks_in_flight: list[str],
+) -> Recovery:
+    """Until a canary has succeeded since the fault's end, a canary's webhook has arrived since then,
+    every job in flight (id → kind) has ended and the webhook of every canary in flight has arrived;
+    or ``WATCH_S`` after the end."""
+    recovery = Recovery(left=len(in_flight) + len(webhooks_in_flight))
     while time.time() < window.zero + WATCH_S:
         supervised.poll()
         canaries = canary.ids()
@@ -254,15 +284,27 @@ def _watch(supervised: SupervisedStack, window: Window, canary: Stream, in_fligh
             ended = _ended(found)
             succeeded = [at for i in canaries if (at := ended.get(i, 0.0)) >= window.zero and _succeeded(found[i])]
             recovery.first_canary_s = _since(min(succeeded), window) if succeeded else None
-            recovery.left = sum(1 for i in in_flight if i not in ended)
-            for kind in set(in_flight.values()):
-                ids = [i for i, k in in_flight.items() if k == kind]
-                if all(i in ended for i in ids):
-                    recovery.last_end_s[kind] = _since(max(ended[i] for i in ids), window)
-            if recovery.first_canary_s is not None and not recovery.left:
+            seen = receiver.seen()
+            delivered = [at for i in canaries if (at := seen.get(i, 0.0)) >= window.zero]
+            recovery.first_webhook_s = _since(min(delivered), window) if delivered else None
+            webhooks = dict.fromkeys(webhooks_in_flight, "webhook")
+            recovery.left = _last_ends(recovery, window, in_flight, ended) + _last_ends(
+                recovery, window, webhooks, seen
+            )
+            if recovery.first_canary_s is not None and recovery.first_webhook_s is not None and not recovery.left:
                 break
         time.sleep(POLL_S)
     return recovery
+
+
+def _last_ends(recovery: Recovery, window: Window, in_flight: dict[str, str], ends: dict[str, float]) -> int:
+    """Note in ``recovery`` the last end of each kind whose every item in flight (id → kind) has
+    ended (``ends``: id → when); returns how many have not."""
+    for kind in set(in_flight.values()):
+        ids = [i for i, k in in_flight.items() if k == kind]
+        if all(i in ends for i in ids):
+            recovery.last_end_s[kind] = _since(max(ends[i] for i in ids), window)
+    return sum(1 for i in in_flight if i not in ends)
 
 
 def _succeeded(record: JobRecord | None) -> bool:
@@ -273,19 +315,29 @@ def _since(at: float, window: Window) -> float:
     return round(max(0.0, at - window.zero), 1)
 
 
-def _settle(supervised: SupervisedStack, ids: list[str], timeout_s: float) -> dict[str, JobRecord | None]:
-    """Until every job has ended (or has no record), or ``timeout_s``: the last reading."""
-    deadline = time.monotonic() + timeout_s
+def _settle(
+    supervised: SupervisedStack, ids: list[str], canaries: Stream, receiver: SoakReceiver
+) -> dict[str, JobRecord | None]:
+    """Until every job has ended (or has no record) and every succeeded canary's webhook has
+    arrived, or ``SETTLE_S``: the last reading."""
+    deadline = time.monotonic() + SETTLE_S
     found: dict[str, JobRecord | None] = {}
     while time.monotonic() < deadline:
         supervised.poll()
         reading = _records(supervised, ids)
         if reading is not None:
             found = reading
-            if all(r is None or r.status.terminal for r in found.values()):
+            ended = all(r is None or r.status.terminal for r in found.values())
+            if ended and not _webhooks_missing(found, canaries, receiver):
                 break
         time.sleep(1)
     return found
+
+
+def _webhooks_missing(found: dict[str, JobRecord | None], canaries: Stream, receiver: SoakReceiver) -> list[str]:
+    """Succeeded canaries whose webhook has not arrived."""
+    seen = receiver.seen()
+    return [i for i in canaries.ids() if _succeeded(found.get(i)) and i not in seen]
 
 
 def _steady(supervised: SupervisedStack, bulk: Stream, canary: Stream) -> bool:
@@ -299,29 +351,35 @@ def _steady(supervised: SupervisedStack, bulk: Stream, canary: Stream) -> bool:
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("fault", FAULT_CLASSES, ids=lambda fault: fault.name)
-def test_fault_class_recovers_in_seconds(fault: FaultClass, tmp_path: Path) -> None:
+def test_fault_class_recovers_in_seconds(
+    fault: FaultClass, tmp_path: Path, secret: str, receiver: SoakReceiver
+) -> None:
     """One fault under the steady load: a canary succeeds, and every job the fault caught in flight
     ends, within 30 s of the fault's end (or the start of a freeze that lasts); every accepted job
     then succeeds with one object, and no job exists that no client was given."""
-    with supervised_stack(tmp_path) as supervised:
+    webhooks: dict[str, Any] = {"webhook_secret": SecretStr(secret), "webhook_allow_private": True}
+    with supervised_stack(tmp_path, **webhooks) as supervised:
         api_url = supervised.stack.api_url
         text = prose(BULK_CHARS)
         bulk = Stream(api_url, "bulk", lambda n: {"text": text, "priority": "bulk"}, 0.1, BULK_JOBS).start()
         load = Stream(api_url, "interactive", _short(25), LOAD_EVERY_S).start()
-        canary = Stream(api_url, "canary", _short(0), CANARY_EVERY_S).start()
+        canary = Stream(api_url, "canary", _short(0, webhook_url=receiver.url), CANARY_EVERY_S).start()
         streams = (bulk, load, canary)
         _wait(supervised, lambda: _steady(supervised, bulk, canary), 120, "the steady load")
         ended_before = _ended(_records(supervised, [i for s in streams for i in s.ids()]) or {})
+        seen_before = receiver.seen()
         window = _inject(supervised, fault)
         in_flight = {i: s.kind for s in streams for i in s.ids(window.zero) if i not in ended_before}
-        recovery = _watch(supervised, window, canary, in_flight)
+        webhooks_in_flight = [i for i in canary.ids(window.zero) if i not in seen_before]
+        recovery = _watch(supervised, window, canary, receiver, in_flight, webhooks_in_flight)
         if fault.kind is Kind.FREEZE:
             supervised.thaw(fault.target)
             window.ended = time.time()
         for stream in (load, canary):
             stream.stop()
         accepted = [i for s in streams for i in s.ids()]
-        found = _settle(supervised, accepted, SETTLE_S)
+        found = _settle(supervised, accepted, canary, receiver)
+        webhooks_missing = _webhooks_missing(found, canary, receiver)
         settled_at = max(_ended(found).values(), default=window.zero) if found else window.zero
         result = outcome(found, supervised.stack.objects())
         orphans = sorted(job_ids_in_redis(supervised.stack.redis_client) - set(accepted))
@@ -333,13 +391,15 @@ def test_fault_class_recovers_in_seconds(fault: FaultClass, tmp_path: Path) -> N
             "measured_from": "start" if fault.kind is Kind.FREEZE else "end",
             "fault_s": round((window.ended or time.time()) - window.began, 1),
             "first_canary_success_s": recovery.first_canary_s,
+            "first_canary_webhook_s": recovery.first_webhook_s,
             "last_in_flight_end_s": recovery.last_in_flight_s,
             "last_in_flight_end_by_kind_s": recovery.last_end_s,
-            "in_flight": dict(Counter(in_flight.values())),
+            "in_flight": {**Counter(in_flight.values()), "webhook": len(webhooks_in_flight)},
             "in_flight_unended_after_watch": recovery.left,
             "last_job_end_s": _since(settled_at, window),
             "jobs": dict(Counter(s.kind for s in streams for _ in s.ids())),
             **result.figures(),
+            "canary_webhooks_missing": len(webhooks_missing),
             "records_not_accepted": len(orphans),
             "submits_not_accepted": len(unanswered),
             "supervisor_lines": supervised.lines,
@@ -349,12 +409,14 @@ def test_fault_class_recovers_in_seconds(fault: FaultClass, tmp_path: Path) -> N
         record_figures(f"{SCENARIO_PREFIX}{fault.name}", figures)
         print(table(), flush=True)
     assert _within_bound(recovery.first_canary_s), f"no canary succeeded within the bound: {figures}"
+    assert _within_bound(recovery.first_webhook_s), f"no canary's webhook arrived within the bound: {figures}"
     assert _within_bound(recovery.last_in_flight_s), f"jobs in flight ended past the bound: {figures}"
     assert not result.lost, result.lost[:5]
     assert not result.stuck, list(result.stuck.items())[:5]
     assert result.by_status == {"succeeded": len(accepted)}, result.failed_codes
     assert not result.wrong_objects, result.wrong_objects
     assert not orphans, orphans[:5]
+    assert not webhooks_missing, webhooks_missing[:5]
     assert not unanswered, unanswered[:5]
     assert not supervised.unasked_deaths, supervised.unasked_deaths
     assert all(alive.values()), alive
@@ -370,18 +432,20 @@ def table() -> str:
         scenarios: dict[str, dict[str, Any]] = json.loads(RESULTS_PATH.read_text()).get("scenarios", {})
     except (OSError, ValueError):
         return ""
-    header = (
-        f"{'class':<18}{'from':>6}{'fault s':>9}{'canary s':>10}{'in-flight s':>13}{'jobs':>6}{'lost':>6}{'stuck':>7}"
-    )
-    rows = [header]
-    for name, f in sorted(scenarios.items()):
-        if name.startswith(SCENARIO_PREFIX):
-            rows.append(
-                f"{name.removeprefix(SCENARIO_PREFIX):<18}{f['measured_from']:>6}{f['fault_s']:>9}"
-                f"{_cell(f['first_canary_success_s']):>10}{_cell(f['last_in_flight_end_s']):>13}"
-                f"{sum(f['jobs'].values()):>6}{f['lost']:>6}{f['stuck']:>7}"
-            )
+    rows = [f"{'class':<16}{'from':>6}{'fault s':>9}{'canary s':>10}{'webhook s':>11}{'in-flight s':>13}{'jobs':>6}"]
+    rows += [
+        f"{name.removeprefix(SCENARIO_PREFIX):<16}{f['measured_from']:>6}{f['fault_s']:>9}"
+        f"{_cell(f['first_canary_success_s']):>10}{_cell(f['first_canary_webhook_s']):>11}"
+        f"{_cell(f['last_in_flight_end_s']):>13}{sum(f['jobs'].values()):>6}"
+        f"{'' if _clean(f) else '  lost ' + str(f['lost']) + ', stuck ' + str(f['stuck'])}"
+        for name, f in sorted(scenarios.items())
+        if name.startswith(SCENARIO_PREFIX)
+    ]
     return "\n".join(rows)
+
+
+def _clean(figures: dict[str, Any]) -> bool:
+    return bool(figures["lost"] == figures["stuck"] == 0)
 
 
 def _cell(seconds: float | None) -> str:
