@@ -21,7 +21,7 @@ LOCK := requirements/dev.txt
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
 	@echo "make test    set up .venv, lint, run the whole suite against real services"
-	@echo "make faults  kill Redis, S3 and workers under load, storm stops, a noisy tenant: nothing lost or stuck (see docs/RELIABILITY.md)"
+	@echo "make faults  kill and freeze each part of the stack under load, each class timed to recovery; storm stops, a noisy tenant: nothing lost or stuck (see docs/RELIABILITY.md)"
 	@echo "make soak    30 minutes of mixed load while a seeded driver kills and freezes the stack's parts (MINUTES=, SEED=)"
 	@echo "make lint    ruff + mypy"
 	@echo "make format  apply ruff's formatting and fixes"

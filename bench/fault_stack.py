@@ -29,6 +29,9 @@ from ttsq.stores import Stores
 
 BUCKET: Final = "ttsq-faults"
 
+SERVICE_WORKER_CONCURRENCY: Final = 4
+"""Threads of each service worker: webhooks and sweeps on a small stack."""
+
 RETRY_LINE: Final = re.compile(r"Task ([\w.]+)\[([0-9a-f-]+)\] retry: Retry in")
 
 
@@ -73,6 +76,14 @@ class FaultStack:
         self.processes[name] = worker
         return worker
 
+    def start_service_worker(self, name: str) -> ManagedProcess:
+        """A service worker (webhooks, sweeps; node ``<name>@<host>``); returns once it answers a ping."""
+        env = {**os.environ, **settings_env(self.settings)}
+        argv = webhook_worker_argv(SERVICE_WORKER_CONCURRENCY, f"{name}@%h")
+        process = self.processes[name] = ManagedProcess(name, argv, self.log_path(name), env)
+        wait_for_node(self.settings, f"{name}@", process.start(), 60)
+        return process
+
     def log_path(self, name: str) -> Path:
         return self.root / f"{name}.log"
 
@@ -112,9 +123,7 @@ def fault_stack(root: Path, **overrides: Any) -> Iterator[FaultStack]:
         stop.callback(_stop_all, stack.processes)
         api = stack.processes["api"] = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
         wait_until(lambda: httpx.get(f"{stack.api_url}/healthz").status_code == 200, 60, "API", api)
-        service_argv = webhook_worker_argv(4, "service@%h")
-        service = stack.processes["service"] = ManagedProcess("service", service_argv, root / "service.log", env)
-        wait_for_node(settings, "service@", service.start(), 60)
+        stack.start_service_worker("service")
         beat_args = beat_argv(root / "beat-schedule")
         stack.processes["beat"] = ManagedProcess("beat", beat_args, root / "beat.log", env).start()
         stack.start_worker("worker")

@@ -6,12 +6,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 from celery.worker import state as worker_state
+from celery.worker.request import Request
 from kombu import Connection
 
 from cli.processes import wait_until
@@ -22,25 +24,31 @@ from workers.leases import UNACKED_INDEX_KEY, LeaseKeeper
 
 
 class HeldRequest:
-    """What the keeper reads of a Celery request: its delivery info."""
+    """A request the keeper reads only the kombu message of (a message nobody received)."""
 
     def __init__(self, tag: str) -> None:
-        self.delivery_info = {"delivery_tag": tag}
+        self.message = SimpleNamespace(delivery_tag=tag)
+
+
+def nothing(value: str) -> None:
+    """The task the held messages name."""
 
 
 @pytest.fixture
 def producer(settings: Settings) -> Iterator[Celery]:
     app = make_producer(settings.model_copy(update={"visibility_timeout_s": 10, "step_lease_s": 6}))
+    app.task(name="ttsq.nothing")(nothing)
     yield app
     app.close()
 
 
-def hold_one_message(connection: Connection, queue: str) -> str:
-    """Take a message the way a late-acknowledging worker does; returns its delivery tag."""
+def hold_one_message(connection: Connection, queue: str, app: Celery) -> Request:
+    """Take a message the way a late-acknowledging worker does: Celery's own request for it, as the
+    worker's state holds it."""
     channel: Any = connection.default_channel  # kombu's Redis channel (its stub type lacks these)
     message = channel.basic_get(queue, no_ack=False)
     assert message is not None
-    return str(message.delivery_tag)
+    return Request(message, app=app, task=app.tasks["ttsq.nothing"])
 
 
 def age(client: redis.Redis, tag: str, seconds: float) -> None:
@@ -75,9 +83,9 @@ def test_a_held_message_is_renewed_and_an_abandoned_one_comes_back(
     producer.send_task("ttsq.nothing", args=["x"], queue=queue)
     keeper = LeaseKeeper(redis_client, lease_s=6)
     with producer.connection_for_write() as connection:
-        tag = hold_one_message(connection, queue)
+        request = hold_one_message(connection, queue, producer)
+        tag = str(request.message.delivery_tag)
         assert redis_client.llen(queue) == 0
-        request = HeldRequest(tag)
         held.add(request)
         try:
             age(redis_client, tag, 60)  # past the 10 s visibility timeout

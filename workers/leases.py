@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import redis
 from celery.worker import state as worker_state
@@ -40,9 +40,17 @@ def held_delivery_tags() -> list[str]:
     scheduled (a retry waiting for its ETA, which would otherwise come back while it waits)."""
     scheduled = worker_state.scheduled_requests  # type: ignore[attr-defined]  # celery-types lacks it (Celery 5.3+)
     requests = [*worker_state.reserved_requests, *worker_state.active_requests, *scheduled]
-    tags = {str(r.delivery_info.get("delivery_tag")) for r in requests if r.delivery_info}
-    tags.discard("None")
-    return sorted(tags)
+    return sorted({tag for r in requests if (tag := delivery_tag(r)) is not None})
+
+
+def delivery_tag(request: Any) -> str | None:
+    """A Celery request's delivery tag, read off its kombu message: the request's own
+    ``delivery_info`` keeps only the exchange, routing key, priority and redelivered flag, so a
+    keeper that read the tag there renewed nothing, and every message held past the visibility
+    timeout came back while its worker lived (a redelivery met the live claim and was dropped; if
+    the worker then died, the step waited for the sweeper)."""
+    tag = getattr(getattr(request, "message", None), "delivery_tag", None)
+    return None if tag is None else str(tag)
 
 
 class LeaseKeeper:

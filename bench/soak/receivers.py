@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Final
 
 from bench.soak.checks import Delivery
@@ -32,6 +33,8 @@ class SoakReceiver:
         self.name = name
         self.port = free_port()
         self.deliveries: list[Delivery] = []
+        self.first_seen: dict[str, float] = {}
+        """Subject (a job's or a batch's id) → when its first delivery arrived (wall clock)."""
         self.unreadable = 0
         self._keys = keys
         self._lock = threading.Lock()
@@ -62,7 +65,13 @@ class SoakReceiver:
                 self.unreadable += 1
             else:
                 self.deliveries.append(delivery)
+                self.first_seen.setdefault(delivery.subject, time.time())
 
     def received(self) -> list[Delivery]:
         with self._lock:
             return list(self.deliveries)
+
+    def seen(self) -> dict[str, float]:
+        """Subject → when its first delivery arrived (wall clock)."""
+        with self._lock:
+            return dict(self.first_seen)

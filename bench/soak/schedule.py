@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from bench.supervised_stack import SYNTHESIS_WORKERS
+
 
 class FaultKind(StrEnum):
     KILL = "kill"
@@ -18,7 +20,6 @@ class FaultKind(StrEnum):
     """A webhook receiver closed (connections refused) for the fault's duration, then opened again."""
 
 
-SYNTHESIS_WORKERS: Final = ("worker1", "worker2")
 RECEIVERS: Final = ("receiver1", "receiver2")
 TARGET_GROUPS: Final = (
     SYNTHESIS_WORKERS,
