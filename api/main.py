@@ -37,6 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.ttsq = state
         voicevox.state.ttsq = state
         await state.hub.start()
+        state.heavy.start()
         try:
             yield
         finally:

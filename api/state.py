@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from celery import Celery
+from fastapi.concurrency import run_in_threadpool
 
+from api.heavy_work import Drafting, HeavyWork
 from api.idempotency import IdempotencyStore
 from api.metrics import ApiMetrics
 from api.waiting import EventHub
@@ -32,6 +34,8 @@ class AppState:
     hub: EventHub
     metrics: ApiMetrics
     idempotency: IdempotencyStore
+    heavy: HeavyWork
+    """Where long texts and big lexicons are read (``api.heavy_work``)."""
 
     @property
     def liveness(self) -> WorkerLiveness:
@@ -62,9 +66,11 @@ class AppState:
             hub=EventHub(settings),
             metrics=metrics,
             idempotency=IdempotencyStore(stores.redis, settings.idempotency_ttl_s),
+            heavy=HeavyWork(Drafting(settings, catalog, stores.lexicons), CONNECT_TIMEOUT_S),
         )
 
     async def close(self) -> None:
         await self.hub.close()
+        await run_in_threadpool(self.heavy.close)
         self.stores.close()
         self.producer.close()
