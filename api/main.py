@@ -37,7 +37,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.ttsq = state
         voicevox.state.ttsq = state
         await state.hub.start()
-        state.heavy.start()
         try:
             yield
         finally:
