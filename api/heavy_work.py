@@ -25,6 +25,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -54,6 +55,9 @@ second to read."""
 SHARE_WAIT_S: Final = 10.0
 """Longest wait of a heavy request for a place of its tenant's share: a few long texts' reading."""
 
+PARENT_CHECK_S: Final = 1.0
+"""How often a helper process looks whether its API process is still there."""
+
 HEAVY_LIMIT: Final = "heavy_requests"
 """The limit's name in the refusal's code (``heavy_requests_exceeded``)."""
 
@@ -72,12 +76,21 @@ _process_drafting: Drafting | None = None
 
 
 def _start_process(settings: Settings, connect_timeout_s: float) -> None:
-    """Each helper process: lower its priority, then connect its own stores (nothing is contacted
-    until first use)."""
+    """Each helper process: lower its priority, outlive its API process by a second at most, then
+    connect its own stores (nothing is contacted until first use)."""
     global _process_drafting
     os.nice(HEAVY_NICE)
+    threading.Thread(target=_exit_with, args=(os.getppid(),), name="ttsq-heavy-parent", daemon=True).start()
     stores = Stores.connect(settings, settings.ready_timeout_s, connect_timeout_s)
     _process_drafting = Drafting(settings, VoiceCatalog.discover(settings.voices_dir), stores.lexicons)
+
+
+def _exit_with(parent: int) -> None:
+    """Exit once the API process is gone: one killed outright (SIGKILL, out of memory) closes no
+    pool, and its helpers would wait for work forever."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _started() -> None:

@@ -5,9 +5,11 @@ tenant at once (``api.heavy_work``, issue 34's noisy neighbour)."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Final
 
 import httpx
@@ -17,9 +19,11 @@ import redis
 
 from api.heavy_work import HEAVY_NICE
 from api.main import create_app
-from cli.processes import ManagedProcess, wait_until
+from cli.commands import api_argv
+from cli.embedded import LOOPBACK
+from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve
-from ttsq.settings import Settings
+from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
 
 SHARE: Final = 1
@@ -135,3 +139,24 @@ def test_a_tenants_heavy_requests_past_its_share_are_refused_while_anothers_are_
     assert int(refused.headers["Retry-After"]) >= 1
     assert "TTSQ_HEAVY_REQUESTS_PER_TENANT" in refused.json()["error"]["message"]
     assert (b_answer.status_code, error_code(b_answer)) == (429, QUOTA_CODE), b_answer.text
+
+
+def test_the_helpers_end_with_a_killed_api(settings: Settings, tmp_path: Path) -> None:
+    """An API process killed outright (SIGKILL, out of memory) closes no pool: its helpers see
+    it gone and exit, instead of waiting for work forever."""
+    env = {**os.environ, **settings_env(settings)}
+    port = free_port()
+    api = ManagedProcess("api", api_argv(LOOPBACK, port), tmp_path / "api.log", env).start()
+    try:
+        wait_until(lambda: httpx.get(f"http://{LOOPBACK}:{port}/healthz").status_code == 200, 60, "API", api)
+        wait_until(lambda: len(psutil.Process(api.pid).children()) >= settings.heavy_request_processes, 60, "helpers")
+        spawned = [child for child in psutil.Process(api.pid).children() if "spawn_main" in " ".join(child.cmdline())]
+        assert len(spawned) == settings.heavy_request_processes
+        api.kill(signal.SIGKILL)
+    finally:
+        api.stop()
+    wait_until(
+        lambda: not any(helper.is_running() and helper.status() != psutil.STATUS_ZOMBIE for helper in spawned),
+        30,
+        "helpers gone",
+    )
