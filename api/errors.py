@@ -22,7 +22,7 @@ from kombu.exceptions import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
-from tts_core.errors import InvalidInput, TextTooLong, TTSError
+from tts_core.errors import InvalidInput, TextTooLong, TTSError, rebuilt
 from ttsq.errors import (
     INTERNAL_ERROR,
     BatchNotFound,
@@ -73,6 +73,9 @@ class ApiError(Exception):
         self.status_code = status_code
         self.code = code
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), self.args, self.__dict__)
 
 
 COLLECTIONS: Final[Mapping[str, str]] = {"job": "/v1/jobs", "batch": "/v1/batches"}

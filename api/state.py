@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from celery import Celery
+from fastapi.concurrency import run_in_threadpool
 
+from api.heavy_work import Drafting, HeavyWork
 from api.idempotency import IdempotencyStore
 from api.metrics import ApiMetrics
 from api.waiting import EventHub
@@ -32,6 +34,8 @@ class AppState:
     hub: EventHub
     metrics: ApiMetrics
     idempotency: IdempotencyStore
+    heavy: HeavyWork
+    """Where long texts and big lexicons are read (``api.heavy_work``)."""
 
     @property
     def liveness(self) -> WorkerLiveness:
@@ -49,11 +53,13 @@ class AppState:
     @classmethod
     def build(cls, settings: Settings, metrics: ApiMetrics) -> AppState:
         """Redis calls are bounded by ``ready_timeout_s``, so a request (and ``/readyz``) answers even
-        when Redis hangs."""
+        when Redis hangs; the helper processes for heavy requests start in the background."""
         stores = Stores.connect(settings, settings.ready_timeout_s, CONNECT_TIMEOUT_S)
         catalog = VoiceCatalog.discover(settings.voices_dir)
         models = [model_queue(settings.queue, key, i) for key in catalog.model_keys() for i in (True, False)]
         metrics.watch(stores.redis, [*consumed_queues(settings.queue), *models, MAINTENANCE_QUEUE])
+        heavy = HeavyWork(Drafting(settings, catalog, stores.lexicons), CONNECT_TIMEOUT_S)
+        heavy.start()
         return cls(
             settings=settings,
             stores=stores,
@@ -62,9 +68,11 @@ class AppState:
             hub=EventHub(settings),
             metrics=metrics,
             idempotency=IdempotencyStore(stores.redis, settings.idempotency_ttl_s),
+            heavy=heavy,
         )
 
     async def close(self) -> None:
         await self.hub.close()
+        await run_in_threadpool(self.heavy.close)
         self.stores.close()
         self.producer.close()

@@ -18,6 +18,7 @@ than growing it without bound.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -33,6 +34,7 @@ from kombu.exceptions import (  # type: ignore[attr-defined]  # BatchPublishErro
 from pydantic import BaseModel, ValidationError
 
 from api.errors import ApiError, describe_validation_errors
+from api.heavy_work import Drafting
 from api.idempotency import submit_once
 from api.lexicon_use import job_lexicons, spoken_growth
 from api.metrics import oldest_age_s
@@ -127,17 +129,40 @@ def draft_job(
     batch_id: str | None = None,
     ref: str | None = None,
 ) -> Draft:
+    """The request as a job of the tenant (:func:`read_job`), read in the API's helper processes if
+    it is heavy (``api.heavy_work``): long, or naming lexicons (a new version is read and checked)."""
+    work = functools.partial(
+        read_job, tenant=tenant, request=request, stream=stream, keep=keep, batch_id=batch_id, ref=ref
+    )
+    return state.heavy.run(tenant.id, is_heavy(request, state.settings), work)
+
+
+def is_heavy(request: JobCreate, settings: Settings) -> bool:
+    """Whether reading the request may cost the API more than its round trip to a helper process."""
+    return len(request.text) >= settings.heavy_request_chars or bool(request.lexicons)
+
+
+def read_job(
+    drafting: Drafting,
+    *,
+    tenant: Tenant,
+    request: JobCreate,
+    stream: bool,
+    keep: bool,
+    batch_id: str | None,
+    ref: str | None,
+) -> Draft:
     """The request as a job of the tenant: voice, text (plain or SSML), what the voice can speak,
     marks, options, the audio estimate (speech and pauses) and the webhook URL, each refused with its
     own code before anything exists."""
-    settings = state.settings
+    settings = drafting.settings
     voice = request.voice or settings.default_voice
-    info = state.catalog.get(voice)
+    info = drafting.catalog.get(voice)
     spoken, document = parsed_text(request, info.language, settings.max_text_chars)
-    state.catalog.check_speakable(voice, spoken)
+    drafting.catalog.check_speakable(voice, spoken)
     check_marks(request, info)
-    lexicons = job_lexicons(state.stores.lexicons, tenant.id, request.lexicons or [], info)
-    growth = spoken_growth(state.stores.lexicons, tenant.id, lexicons, spoken)
+    lexicons = job_lexicons(drafting.lexicons, tenant.id, request.lexicons or [], info)
+    growth = spoken_growth(drafting.lexicons, tenant.id, lexicons, spoken)
     if growth.characters and len(spoken) + growth.characters > settings.max_text_chars:
         raise TextTooLong(len(spoken) + growth.characters, settings.max_text_chars, written=len(spoken))
     options = request.options(info.speaker_index(request.speaker), lexicons)

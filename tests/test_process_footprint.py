@@ -1,5 +1,6 @@
-"""The API, Flower and ``ttsq say`` never load the inference runtime (ONNX Runtime, onnx, espeak-ng):
-only workers do. Checked on real processes, by the shared libraries mapped into them."""
+"""The API (its helper processes included), Flower and ``ttsq say`` never load the inference runtime
+(ONNX Runtime, onnx, espeak-ng): only workers do. Checked on real processes, by the shared libraries
+mapped into them."""
 
 from __future__ import annotations
 
@@ -55,11 +56,16 @@ def test_api_and_flower_load_no_inference_runtime(service: dict[str, ManagedProc
     with httpx.Client(base_url=str(service["api_url"]), timeout=30) as client:  # exercise the request paths
         job = client.post("/v1/jobs", json={"text": "Checking what the API loads."})
         assert job.status_code == 202
+        long = client.post("/v1/jobs", json={"text": "Checking what its helpers load. " * 1000, "priority": "bulk"})
+        assert long.status_code == 202  # read in the API's helper processes (api.heavy_work)
+        client.delete(f"/v1/jobs/{long.json()['id']}")
         assert client.get("/v1/voices").status_code == 200
         assert client.get(f"/v1/jobs/{job.json()['id']}").status_code == 200
     assert httpx.get(f"{service['flower_url']}/workers").status_code == 200
-    assert inference_libraries(api.pid) == []
-    assert inference_libraries(flower.pid) == []
+    helpers = psutil.Process(api.pid).children()
+    assert helpers, "the API started no helper processes"
+    for pid in [api.pid, *(helper.pid for helper in helpers), flower.pid]:
+        assert inference_libraries(pid) == []
 
 
 def test_the_check_sees_the_runtime_in_a_worker(worker: ManagedProcess) -> None:

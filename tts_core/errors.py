@@ -25,6 +25,20 @@ Callers translate these into their own terms (HTTP status codes live in ``api/``
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
+
+def rebuilt(cls: type[E], args: tuple[Any, ...], attributes: dict[str, Any]) -> E:
+    """An error made again from its message and attributes, without its ``__init__`` (whose
+    parameters are not its ``args``): how the errors of this tree and ttsq's cross a process
+    boundary (the API reads long texts in processes of its own, ``api.heavy_work``)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(attributes)
+    return error
+
 
 class TTSError(Exception):
     """Base class for all tts_core errors; ``code`` is a stable machine-readable name, given with
@@ -35,6 +49,9 @@ class TTSError(Exception):
     def __init_subclass__(cls, code: str, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), self.args, self.__dict__)
 
 
 class InvalidInput(TTSError, code="invalid_input"):

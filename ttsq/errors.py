@@ -37,9 +37,9 @@ status codes live in ``api/`` only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, Self
+from typing import Any, Final, Literal, Self
 
-from tts_core.errors import TTSError
+from tts_core.errors import TTSError, rebuilt
 
 INTERNAL_ERROR: Final = "internal_error"
 """Code of a failure that no ttsq error describes (a bug): the worker log has the traceback."""
@@ -54,6 +54,9 @@ class ServiceError(Exception):
     def __init_subclass__(cls, code: str, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt, (type(self), self.args, self.__dict__)
 
 
 class JobNotFound(ServiceError, code="job_not_found"):

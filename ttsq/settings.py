@@ -292,6 +292,18 @@ class Settings(BaseSettings):
     """Connections the Wyoming server holds at once; one more is answered with an error event and
     closed. Each may hold an event of up to the request body cap while reading it, so this bounds the
     server's memory; Home Assistant opens one per request."""
+    heavy_request_chars: int = Field(20_000, ge=0)
+    """A job of at least this many characters (or naming lexicons), and a lexicon of at least this
+    many bytes, is read (checked, split, estimated, parsed) in the API's helper processes at a low
+    OS priority (``api.heavy_work``), not on a request thread, where it held the interpreter's lock
+    against every other request of the process: another tenant's short job took 0.08-0.18 s to be
+    answered instead of 0.01 s. Below it the round trip to a process would only add."""
+    heavy_request_processes: int = Field(2, ge=1, le=64)
+    """Helper processes of each API process for heavy requests, started with it."""
+    heavy_requests_per_tenant: int = Field(2, ge=1)
+    """A tenant's heavy requests read at once in one API process; as many more wait (up to 10 s),
+    and one past those is answered ``429 heavy_requests_exceeded`` with a ``Retry-After``: one
+    tenant cannot fill the helper processes, nor the API's threads, and hold back another's."""
     interactive_max_chars: int = Field(1000, ge=0)
     """Jobs that name no priority run as ``interactive`` up to this many characters as spoken (their
     lexicons' pronunciations counted) and the speech of as many characters of prose with numbers

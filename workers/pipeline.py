@@ -427,7 +427,9 @@ def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun, assemble
         utterances = ctx.stores.segments.segment(job_id, index)
         if utterances is None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
+        ctx.engine.make_way(record.priority)
         audio = _speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
+        ctx.engine.make_way(record.priority)
         part = PartRef(job_id, index, run.attempt)
         counted, done = _store_part(ctx, run, part, audio)
         if counted and done == 1:  # the job's first audio exists from now on
@@ -470,6 +472,7 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
 
     def parts() -> Iterator[PCM16]:
         for data in iter_parts(ctx.stores.parts, job_id, winners, total):
+            ctx.engine.make_way(record.priority)
             yield np.frombuffer(data, dtype=np.int16)
 
     leveling = _job_leveling(job_id, record, total, winners, sample_rate, ctx)

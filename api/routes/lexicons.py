@@ -3,6 +3,7 @@ words are said."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Annotated, Final
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 
 from api.deps import StateDep, TenantDep
 from api.errors import ApiError
+from api.heavy_work import Drafting
 from api.json_checks import check_body
 from api.lexicon_use import check_storable
 from api.schemas import LEXICON_NAME_PATTERN, ErrorPublic
@@ -88,11 +90,20 @@ async def put_lexicon(
 
 
 def _store(state: AppState, tenant: str, name: str, document: bytes, media_type: str) -> LexiconSummary:
+    """Checked in the API's helper processes if it is big (``api.heavy_work``), then stored."""
     settings = state.settings
+    heavy = len(document) >= settings.heavy_request_chars
+    lexicon = state.heavy.run(tenant, heavy, functools.partial(_checked, document=document, media_type=media_type))
+    return state.stores.lexicons.put(tenant, name, document, media_type, lexicon, settings.lexicons_per_tenant)
+
+
+def _checked(drafting: Drafting, *, document: bytes, media_type: str) -> Lexicon:
+    """The document parsed, within the size limits, and sayable by some voice of its language."""
+    settings = drafting.settings
     limits = LexiconLimits(max_entries=settings.lexicon_max_entries, max_bytes=settings.lexicon_max_bytes)
     lexicon = _parsed(document, media_type, limits)
-    check_storable(lexicon, state.catalog)
-    return state.stores.lexicons.put(tenant, name, document, media_type, lexicon, settings.lexicons_per_tenant)
+    check_storable(lexicon, drafting.catalog)
+    return lexicon
 
 
 def _parsed(document: bytes, media_type: str, limits: LexiconLimits) -> Lexicon:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ from wyoming.tts import (
 
 from api.deps import tenant_of
 from api.errors import ApiError
+from api.heavy_work import Drafting
 from api.state import AppState
 from api.wyoming.events import (
     EVENT_READ_S,
@@ -185,9 +187,11 @@ class WyomingHandler(AsyncEventHandler):
             return
         if stream.template is None:
             return
+        heavy = len(text) >= self._state.settings.heavy_request_chars
+        work = functools.partial(_completed_apart, buffer=stream.buffer, text=text, cut=not stream.template.ssml)
         try:  # SSML is spoken whole, at the stop
-            done = await run_in_threadpool(_completed, stream.buffer, text, not stream.template.ssml)
-        except TTSError as e:
+            stream.buffer, done = await run_in_threadpool(self._state.heavy.run, stream.template.tenant.id, heavy, work)
+        except (TTSError, ServiceError) as e:
             stream.template = None
             await self._refuse(e.code, str(e))
             return
@@ -272,6 +276,12 @@ def _completed(buffer: SentenceBuffer, text: str, cut: bool) -> str | None:
     """The sentences ``text`` completed that have something to say. Called in a worker thread: text
     is never split or normalised on the event loop, which serves every other connection."""
     return _speakable(buffer.add(text, cut))
+
+
+def _completed_apart(_: Drafting, *, buffer: SentenceBuffer, text: str, cut: bool) -> tuple[SentenceBuffer, str | None]:
+    """:func:`_completed`, where the API reads heavy requests (a long chunk: in a helper process,
+    ``api.heavy_work``, whose copy of the buffer comes back as the chunk left it)."""
+    return buffer, _completed(buffer, text, cut)
 
 
 def _finished(buffer: SentenceBuffer) -> str | None:
