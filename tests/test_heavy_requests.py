@@ -40,6 +40,7 @@ QUOTA_CODE: Final = "chars_per_day_exceeded"
 def shared_url(settings: Settings, worker: ManagedProcess) -> Iterator[str]:
     """An API requiring keys, reading one heavy request of a tenant at once."""
     assert len(LONG_TEXT) >= settings.heavy_request_chars
+    OTHER_CHILDREN.update(child.pid for child in spawned())
     with serve(
         create_app(settings.model_copy(update={"auth_required": True, "heavy_requests_per_tenant": SHARE}))
     ) as url:
@@ -53,10 +54,20 @@ def keyed(url: str, settings: Settings, limits: Limits | None = None) -> httpx.C
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
 
 
-def helpers() -> list[psutil.Process]:
-    """The processes that ``multiprocessing`` spawned under this one to run work (the API runs in
-    this process's threads; its resource tracker is no helper)."""
+OTHER_CHILDREN: set[int] = set()
+"""Processes spawned under this one before the module's API started: not its helpers (earlier
+tests' pools in the same test process, such as the VOICEVOX analysis process, which runs un-niced)."""
+
+
+def spawned() -> list[psutil.Process]:
+    """The processes that ``multiprocessing`` spawned under this one to run work (its resource
+    tracker is none of them)."""
     return [child for child in psutil.Process().children() if "spawn_main" in " ".join(child.cmdline())]
+
+
+def helpers() -> list[psutil.Process]:
+    """The helper processes of the module's API (which runs in this process's threads)."""
+    return [child for child in spawned() if child.pid not in OTHER_CHILDREN]
 
 
 def helpers_cpu_s() -> float:
