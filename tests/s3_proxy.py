@@ -5,8 +5,10 @@ the store checks as sent) and counts the bucket checks it forwards (``HEAD`` req
 :meth:`S3Proxy.refuse`, it closes every open connection and answers each request after that with
 ``403 AccessDenied``, as a store would that no longer accepts a worker's keys; :meth:`restore`
 passes requests through again. Told to :meth:`refuse_writes`, it answers only the next uploads
-(``PUT``) with 403 and passes everything else, bucket checks included: a store that refused a write
-and changed its mind before the worker looked.
+(``PUT``) with 403 and passes everything else, the worker's checks (its bucket ``HEAD`` and, unless
+told otherwise, its test write) included: a store that refused a job's write and changed its mind
+before the worker looked, or one whose policy refuses some keys; refusing the test writes too, keys
+that may read the bucket but not write to it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Final
 
 from cli.embedded import LOOPBACK
 from cli.processes import free_port
+from ttsq.constants import WORKER_CHECK_KEY_TEMPLATE
 
 CHUNK: Final = 65536
+CHECK_PATH: Final = b"/" + WORKER_CHECK_KEY_TEMPLATE.split("{", 1)[0].encode()
+"""What the request line of a worker's test write contains (path-style: ``/<bucket>/tmp/...``)."""
 DENIED: Final = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
 
 
@@ -34,6 +39,7 @@ class S3Proxy:
         """Bucket checks (``HEAD``) forwarded so far."""
         self._refusing = False
         self._writes_to_refuse = 0
+        self._spare_checks = True
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._listener = socket.create_server((LOOPBACK, self.port))
@@ -60,8 +66,10 @@ class S3Proxy:
         self._refusing = True
         self._close_all()
 
-    def refuse_writes(self, count: int) -> None:
-        """Answer the next ``count`` uploads with 403, passing everything else."""
+    def refuse_writes(self, count: int, spare_checks: bool = True) -> None:
+        """Answer the next ``count`` uploads with 403, passing everything else (and the workers'
+        test writes, :data:`ttsq.constants.WORKER_CHECK_KEY_TEMPLATE`, if ``spare_checks``)."""
+        self._spare_checks = spare_checks
         self._writes_to_refuse = count
 
     def restore(self) -> None:
@@ -123,7 +131,7 @@ class S3Proxy:
                         return
                     if data.startswith(b"HEAD "):
                         self.checks += 1
-                    if data.startswith(b"PUT ") and self._take_write_refusal():
+                    if data.startswith(b"PUT ") and self._take_write_refusal(data):
                         self._deny(client, data)
                         return
                     upstream.sendall(data)
@@ -137,7 +145,9 @@ class S3Proxy:
         finally:
             self._close(client, upstream)
 
-    def _take_write_refusal(self) -> bool:
+    def _take_write_refusal(self, request: bytes) -> bool:
+        if self._spare_checks and CHECK_PATH in request.split(b"\r\n", 1)[0]:
+            return False
         with self._lock:
             if self._writes_to_refuse <= 0:
                 return False

@@ -212,3 +212,21 @@ def test_a_write_refused_once_then_accepted_is_tried_again(proxied: Any) -> None
         proxy.restore()
     assert job["status"] == "failed"
     assert job["error"]["code"] == "storage_refused", job["error"]
+
+
+def test_keys_that_may_read_but_not_write_take_no_work(proxied: Any) -> None:
+    """The store answers the worker's bucket checks but refuses all its writes (read-only keys):
+    its check's test write fails, so it stops taking messages and the job waits queued, not failed;
+    once the store takes its writes again, the job runs."""
+    proxy, worker, client = proxied
+    wait_for(lambda: probe(worker), lambda code: code == 200, 30, "the worker ready")
+    proxy.refuse_writes(10**9, spare_checks=False)
+    try:
+        wait_for(lambda: probe(worker), lambda code: code == 503, 30, "the worker unable")
+        assert "a test write of" in log_of(worker)
+        job_id = submit(client, SHORT_TEXTS[4], "interactive")
+        holds_throughout(lambda: statuses(client, [job_id]) == {"queued"}, 4, "the job queued")
+    finally:
+        proxy.restore()
+    job = wait_for_job(client, job_id, 60)
+    assert job["status"] == "succeeded", job.get("error")

@@ -44,6 +44,11 @@ HEARTBEAT_TTL_S: Final = 5.0
 renewals, so a stall of a second or two (a slow Redis call, a GC pause) is no death."""
 _QUEUE_NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
+WORKER_CHECK_KEY_TEMPLATE: Final = "tmp/worker-checks/{worker}"
+"""S3 key of the empty object a synthesis worker writes at each of its checks (``workers.fitness``):
+keys that may read the bucket but not write to it fail it. Under ``tmp/``, so the cleanup deletes
+the object of a worker gone longer than the part TTL."""
+
 PART_KEY_TEMPLATE: Final = "tmp/{job_id}/{index:06d}.{attempt}.pcm"
 """S3 key of one segment's raw PCM, as one attempt at the segment made it, while its job is assembled
 (part store ``s3``, and the parts past a job's Redis share)."""

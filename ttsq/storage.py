@@ -198,3 +198,11 @@ class ObjectStore:
             self._checker.head_bucket(Bucket=self.bucket)
         except (BotoCoreError, ClientError) as e:
             raise storage_error(f"a check of bucket {self.bucket!r}", e) from e
+
+    def check_writes(self, key: str) -> None:
+        """Raise a storage error unless an empty object can be written at ``key``, within
+        :data:`CHECK_TIMEOUT_S`: keys that may read the bucket but not write to it pass :meth:`check`."""
+        try:
+            self._checker.put_object(Bucket=self.bucket, Key=key, Body=b"")
+        except (BotoCoreError, ClientError) as e:
+            raise storage_error(f"a test write of {key!r}", e) from e

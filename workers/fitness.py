@@ -2,9 +2,11 @@
 seconds after, so that a worker with unusable settings takes no job that a healthy one could run.
 
 What the worker needs and what it checks: its object store (``ObjectStore.check``, a HEAD of the
-bucket, which missing, partial or wrong credentials and a missing bucket all fail) and its engine
-(both batcher threads run). Redis needs no check of its own: it is the broker, so a worker that
-cannot reach it (or is refused by it) takes no message anyway, and its heartbeat lapses.
+bucket, which missing, partial or wrong credentials and a missing bucket all fail; then
+``ObjectStore.check_writes``, an empty object written under ``tmp/``, which keys that may read but
+not write fail) and its engine (both batcher threads run). Redis needs no check of its own: it is
+the broker, so a worker that cannot reach it (or is refused by it) takes no message anyway, and its
+heartbeat lapses.
 
 Only what is this worker's own makes it *unable*: a refusal (``StorageRefused``: the store says no
 to these settings) or an engine that stopped. An outage (``StorageUnavailable``: no answer, 5xx,
@@ -26,6 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from ttsq.constants import WORKER_CHECK_KEY_TEMPLATE
 from ttsq.errors import StorageRefused, StorageUnavailable
 
 if TYPE_CHECKING:
@@ -35,8 +38,9 @@ log = logging.getLogger(__name__)
 
 UNABLE_RECHECK_S: Final = 3.0
 """How often a worker that cannot do the work checks again (while it can, every
-``TTSQ_WORKER__CHECK_INTERVAL_S``): it takes messages within this of being fixed. A check is a HEAD
-request through boto3, whose CPU every 3 s cost a loaded worker's 8-client throughput 10-20 %."""
+``TTSQ_WORKER__CHECK_INTERVAL_S``): it takes messages within this of being fixed. A check is two
+requests through boto3, whose CPU every 3 s (a HEAD alone) cost a loaded worker's 8-client
+throughput 10-20 %."""
 NOT_CHECKED: Final = "not checked yet"
 """The reason before the first check: a worker takes nothing until it has checked."""
 
@@ -44,14 +48,20 @@ Check = Callable[[], str | None]
 """One round of checks: the reason this worker cannot do the work, or None when it can."""
 
 
-def store_and_engine(objects: ObjectStore, engine_healthy: Callable[[], bool]) -> Check:
+def check_store(objects: ObjectStore, worker: str) -> None:
+    """Raise a storage error unless the store answers ``worker``'s settings and takes its writes."""
+    objects.check()
+    objects.check_writes(WORKER_CHECK_KEY_TEMPLATE.format(worker=worker))
+
+
+def store_and_engine(objects: ObjectStore, worker: str, engine_healthy: Callable[[], bool]) -> Check:
     """The worker's check: its engine runs and its store accepts its settings (an outage passes)."""
 
     def check() -> str | None:
         if not engine_healthy():
             return "the synthesis engine stopped (a batcher thread died)"
         try:
-            objects.check()
+            check_store(objects, worker)
         except StorageRefused as e:
             return f"{e} (check this worker's TTSQ_S3__* settings)"
         except StorageUnavailable as e:  # every worker's outage: tasks retry it with backoff

@@ -57,7 +57,7 @@ from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers import metrics
 from workers.app import app
 from workers.exclusive import exclusive
-from workers.fitness import FITNESS, ConsumerGate, store_and_engine
+from workers.fitness import FITNESS, ConsumerGate, check_store, store_and_engine
 from workers.heartbeat import Heartbeat
 from workers.held_models import HeldModels, worker_id
 from workers.leases import LeaseKeeper
@@ -167,7 +167,8 @@ def _check_fitness() -> None:
     """Check what this process needs now, then every ``check_interval_s`` (``workers.fitness``)."""
     ctx = job_context()
     engine = ctx.engine
-    FITNESS.start(store_and_engine(ctx.stores.objects, lambda: engine.healthy), _settings.worker.check_interval_s)
+    check = store_and_engine(ctx.stores.objects, worker_id(), lambda: engine.healthy)
+    FITNESS.start(check, _settings.worker.check_interval_s)
 
 
 def _watch_fitness(consumer: Any) -> None:
@@ -272,11 +273,11 @@ def _fail(ctx: JobContext, job_id: str, step: str, error: TTSError | ServiceErro
 
 
 def _store_accepts(ctx: JobContext) -> bool:
-    """Whether the store answers this worker's check now: only then is a refusal the request's own.
-    An outage meanwhile (a connection cut as the store changed its mind) proves nothing, so the job
-    is not failed on it."""
+    """Whether the store answers this worker's check now (and takes its writes): only then is a
+    refusal the request's own. An outage meanwhile (a connection cut as the store changed its mind)
+    proves nothing, so the job is not failed on it."""
     try:
-        ctx.stores.objects.check()
+        check_store(ctx.stores.objects, worker_id())
     except (StorageRefused, StorageUnavailable):
         return False
     return True
