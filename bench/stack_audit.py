@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import redis
 
-from ttsq.constants import KEY_PREFIX
+from ttsq.constants import KEY_PREFIX, WORKER_CHECK_KEY_TEMPLATE
 from ttsq.jobs import JobRecord, JobStatus, JobStore
 from ttsq.maintenance import TMP_PREFIX
 from ttsq.storage import ObjectStore
@@ -110,4 +110,7 @@ def outcome(found: dict[str, JobRecord | None], objects: ObjectStore) -> Outcome
 
 
 def tmp_parts(objects: ObjectStore) -> list[str]:
-    return objects.list_keys(TMP_PREFIX)
+    """Jobs' temporary parts left under ``tmp/`` (not the workers' check objects, which each worker
+    writes again at every check)."""
+    checks = WORKER_CHECK_KEY_TEMPLATE.split("{", 1)[0]
+    return [key for key in objects.list_keys(TMP_PREFIX) if not key.startswith(checks)]
