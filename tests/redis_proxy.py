@@ -125,8 +125,8 @@ class RedisProxy:
                 break
             answered = True
         self._down = True
+        self.cut.set()  # before the close: the client may see it and ask at once
         self._close_all()
-        self.cut.set()
 
     def _close(self, *sockets: socket.socket) -> None:
         for sock in sockets:

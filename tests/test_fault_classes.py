@@ -2,7 +2,7 @@
 the supervised stack (``bench/supervised_stack.py``: two synthesis workers, two service workers,
 beat, the API, Redis and SeaweedFS, each started again when it dies, as ``ttsq dev`` does).
 
-A light steady load of short interactive jobs runs, with two bulk jobs under way, and a canary
+A light steady load of short interactive jobs runs, with bulk jobs (one every 8 s) under way, and a canary
 submits a short interactive job with a webhook every second. Then one fault: Redis, SeaweedFS, a
 synthesis worker, a service worker, beat or the API killed (and started again by the supervisor) or
 stopped (SIGSTOP; for 10 s and resumed, or kept frozen). Measured from the fault's end (a kill ends
@@ -55,9 +55,10 @@ LOAD_EVERY_S: Final = 5.0
 """The steady load besides the canary. Light: interactive work holds bulk segments back, and on 2
 busy cores a canary every 0.7 s and a job every 2.5 s left the bulk jobs' own run 20-45 s, which
 hid what the fault cost."""
-BULK_JOBS: Final = 2
+BULK_EVERY_S: Final = 8.0
 BULK_CHARS: Final = 400
-"""Bulk jobs of two or three segments and an assembly, under way when the fault strikes."""
+"""Bulk jobs of two or three segments and an assembly, one every few seconds so that one is under
+way when the fault strikes (a fixed pair could end, in ~4 s, before the canaries were warm)."""
 WARM_CANARIES: Final = 5
 """Canaries that succeed before the fault (the load runs steadily by then)."""
 STOP_HOLD_S: Final = 10.0
@@ -361,7 +362,7 @@ def test_fault_class_recovers_in_seconds(
     with supervised_stack(tmp_path, **webhooks) as supervised:
         api_url = supervised.stack.api_url
         text = prose(BULK_CHARS)
-        bulk = Stream(api_url, "bulk", lambda n: {"text": text, "priority": "bulk"}, 0.1, BULK_JOBS).start()
+        bulk = Stream(api_url, "bulk", lambda n: {"text": text, "priority": "bulk"}, BULK_EVERY_S).start()
         load = Stream(api_url, "interactive", _short(25), LOAD_EVERY_S).start()
         canary = Stream(api_url, "canary", _short(0, webhook_url=receiver.url), CANARY_EVERY_S).start()
         streams = (bulk, load, canary)
@@ -375,7 +376,7 @@ def test_fault_class_recovers_in_seconds(
         if fault.kind is Kind.FREEZE:
             supervised.thaw(fault.target)
             window.ended = time.time()
-        for stream in (load, canary):
+        for stream in streams:
             stream.stop()
         accepted = [i for s in streams for i in s.ids()]
         found = _settle(supervised, accepted, canary, receiver)
