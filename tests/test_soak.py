@@ -21,6 +21,7 @@ from bench.soak.checks import (
     recovery_check,
     webhook_checks,
 )
+from bench.soak.outages import bound_checks, clear_from, net_of_outages, recovery_after_outages
 from bench.soak.receivers import parse_line
 from bench.soak.schedule import RECEIVERS, TARGET_GROUPS, FaultKind, fault_schedule, parse_range
 
@@ -143,6 +144,31 @@ def test_latency_is_split_by_the_fault_windows() -> None:
     assert split["between_faults"] == {"jobs": 2, "p50_s": 1.0, "p99_s": 2.0}
     assert percentile([], 99) is None
     assert percentile([float(i) for i in range(1, 101)], 99) == 99.0
+
+
+def test_recovery_counts_from_the_end_of_the_outages_still_on() -> None:
+    outages = [(100.0, 270.0), (260.0, 300.0), (400.0, 450.0)]
+    assert clear_from(50.0, outages) == 50.0  # none on: its own end
+    assert clear_from(200.0, outages) == 300.0  # the one on, and the one on at that one's end
+    assert clear_from(350.0, outages) == 350.0  # a later outage is not waited for
+    assert recovery_after_outages(200.0, 314.7, outages) == 14.7
+    assert recovery_after_outages(50.0, 52.5, outages) == 2.5
+    assert recovery_after_outages(200.0, 290.0, outages) == 0.0  # a receiver's, recovered before
+
+
+def test_latency_net_of_outages_leaves_out_only_the_time_inside_them() -> None:
+    outages = [(10.0, 20.0), (15.0, 25.0), (40.0, 50.0)]
+    assert net_of_outages(0.0, 5.0, outages) == 5.0
+    assert net_of_outages(5.0, 30.0, outages) == 15.0  # 15 s inside the two overlapping ones
+    assert net_of_outages(45.0, 10.0, outages) == 5.0
+
+
+def test_issue_35_bounds_can_fail() -> None:
+    assert failing(bound_checks([0.5, 2.0, 3.0], 12.0)) == set()
+    assert failing(bound_checks([0.5, 31.0, 3.0], 12.0)) == {"no recovery over 30 s"}
+    assert failing(bound_checks([0.5, 2.0, None], 12.0)) == {"no recovery over 30 s"}
+    assert failing(bound_checks([6.0, 7.0, 1.0], 12.0)) == {"median recovery at most 5 s"}
+    assert failing(bound_checks([1.0], 30.5)) == {"interactive p99 during faults at most 30 s"}
 
 
 def test_a_receiver_line_is_read_back() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.soak.checks import Check
-from bench.soak.schedule import Fault
+from bench.soak.outages import OUTAGE_TARGETS, recovery_after_outages
+from bench.soak.schedule import Fault, FaultKind
 
 
 @dataclass
@@ -36,21 +37,32 @@ class FaultRun:
             return None
         return round(self.recovered - self.ended, 1)
 
+    def outage(self) -> tuple[float, float] | None:
+        """From its start to its end, if it stops a part the stack has one of (``bench.soak.outages``)."""
+        if self.fault.kind is not FaultKind.STOP or self.fault.target not in OUTAGE_TARGETS:
+            return None
+        return (self.started, self.ended or float("inf"))
+
     def window(self) -> tuple[float, float]:
         """From the fault's start until its recovery (or its end, or now if neither came)."""
         return (self.started, self.recovered or self.ended or float("inf"))
 
     def figures(self, origin: float, runs: Sequence[FaultRun]) -> dict[str, Any]:
         """``runs``: every fault of the run, to name those still on when this one ended (its
-        recovery waits for them too)."""
+        recovery waits for them too), and to measure its recovery after the outages among them."""
         end = self.ended or float("inf")
         beside = [r.name for r in runs if r is not self and r.started <= end <= (r.ended or float("inf"))]
+        outages = [w for r in runs if r is not self and (w := r.outage()) is not None]
+        after = None
+        if self.ended is not None and self.recovered is not None:
+            after = recovery_after_outages(self.ended, self.recovered, outages)
         return {
             **asdict(self.fault),
             "started_s": round(self.started - origin, 1),
             "ended_s": None if self.ended is None else round(self.ended - origin, 1),
             "down_s": None if self.ended is None else round(self.ended - self.started, 1),
             "recovery_s": self.recovery_s,
+            "recovery_after_outages_s": after,
             "other_faults_on_at_its_end": beside,
         }
 
@@ -80,12 +92,16 @@ def table(result: dict[str, Any], checks: Sequence[Check]) -> str:
             f["duration_s"] or "",
             f["down_s"],
             f["recovery_s"],
+            f.get("recovery_after_outages_s"),
             ", ".join(f["other_faults_on_at_its_end"]),
         ]
         for f in faults
     ]
-    latency = result["interactive_latency"]
-    latency_rows = [[name, v["jobs"], _s(v["p50_s"]), _s(v["p99_s"])] for name, v in latency.items()]
+    latency_rows = [
+        [f"{name}{suffix}", v["jobs"], _s(v["p50_s"]), _s(v["p99_s"])]
+        for key, suffix in (("interactive_latency", ""), ("interactive_latency_net_of_outages", ", net of outages"))
+        for name, v in result.get(key, {}).items()
+    ]
     check_rows = [["PASS" if c.passed else "FAIL", c.name, c.detail] for c in checks]
     verdict = "PASS" if all(c.passed for c in checks) else "FAIL"
     return "\n\n".join(
@@ -93,7 +109,16 @@ def table(result: dict[str, Any], checks: Sequence[Check]) -> str:
             f"soak seed {result['seed']}: {result['minutes']} min of load, {len(faults)} faults, {verdict}",
             _rows(["kind", *statuses, "total"], job_rows),
             _rows(
-                ["at s", "fault", "target", "planned s", "down s", "recovery s", "other faults on at its end"],
+                [
+                    "at s",
+                    "fault",
+                    "target",
+                    "planned s",
+                    "down s",
+                    "recovery s",
+                    "after outages s",
+                    "other faults on at its end",
+                ],
                 fault_rows,
             ),
             _rows(["interactive", "jobs", "p50 s", "p99 s"], latency_rows),

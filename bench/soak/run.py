@@ -22,6 +22,7 @@ import httpx
 from bench.machine import describe
 from bench.soak.checks import Check, by_kind_and_status, latency_split, recovery_check
 from bench.soak.load import Load, LoadPlan
+from bench.soak.outages import bound_checks, net_of_outages
 from bench.soak.reckoning import Holdings, read_holdings, reckon
 from bench.soak.report import FaultRun, table, write_json
 from bench.soak.schedule import DEFAULT_EVERY_S, DEFAULT_PAUSE_S, Fault, FaultKind, fault_schedule, parse_range
@@ -170,13 +171,21 @@ def run_soak(args: argparse.Namespace, seed: int, root: Path) -> tuple[dict[str,
         holdings, drained_at = drain(driver, soak, batch_ids, load_end + args.drain_timeout)
         deliveries = [d for r in soak.receivers.values() for d in r.received()]
         reckoning = reckon(load.requests, holdings, soak.stack.objects(), deliveries, soak.alive(), soak.unasked_deaths)
-    checks = [*reckoning.checks, recovery_check({run.name: run.recovery_s for run in driver.runs})]
     latencies = [
         (r.submitted_at, record.finished_at.timestamp() - r.submitted_at)
         for r in load.requests
         if r.kind == "interactive" and r.job_id in holdings.jobs
         for record in [holdings.jobs[r.job_id]]
         if record.status is JobStatus.SUCCEEDED and record.finished_at is not None
+    ]
+    windows = [run.window() for run in driver.runs]
+    outages = [w for run in driver.runs if (w := run.outage()) is not None]
+    net_latency = latency_split([(at, net_of_outages(at, took, outages)) for at, took in latencies], windows)
+    faults = [run.figures(wall_origin, driver.runs) for run in driver.runs]
+    checks = [
+        *reckoning.checks,
+        recovery_check({run.name: run.recovery_s for run in driver.runs}),
+        *bound_checks([f["recovery_after_outages_s"] for f in faults], net_latency["during_faults"]["p99_s"]),
     ]
     result = {
         "seed": seed,
@@ -188,8 +197,9 @@ def run_soak(args: argparse.Namespace, seed: int, root: Path) -> tuple[dict[str,
         "machine": describe(),
         "jobs_by_kind": by_kind_and_status(reckoning.accepted, reckoning.statuses),
         "answers_by_kind": _answers(load),
-        "faults": [run.figures(wall_origin, driver.runs) for run in driver.runs],
-        "interactive_latency": latency_split(latencies, [run.window() for run in driver.runs]),
+        "faults": faults,
+        "interactive_latency": latency_split(latencies, windows),
+        "interactive_latency_net_of_outages": net_latency,
         "supervisor_lines": soak.lines,
         "unasked_deaths": soak.unasked_deaths,
         **reckoning.figures,
