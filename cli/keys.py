@@ -50,6 +50,7 @@ def limit_options(command: Any) -> Any:
             ("--chars-per-day", int, "Characters submitted per UTC day."),
             ("--audio-seconds-per-day", float, "Seconds of audio per UTC day."),
             ("--requests-per-second", float, "Requests to /v1 per second."),
+            ("--submits-per-second", float, "Submissions per second while other keys submit too."),
         ]
     ):
         command = click.option(flag, type=kind, default=None, help=f"{text} Unset: the server default.")(command)

@@ -234,6 +234,16 @@ OBJECT_EXPIRY_KEY: Final = f"{KEY_PREFIX}:objects:expiry"
 """Sorted set of stored objects (score: when their job expires), for the cleanup task."""
 
 
+SUBMITTERS_KEY: Final = f"{KEY_PREFIX}:submitters"
+"""Sorted set: each tenant that submitted lately, scored by when (``ttsq.pacing``: two or more make
+the service contended)."""
+
+
+def pace_key(tenant: str) -> str:
+    """A tenant's next turn to submit while the service is contended (``ttsq.pacing``)."""
+    return f"{KEY_PREFIX}:tenant:{tenant}:pace"
+
+
 def tenant_active_key(tenant: str) -> str:
     """A tenant's queued and running jobs (its active-jobs limit counts them)."""
     return f"{KEY_PREFIX}:tenant:{tenant}:active"

@@ -20,7 +20,7 @@ from tts_core.device import Device
 from ttsq.constants import DEFAULT_QUEUE
 from ttsq.lexicons import BYTES_PER_TENANT, VERSIONS_KEPT
 from ttsq.secrets_check import SentinelSecrets, production_problems
-from ttsq.tenants import Limits
+from ttsq.tenants import DEFAULT_SUBMITS_PER_SECOND, Limits
 from ttsq.webhook_signing import parse_secrets
 
 DEFAULT_WEBHOOK_RETRY_SCHEDULE_S: Final = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800)
@@ -357,8 +357,9 @@ class Settings(BaseSettings):
     auth_required: bool | None = None
     """Every ``/v1`` request needs an API key (``Authorization: Bearer ttsq_…``); default: true in
     production, false in development, where requests without a known key are the anonymous tenant."""
-    default_limits: Limits = Field(default_factory=Limits)
-    """Limits of keys that set none of their own, and of the anonymous tenant; unset = no limit."""
+    default_limits: Limits = Field(default_factory=lambda: Limits(submits_per_second=DEFAULT_SUBMITS_PER_SECOND))
+    """Limits of keys that set none of their own, and of the anonymous tenant; unset = no limit.
+    Only ``submits_per_second`` has a default, and it binds only while other tenants submit too."""
     admission_max_age_interactive_s: float = Field(60.0, gt=0)
     """New interactive jobs are refused (503, Retry-After) while the oldest interactive task has
     waited longer than this: the queue is already behind, and more work would only wait longer."""

@@ -15,6 +15,7 @@ from ttsq.batches import BatchStore
 from ttsq.jobs import JobStore
 from ttsq.lexicons import LexiconStore
 from ttsq.lifecycle import Lifecycle
+from ttsq.pacing import SubmitPacer
 from ttsq.parts import PartStore, make_part_store
 from ttsq.progress import SegmentStore
 from ttsq.quotas import Quotas
@@ -44,6 +45,7 @@ class Stores:
     batches: BatchStore
     tenants: TenantStore
     quotas: Quotas
+    pacer: SubmitPacer
     lexicons: LexiconStore
     voicevox_words: VoicevoxWordStore
 
@@ -66,6 +68,7 @@ class Stores:
             batches=BatchStore(client, ttl),
             tenants=TenantStore(client),
             quotas=Quotas(client),
+            pacer=SubmitPacer(client),
             lexicons=LexiconStore(client, ttl, settings.lexicon_versions_kept, settings.lexicon_bytes_per_tenant),
             voicevox_words=VoicevoxWordStore(client),
         )

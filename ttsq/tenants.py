@@ -32,6 +32,11 @@ ANONYMOUS_TENANT: Final = "anonymous"
 """The tenant of requests without a (known) key when keys are not required (development)."""
 
 
+DEFAULT_SUBMITS_PER_SECOND: Final = 20.0
+"""The server's default ``submits_per_second``: while tenants contend, each submits at most about this
+many short jobs a second (``TTSQ_DEFAULT_LIMITS__SUBMITS_PER_SECOND``)."""
+
+
 class Limits(BaseModel):
     """What one tenant may use; ``None`` = the server default for this limit."""
 
@@ -43,6 +48,9 @@ class Limits(BaseModel):
     """Seconds of audio per UTC day: estimated at submit, planned by the worker, settled when done."""
     requests_per_second: float | None = Field(None, gt=0)
     """Requests to ``/v1`` per second, of any kind (polls count)."""
+    submits_per_second: float | None = Field(None, gt=0)
+    """Submissions per second (each one, plus one per 10 kB of body) while another tenant submits
+    too: spaced at this rate, waiting up to 2 s for a turn (``ttsq.pacing``)."""
 
     def over(self, defaults: Limits) -> Limits:
         """These limits with every unset one taken from ``defaults``."""

@@ -18,6 +18,7 @@ from api.deps import (
 )
 from api.errors import resource_location
 from api.idempotency import mark_replayed
+from api.pacing import PacedSubmission
 from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
 from api.state import AppState
 from api.submission import Repeatable, draft_batch, submit_batch
@@ -48,7 +49,12 @@ def _public(state: AppState, record: BatchRecord) -> BatchPublic:
     summary="Submit a batch of jobs",
 )
 def create_batch(
-    body: BatchCreate, state: StateDep, tenant: TenantDep, response: Response, idempotency_key: IdempotencyKey = None
+    body: BatchCreate,
+    state: StateDep,
+    tenant: TenantDep,
+    response: Response,
+    _turn: PacedSubmission,
+    idempotency_key: IdempotencyKey = None,
 ) -> BatchPublic:
     """Validate every item, admit the batch whole (or refuse it whole), store and queue its jobs."""
     draft = draft_batch(state, tenant, body)

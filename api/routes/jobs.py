@@ -25,6 +25,7 @@ from api.deps import (
 )
 from api.errors import ApiError, resource_location
 from api.idempotency import mark_replayed
+from api.pacing import PacedSubmission
 from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
 from api.state import AppState
 from api.submission import Repeatable, draft_job, submit_job
@@ -63,7 +64,12 @@ async def read_job(state: AppState, tenant: Tenant, job_id: str) -> JobPublic:
     summary="Submit a synthesis job",
 )
 def create_job(
-    body: JobCreate, state: StateDep, tenant: TenantDep, response: Response, idempotency_key: IdempotencyKey = None
+    body: JobCreate,
+    state: StateDep,
+    tenant: TenantDep,
+    response: Response,
+    _turn: PacedSubmission,
+    idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
     """Validate, admit, store the job and queue it; answers at once with the queued job."""
     draft = draft_job(state, tenant, body)

@@ -22,6 +22,7 @@ from starlette.background import BackgroundTask
 
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
+from api.pacing import PacedSubmission
 from api.part_reader import PartReader
 from api.schemas import (
     ErrorPublic,
@@ -139,7 +140,7 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
     dependencies=[Depends(require_json)],
     summary="Speak text, answering with the audio (OpenAI-compatible)",
 )
-async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep) -> Response:
+async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, _turn: PacedSubmission) -> Response:
     """Queue an interactive job, wait for its first audio, then stream the rest as it is made."""
     audio_format = _response_format(body)
     output = AudioOutput(audio_format or AudioFormat.WAV, body.sample_rate)  # pcm is stored as WAV

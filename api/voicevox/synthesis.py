@@ -27,6 +27,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from api.deps import StateDep
+from api.pacing import wait_for_turn
 from api.part_reader import PartReader
 from api.schemas import JobCreate
 from api.state import AppState
@@ -191,6 +192,7 @@ async def speak(state: AppState, tenant: Tenant, prepared: Prepared, client: Req
     """Submit the job, gather its audio, and make the WAV. With ``client``, its disconnecting cancels
     the job (:class:`ClientGone`); so does this coroutine being cancelled."""
     record = prepared.draft.record
+    await wait_for_turn(state, tenant, len(prepared.draft.text.encode("utf-8", "surrogatepass")))
     await run_in_threadpool(submit_job, state, tenant, prepared.draft)
     reader = PartReader(state, record.id)
     await reader.open()

@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 
+from api.pacing import wait_for_turn
 from api.part_reader import PartReader
 from api.schemas import JobCreate
 from api.state import AppState
@@ -63,6 +64,7 @@ async def speak(state: AppState, utterance: Utterance, send: Send, jobs: set[str
     per ``SAMPLES_PER_CHUNK`` samples, ``audio-stop``. Bad input raises before any job exists. The
     job's id stays in ``jobs`` unless its audio was all sent, so the connection's end cancels it."""
     tenant = utterance.tenant
+    await wait_for_turn(state, tenant, len(utterance.text.encode("utf-8", "surrogatepass")))
     draft = await run_in_threadpool(draft_job, state, tenant, utterance.request(), stream=True, keep=False)
     rate = state.catalog.get(draft.record.voice).sample_rate
     jobs.add(draft.record.id)  # before it exists: a connection closed while it is submitted cancels it
