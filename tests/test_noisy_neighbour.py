@@ -173,20 +173,21 @@ def _attack(
 
 
 def _cpu_seconds(stack: FaultStack, attacker: Attacker) -> dict[str, float]:
-    """CPU seconds so far of each of the stack's processes (with their children: the API's helpers),
-    tenant A's process and this one (B's client)."""
+    """CPU seconds so far of each of the stack's processes (with their children: ``api`` counts its
+    helpers, ``api_helpers`` only those), tenant A's process and this one (B's client)."""
     pids = {name: process.pid for name, process in stack.processes.items()}
     pids |= {"redis": stack.redis_server.process.pid, "seaweedfs": stack.s3.process.pid, "tenant_a": attacker.pid}
     seconds = {name: _tree_cpu_s(pid) for name, pid in pids.items()}
+    seconds["api_helpers"] = seconds["api"] - _tree_cpu_s(pids["api"], children=False)
     times = psutil.Process().cpu_times()
     seconds["b_client"] = times.user + times.system
     return seconds
 
 
-def _tree_cpu_s(pid: int) -> float:
+def _tree_cpu_s(pid: int, children: bool = True) -> float:
     try:
         root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
+        tree = [root, *root.children(recursive=True)] if children else [root]
     except psutil.Error:
         return 0.0
     total = 0.0
