@@ -46,8 +46,10 @@ from ttsq.errors import (
 
 log = logging.getLogger(__name__)
 
-RETRY_AFTER_S: Final = 5
-"""``Retry-After`` of an outage's 503: long enough for a restarted Redis, short enough for a client."""
+RETRY_AFTER_S: Final = 1
+"""``Retry-After`` of an outage's 503: a client honouring it is back within a second of the part's
+return (a killed Redis serves again about a second after its death; with 5 s, a client that met
+the outage came back up to 5 s after the part did)."""
 
 OUTAGE_MESSAGES: Final[Mapping[str, str]] = {
     StoreUnavailable.code: "the job store is unavailable; retry shortly",
