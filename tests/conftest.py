@@ -244,7 +244,7 @@ def idle_queue_api(idle_queue_server: tuple[str, str], redis_client: redis.Redis
     """The idle API, its queues empty when the test starts and emptied when it ends."""
     url, base = idle_queue_server
     redis_client.delete(*consumed_queues(base))
-    with httpx.Client(base_url=url) as api:
+    with httpx.Client(base_url=url, timeout=30) as api:  # a 1 MB body on a busy 2-core machine takes seconds
         yield IdleQueueApi(api, interactive_queue(base))
     redis_client.delete(*consumed_queues(base))
 
