@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from tts_core.catalog import VoiceCatalog
+from ttsq.cpu_priority import lower_process_priority
 from ttsq.errors import QuotaExceeded, StoreUnavailable
 from ttsq.lexicons import LexiconStore
 from ttsq.settings import Settings
@@ -44,9 +45,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HEAVY_NICE: Final = 10
-"""OS niceness of the helper processes: 10 gives them about a tenth of a core that the API's or a
-worker's own threads want at the same time (Linux's weights, 1024 against 110), and a whole idle
-core."""
+"""OS niceness of the helper processes, and of the session group each starts for itself
+(``ttsq.cpu_priority``): 10 gives them about a tenth of a core that the API's or a worker's own
+threads want at the same time (Linux's weights, 1024 against 110), and a whole idle core."""
 
 BUSY_RETRY_AFTER_S: Final = 1
 """``Retry-After`` of a heavy request refused for its tenant's share: a long text takes about a
@@ -76,10 +77,11 @@ _process_drafting: Drafting | None = None
 
 
 def _start_process(settings: Settings, connect_timeout_s: float) -> None:
-    """Each helper process: lower its priority, outlive its API process by a second at most, then
-    connect its own stores (nothing is contacted until first use)."""
+    """Each helper process: lower its priority (in a session of its own, so signals to the API's
+    process group pass it by), outlive its API process by a second at most, then connect its own
+    stores (nothing is contacted until first use)."""
     global _process_drafting
-    os.nice(HEAVY_NICE)
+    lower_process_priority(HEAVY_NICE)
     threading.Thread(target=_exit_with, args=(os.getppid(),), name="ttsq-heavy-parent", daemon=True).start()
     stores = Stores.connect(settings, settings.ready_timeout_s, connect_timeout_s)
     _process_drafting = Drafting(settings, VoiceCatalog.discover(settings.voices_dir), stores.lexicons)

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel
 
 from cli.main import main as cli
+from ttsq.cpu_priority import NICE_CEILING_LIMIT
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -313,6 +314,11 @@ def test_gpu_worker_reserves_its_gpu(compose: dict[str, Any]) -> None:
     assert worker["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
     assert worker["environment"]["TTSQ_WORKER__DEVICE"] == "cuda"
     assert worker["command"][:2] == ["ttsq", "worker"]
+
+
+def test_the_worker_may_bring_a_lowered_thread_back(compose: dict[str, Any]) -> None:
+    """Its user is not root: a bulk step's thread comes back from nice 19 only within RLIMIT_NICE."""
+    assert services(compose)["worker-gpu0"]["ulimits"]["nice"] == NICE_CEILING_LIMIT
 
 
 def flower_problems(compose: dict[str, Any]) -> list[str]:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import time
+from collections.abc import Iterator
 
 import httpx
+import psutil
 import redis
 
 from cli.processes import ManagedProcess
 from tests.conftest import JOB_TIMEOUT_S, wait_for, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
+from ttsq.cpu_priority import threads_can_come_back
 from ttsq.settings import Settings
 
 
@@ -57,3 +63,54 @@ def test_the_worker_asks_redis_for_interactive_work_first(redis_client: redis.Re
                 assert all(w == "tts.interactive" or w.endswith(".interactive") for w in before_entry)
                 return
             assert time.monotonic() < deadline, "no BRPOP from the worker within 30 s"
+
+
+def _lowered_threads(pid: int) -> int:
+    """Threads of the worker process (and of its children) running at a lower priority than its
+    main thread."""
+    root = psutil.Process(pid)
+    base = os.getpriority(os.PRIO_PROCESS, pid)
+    lowered = 0
+    for process in [root, *root.children(recursive=True)]:
+        for thread in process.threads():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                lowered += os.getpriority(os.PRIO_PROCESS, thread.id) > base
+    return lowered
+
+
+@contextlib.contextmanager
+def _sampled(pid: int, seen: list[int]) -> Iterator[None]:
+    """Count the worker's lowered threads every few milliseconds during the block, into ``seen``."""
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            seen.append(_lowered_threads(pid))
+            time.sleep(0.003)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        yield
+    finally:
+        done.set()
+        sampler.join()
+
+
+def test_bulk_work_steps_back_on_the_cores_and_gives_its_threads_back(
+    client: httpx.Client, worker: ManagedProcess
+) -> None:
+    """A bulk job's batcher thread is lowered for good and each bulk step's task thread for the step
+    (where the worker may raise a thread back, as here when its user may); after it, only the batcher
+    stays lowered, and an interactive job runs with nothing of its own lowered (``ttsq.cpu_priority``)."""
+    during_bulk: list[int] = []
+    with _sampled(worker.pid, during_bulk):
+        bulk = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 2), "priority": "bulk"}).json()
+        assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
+    assert max(during_bulk) >= (2 if threads_can_come_back() else 1), "no bulk task thread was lowered"
+    wait_for(lambda: _lowered_threads(worker.pid), lambda n: n == 1, 10, "only the bulk batcher's thread lowered")
+    during_interactive: list[int] = []
+    with _sampled(worker.pid, during_interactive):
+        quick = client.post("/v1/jobs", json={"text": "Me first, please."}).json()
+        assert wait_for_job(client, quick["id"])["status"] == "succeeded"
+    assert max(during_interactive) == 1, "an interactive job's thread ran lowered"

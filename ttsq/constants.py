@@ -107,6 +107,11 @@ def interactive_queue(queue: str) -> str:
     return f"{queue}{INTERACTIVE_QUEUE_SUFFIX}"
 
 
+def is_interactive_queue(name: str) -> bool:
+    """Whether work in this queue is interactive (the fixed interactive queue or a model's)."""
+    return name.endswith(INTERACTIVE_QUEUE_SUFFIX)
+
+
 def model_queue(queue: str, model_key: str, interactive: bool = False) -> str:
     """The queue of one model's bulk work, or of its interactive work (a voice id or ``kokoro``:
     characters other than letters, digits, ``_-`` become ``_``, so the name has no dot of its own)."""

@@ -9,6 +9,7 @@ with this module, so Flower can import the tasks without loading it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import asdict
@@ -35,11 +36,13 @@ from ttsq.constants import (
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
     interactive_queue,
+    is_interactive_queue,
     is_model_queue,
     model_queue,
     segment_queue,
     segment_step,
 )
+from ttsq.cpu_priority import BULK_NICENESS, lowered_thread
 from ttsq.errors import (
     JobNotFound,
     ServiceError,
@@ -238,7 +241,7 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
         with exclusive(lock, f"job {job_id}: {step}") as mine:
             if not mine:
                 return
-            with lease_keeper().holding(lock):
+            with lease_keeper().holding(lock), _lowered_if_bulk():
                 _run_counted(ctx, StepRun(job_id, step, new_attempt_id(), lock), work)
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
@@ -252,6 +255,17 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
         raise
     except (TTSError, ServiceError) as e:
         _fail(ctx, job_id, step, e)
+
+
+def _lowered_if_bulk() -> contextlib.AbstractContextManager[None]:
+    """A bulk step's thread steps back (``ttsq.cpu_priority``) for the step: between the points where
+    it makes way for interactive work (``Engine.make_way``) it would still take half of the core an
+    interactive job's inference thread runs on. The message's queue tells its class."""
+    task = current_task
+    delivery = (task.request.delivery_info or {}) if task is not None else {}
+    if is_interactive_queue(str(delivery.get("routing_key", ""))):
+        return contextlib.nullcontext()
+    return lowered_thread(BULK_NICENESS)
 
 
 def _fail(ctx: JobContext, job_id: str, step: str, error: TTSError | ServiceError) -> None:
