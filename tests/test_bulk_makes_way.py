@@ -9,13 +9,14 @@ engine's interactive lane told that work is coming, as the interactive slot tell
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 
 import pytest
 import redis
 
 from tests.conftest import create_record
-from tts_core.batching import MAX_DEFER_S
+from tts_core.batching import MAX_DEFER_S, MAX_EXPECT_S
 from tts_core.device import Device
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import ASSEMBLE_STEP, ENTRY_STEP, segment_step
@@ -23,7 +24,7 @@ from ttsq.jobs import JobStatus, JobStore, Priority
 from ttsq.settings import Settings
 from ttsq.stores import Stores
 from workers.engine import Engine
-from workers.pipeline import JobContext, assemble_job, run_segment, start_job
+from workers.pipeline import FAN_OUT_CHUNK, JobContext, assemble_job, run_segment, start_job
 from workers.steps import StepRun, new_attempt_id
 
 SENTENCE = "A sentence long enough to make a segment of its own, spoken by a bulk job."
@@ -71,3 +72,40 @@ def test_a_bulk_assembly_waits_while_interactive_work_runs(
         release()
     assembly.join(60)
     assert store.get(record.id).status is JobStatus.SUCCEEDED
+
+
+class _InteractiveArrivesMidFanOut(TaskPublisher):
+    """Sends as the worker does, and interactive work arrives in the engine's lane right after the
+    first segment tasks are sent (announced as the slot announces it, for ``MAX_EXPECT_S``)."""
+
+    def __init__(self, settings: Settings, engine: Engine) -> None:
+        super().__init__(make_producer(settings), settings.queue)
+        self._engine = engine
+        self.sent: list[tuple[float, list[int]]] = []
+
+    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority, model: str | None = None) -> None:
+        chunk = list(indexes)
+        self.sent.append((time.monotonic(), chunk))
+        super().segments(job_id, chunk, priority, model)
+        if len(self.sent) == 1:
+            self._engine.interactive.expect()
+
+
+def test_a_bulk_fan_out_pauses_while_interactive_work_runs(
+    settings: Settings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    """A bulk job's entry sends its segment tasks a few at a time, looking for interactive work in
+    between: sending 1,000 at once held the worker's interpreter lock for about a second."""
+    small = settings.model_copy(update={"queue": "bulk-fan-out-unread", "segment_max_ids": 60})
+    publisher = _InteractiveArrivesMidFanOut(small, engine)
+    ctx = JobContext(Stores.connect(small, 30), engine, publisher)
+    record = create_record(JobStore(redis_client, settings.job_ttl_s), " ".join([SENTENCE] * 3), priority=Priority.BULK)
+    start_job(record.id, ctx, step(ctx, record.id, ENTRY_STEP))
+    sent = [index for _, chunk in publisher.sent for index in chunk]
+    assert sent == list(range(len(sent)))
+    assert len(sent) > FAN_OUT_CHUNK
+    assert all(len(chunk) <= FAN_OUT_CHUNK for _, chunk in publisher.sent)
+    (first_at, _), (second_at, _) = publisher.sent[:2]
+    assert second_at - first_at >= MAX_EXPECT_S * 0.9, "the fan-out went on beside interactive work"
+    for queue in redis_client.scan_iter(f"{small.queue}*"):  # the segment tasks nobody reads
+        redis_client.delete(queue)

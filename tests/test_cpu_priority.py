@@ -13,6 +13,7 @@ from ttsq.cpu_priority import (
     lower_process_priority,
     lower_thread_for_good,
     lowered_thread,
+    normal_thread,
     threads_can_come_back,
 )
 
@@ -77,3 +78,23 @@ def test_a_lowered_process_has_a_session_group_of_its_own_at_its_nice() -> None:
         name, _, group_nice = group.split()
         assert name != AUTOGROUP.read_text().split()[0]
         assert int(group_nice) == nice
+
+
+def test_a_lowered_thread_starts_threads_at_normal_priority_inside_normal_thread() -> None:
+    """A model loaded by a bulk step starts its inference threads at the process's priority."""
+
+    def work() -> list[int]:
+        with lowered_thread(5):
+            lowered = _own_nice()
+            started: list[int] = []
+            with normal_thread():
+                inside = _own_nice()
+                child = threading.Thread(target=lambda: started.append(_own_nice()))
+                child.start()
+                child.join()
+            return [lowered, inside, started[0], _own_nice()]
+
+    base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    lowered, inside, started, after = _in_a_thread(work)
+    assert (inside, started) == (base, base)
+    assert after == lowered

@@ -86,7 +86,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Only the worker imports the tasks (and with them the model runtime); Flower and the API don't.
         "imports": ["workers.tasks"],
         "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # No "task-sent" events: each was a second Redis publish per message (and a new client
+        # object), a job's fan-out of 1,000 segments sent 1,000 of them while holding the worker's
+        # interpreter lock (issue 34). Flower shows a task from its "received" on.
+        "task_send_sent_event": False,
     }
 
 

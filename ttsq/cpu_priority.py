@@ -91,6 +91,26 @@ def lowered_thread(niceness: int) -> Iterator[None]:
         os.setpriority(os.PRIO_PROCESS, tid, own)
 
 
+@contextlib.contextmanager
+def normal_thread() -> Iterator[None]:
+    """The calling thread at its process's own priority for the block, then back to what it was:
+    threads started in it inherit its nice, and a model's inference threads, started by a bulk step
+    that loaded it, would run every later interactive call lowered."""
+    tid = threading.get_native_id()
+    own = os.getpriority(os.PRIO_PROCESS, tid)
+    base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    try:
+        if own > base:
+            os.setpriority(os.PRIO_PROCESS, tid, base)
+    except OSError:  # a thread lowered for good, where the process may not raise it back
+        own = base
+    try:
+        yield
+    finally:
+        if own > base:
+            os.setpriority(os.PRIO_PROCESS, tid, own)
+
+
 @functools.cache
 def threads_can_come_back() -> bool:
     """Whether a thread of this process may raise its priority back after lowering it: tried once,

@@ -37,7 +37,7 @@ from tts_core.speech_markup import parse_ssml
 from tts_core.timing import TimedAudio, Weigh, WordIds
 from ttsq import broker_transport
 from ttsq.constants import model_queue
-from ttsq.cpu_priority import BULK_NICENESS, lower_thread_for_good
+from ttsq.cpu_priority import BULK_NICENESS, lower_thread_for_good, normal_thread
 from ttsq.errors import PlanTooLong
 from ttsq.jobs import Priority, TextType
 from ttsq.settings import Settings, get_settings
@@ -140,7 +140,8 @@ class Engine:
         engine = engine_of(info)
         started = time.perf_counter()
         worker = self._settings.worker
-        voice = engine.load(info, self.device, worker.intra_op_threads, worker.spin_wait)
+        with normal_thread():  # its inference threads start here, and keep this thread's nice
+            voice = engine.load(info, self.device, worker.intra_op_threads, worker.spin_wait)
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",

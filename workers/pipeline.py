@@ -113,6 +113,12 @@ def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
 MAX_GAIN: Final = gain_of(VOLUME_RANGE_DB[1])
 """The loudest a piece of speech is made, however the job's volume and its SSML volumes add up."""
 
+FAN_OUT_CHUNK: Final = 4
+"""Segment tasks a bulk job's entry sends between two looks for interactive work (``make_way``):
+each send is a message built in Python, most of a millisecond of the interpreter's lock, and a job
+of 1,000 segments sent at once held it against another tenant's short job for about a second
+(issue 34's alias flood)."""
+
 STREAM_INLINE_SEGMENTS: Final = 3
 """A streamed job of at most this many segments (a short answer: its first clause, the rest of its
 sentence, maybe one more) is made whole by its entry task, segment after segment, and assembled
@@ -223,7 +229,9 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         first = 1
     run.ensure_current()
     model = ctx.engine.model_key(record.voice) if ctx.settings.model_affinity else None
-    ctx.send.segments(job_id, range(first, len(segments)), record.priority, model)
+    for start in range(first, len(segments), FAN_OUT_CHUNK):
+        ctx.engine.make_way(record.priority)
+        ctx.send.segments(job_id, range(start, min(start + FAN_OUT_CHUNK, len(segments))), record.priority, model)
 
 
 def _streams_clauses(record: JobRecord) -> bool:

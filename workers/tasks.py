@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
@@ -241,7 +241,7 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
         with exclusive(lock, f"job {job_id}: {step}") as mine:
             if not mine:
                 return
-            with lease_keeper().holding(lock), _lowered_if_bulk():
+            with lease_keeper().holding(lock), _step_class(ctx):
                 _run_counted(ctx, StepRun(job_id, step, new_attempt_id(), lock), work)
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
@@ -257,15 +257,25 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
         _fail(ctx, job_id, step, e)
 
 
-def _lowered_if_bulk() -> contextlib.AbstractContextManager[None]:
-    """A bulk step's thread steps back (``ttsq.cpu_priority``) for the step: between the points where
-    it makes way for interactive work (``Engine.make_way``) it would still take half of the core an
-    interactive job's inference thread runs on. The message's queue tells its class."""
+@contextlib.contextmanager
+def _step_class(ctx: JobContext) -> Iterator[None]:
+    """The step runs as its class, told by its message's queue. An interactive step counts as
+    coming in the engine's interactive lane while it runs, on whichever thread (the slot announces
+    its own before that): bulk steps wait at their next gate, so its reading, planning and encoding
+    have the interpreter's lock too, not only its inference call. A bulk step's thread steps back
+    on the cores (``ttsq.cpu_priority``): between its gates it would take half of the core an
+    interactive inference thread runs on."""
     task = current_task
     delivery = (task.request.delivery_info or {}) if task is not None else {}
-    if is_interactive_queue(str(delivery.get("routing_key", ""))):
-        return contextlib.nullcontext()
-    return lowered_thread(BULK_NICENESS)
+    if not is_interactive_queue(str(delivery.get("routing_key", ""))):
+        with lowered_thread(BULK_NICENESS):
+            yield
+        return
+    release = ctx.engine.interactive.expect()
+    try:
+        yield
+    finally:
+        release()
 
 
 def _fail(ctx: JobContext, job_id: str, step: str, error: TTSError | ServiceError) -> None:
