@@ -288,3 +288,17 @@ def test_an_announcement_never_ended_lapses(monkeypatch: pytest.MonkeyPatch) -> 
     assert not preferred.wait_idle(0)
     assert preferred.wait_idle(5)
     preferred.close()
+
+
+def test_announcements_share_one_lapse_thread() -> None:
+    """Each interactive step announces itself: a thread started per announcement waited for the
+    interpreter's lock on a busy worker. Many announcements add one thread, and each still lapses."""
+    preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
+    before = threading.active_count()
+    releases = [preferred.expect() for _ in range(50)]
+    assert threading.active_count() <= before + 1
+    for release in releases[:-1]:
+        release()
+    assert not preferred.wait_idle(0)
+    assert preferred.wait_idle(batching.MAX_EXPECT_S + 5), "the last announcement never lapsed"
+    preferred.close()

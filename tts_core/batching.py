@@ -20,6 +20,7 @@ then on, so that task's own preparation has the cores too, for at most ``MAX_EXP
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import queue
@@ -170,6 +171,36 @@ _Queued = tuple[int, int, "BatchItem[Any] | object"]
 themselves are never compared."""
 
 
+class _Lapses:
+    """Functions called at their deadlines by one thread, started at the first: an announcement's
+    lapse (:meth:`DynamicBatcher.expect`) once cost a timer thread of its own, whose start waited for
+    the interpreter's lock on a busy worker (each interactive step announces itself)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: float, call: Callable[[], None]) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (deadline, next(self._order), call))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            elif self._due[0][2] is call:
+                self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._changed.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, call = heapq.heappop(self._due)
+            call()
+
+
 class DynamicBatcher(Generic[K]):
     """Collects items from many threads into batched inference calls on one thread."""
 
@@ -218,6 +249,7 @@ class DynamicBatcher(Generic[K]):
         self._pending_lock = threading.Lock()
         self._idle = threading.Event()
         self._idle.set()
+        self._lapses = _Lapses(f"{name}-lapses")
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -249,12 +281,9 @@ class DynamicBatcher(Generic[K]):
 
         def release() -> None:
             if once.acquire(blocking=False):
-                expiry.cancel()
                 self._settled(None)
 
-        expiry = threading.Timer(MAX_EXPECT_S, release)
-        expiry.daemon = True
-        expiry.start()
+        self._lapses.add(time.monotonic() + MAX_EXPECT_S, release)
         return release
 
     def preempt(self) -> None:
