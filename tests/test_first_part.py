@@ -66,9 +66,15 @@ def test_japanese_is_cut_at_an_accent_phrase_when_its_first_comma_comes_late() -
 
 
 def test_english_prefers_a_comma_then_a_phrase_start() -> None:
-    assert first_cuts("Well, as it happens, the train was late again today.", object()) == [20]  # once only
+    long_sentence = "Well, as it happens, the train was late again today, and nobody could tell us why."
+    assert first_cuts(long_sentence, object()) == [20]  # once only
     assert [b.end for b in word_breaks("a b")] == [1, 3]
-    sentence = "These reflections have dispelled the agitation with which I began my letter"
+    sentence = "These reflections have dispelled the agitation with which I began my letter, and I feel my heart glow"
     cut = first_cuts(sentence, object())
     assert sentence[: cut[0]] == "These reflections have dispelled the agitation"  # before "with", not "which"
     assert first_cuts("Too short to cut.", object()) == []
+    # Up to 12 words are spoken whole: one model call, though there is a comma and a phrase start.
+    assert first_cuts("Good morning, here is the news for you.", object()) == []
+    assert first_cuts("Thanks for reaching out, a member of our team will reply soon.", object()) == []
+    longer = "Good morning, here is the news for you today and for the rest of the week."  # 16 words
+    assert longer[: first_cuts(longer, object())[0]] == "Good morning, here is the news"

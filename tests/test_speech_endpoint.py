@@ -21,7 +21,8 @@ from tests.test_segment_jobs import PARAGRAPH
 from tts_core.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
-SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects."
+SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects of a server like this one."
+"""Long enough (17 words) for a streamed job to cut its first clause."""
 SAMPLE_RATE = 22050
 
 

@@ -47,10 +47,14 @@ class FirstPartLimits:
     """Shorter than this, a part is not worth its own model call (a lone "However,")."""
     most: float
     """Longer than this, the first part keeps the listener waiting."""
+    whole: float
+    """A sentence no heavier than this is spoken whole: it is heard soon enough as one model call,
+    and a cut would cost a second call's fixed time (issue 38: 17 ms of a 160 ms Piper message)."""
 
 
-WORD_LIMITS: Final = FirstPartLimits(3, 8)
-"""For text cut between words: 3 to 8 words (8 English words are about 100 Piper ids, 0.15 s on 2 cores)."""
+WORD_LIMITS: Final = FirstPartLimits(3, 8, 12)
+"""For text cut between words: 3 to 8 words (8 English words are about 100 Piper ids, 0.15 s on 2
+cores); a sentence of up to 12 words (about 0.2 s) is spoken whole."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ def first_cuts(sentence: str, front_end: object) -> list[int]:
         # The head's end is no place to cut (it may be inside a word), and the rest weighs more than
         # any first part.
         breaks, total = [b for b in breaks if b.end < len(head)], math.inf
+    if total <= limits.whole:
+        return []
     usable = [b for b in breaks if b.weight >= limits.least and total - b.weight >= limits.least]
     first = _first(usable, limits)
     if first is None or not has_speech(sentence[first.end :]):

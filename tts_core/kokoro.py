@@ -65,8 +65,9 @@ class KokoroFrontEnd:
     OpenJTalk instance holding that user dictionary."""
 
     max_ids: int | None = KOKORO_MAX_IDS
-    first_part_limits: FirstPartLimits = FirstPartLimits(6, 16)
-    """A streamed job's first part: 6 to 16 morae (16 are about 36 ids, 0.8 s of the model on 2 cores)."""
+    first_part_limits: FirstPartLimits = FirstPartLimits(6, 16, 16)
+    """A streamed job's first part: 6 to 16 morae (16 are about 36 ids, 0.8 s of the model on 2 cores);
+    a sentence no longer than that is spoken whole."""
 
     def __init__(self, folder: Path, dictionary: Path | None = None) -> None:
         self._vocab = vocab(folder)
