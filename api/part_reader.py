@@ -64,12 +64,10 @@ class PartReader:
             if time.monotonic() > deadline:
                 message = f"no audio for {PART_TIMEOUT_S:.0f} s; the job goes on: GET /v1/jobs/{self.job_id}"
                 raise ApiError(504, "speech_timeout", message)
-            record, done = await run_in_threadpool(self._look)
+            record, data = await run_in_threadpool(self._look)
             if self.total is not None and self._next >= self.total:
                 return None
-            if self._next in done:
-                part = PartRef(self.job_id, self._next, done[self._next])
-                data = await run_in_threadpool(self._state.stores.parts.get, part)
+            if data is not None:
                 self._next += 1
                 return np.frombuffer(data, dtype=np.int16)
             if record.status is not JobStatus.RUNNING and record.status is not JobStatus.QUEUED:
@@ -77,16 +75,20 @@ class PartReader:
             await self._events.next(min(RESYNC_S, max(0.0, deadline - time.monotonic())))
             self._events.drain()
 
-    def _look(self) -> tuple[JobRecord, dict[int, str]]:
-        """The record and the counted segments (with the attempt whose part counts). A one-segment
-        job's total is written only at its success, after its part: a part counted while the total
-        is unknown means a one-segment job."""
+    def _look(self) -> tuple[JobRecord, bytes | None]:
+        """The record, and the next part's audio if it is counted, in one hop off the event loop
+        (each hop is a thread's wake-up on the answer's path). A one-segment job's total is written
+        only at its success, after its part: a part counted while the total is unknown means a
+        one-segment job."""
         record = self._state.stores.jobs.get(self.job_id)
         done = self._state.stores.segments.winners(self.job_id)
         self.voice = record.voice
         total = record.progress.segments_total
         self.total = total if total is not None else (1 if done else None)
-        return record, done
+        attempt = done.get(self._next)
+        if attempt is None or self.total is None or self._next >= self.total:
+            return record, None
+        return record, self._state.stores.parts.get(PartRef(self.job_id, self._next, attempt))
 
 
 def _raise_unfinished(record: JobRecord) -> None:

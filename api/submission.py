@@ -330,6 +330,14 @@ def default_priority(characters: int, speech_s: float, settings: Settings) -> Pr
 # --- Submitting --------------------------------------------------------------------------------
 
 
+def draft_and_submit(state: AppState, tenant: Tenant, request: JobCreate, *, stream: bool, keep: bool) -> Draft:
+    """:func:`draft_job` then :func:`submit_job`, for a caller that waits for both off the event loop:
+    one thread hop, not two, on a short answer's path."""
+    draft = draft_job(state, tenant, request, stream=stream, keep=keep)
+    submit_job(state, tenant, draft)
+    return draft
+
+
 def submit_job(state: AppState, tenant: Tenant, draft: Draft, request: Repeatable | None = None) -> Submitted:
     """Admit, store and queue the job, unless ``request`` repeats an earlier one (then its job)."""
     record = draft.record

@@ -28,7 +28,7 @@ from typing import Any, Final
 import httpx
 
 from bench import corpus
-from bench.stack import BenchStack
+from bench.stack import BenchStack, Submitted
 from bench.submit_keys import bench_client
 from cli.processes import ManagedProcess, free_port, wait_until
 from tts_core.catalog import VoiceCatalog
@@ -169,8 +169,9 @@ def offered_ways(ways: dict[str, Request], text: str) -> tuple[dict[str, Request
     return offered, missing
 
 
-def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, dict[str, float]]:
-    """Each text through each way in turn, ``rounds`` times; text to last byte, in ms."""
+def alternating(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, list[float]]:
+    """Each text through each way in turn, ``rounds`` times: text to last byte in ms, request by
+    request, so the i-th time of every way is the same text at about the same moment."""
     times: dict[str, list[float]] = {name: [] for name in ways}
     with bench_client(timeout=60) as client:
         for _ in range(rounds):
@@ -179,7 +180,46 @@ def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str
                     started = time.perf_counter()
                     way(client, text)
                     times[name].append(1000 * (time.perf_counter() - started))
-    return {name: _ms_percentiles(values) for name, values in times.items()}
+    return times
+
+
+def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, dict[str, float]]:
+    """Percentiles of :func:`alternating`, and each way's paired median over the peer's (the median
+    of request-by-request ratios: the machine's drift cancels out of each pair)."""
+    times = alternating(ways, texts, rounds)
+    found = {name: _ms_percentiles(values) for name, values in times.items()}
+    for name, values in times.items():
+        if name != "peer":
+            found[name]["paired_over_peer"] = paired_median(values, times["peer"])
+    return found
+
+
+def paired_median(ours: list[float], theirs: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+
+
+MESSAGES: Final = (
+    "OK.",
+    "Your order has shipped.",
+    "Meeting moved to three pm.",
+    "Good morning, here is the news.",
+    "Please call me back when you can.",
+    "The build passed on the first try.",
+)
+"""Notification-style messages of growing length: what the speech endpoint adds beside the peer,
+message by message, tells a fixed cost from one that grows with the audio (issue 38)."""
+MESSAGE_ROUNDS: Final = 12
+
+
+def per_message(ways: dict[str, Request], rounds: int) -> dict[str, dict[str, float]]:
+    """Each of :data:`MESSAGES`, ``rounds`` times through the peer and the speech endpoint,
+    alternating: median ms of each, and the speech endpoint's extra time."""
+    found: dict[str, dict[str, float]] = {}
+    for message in MESSAGES:
+        times = alternating({name: ways[name] for name in ("peer", "speech")}, [message], rounds)
+        peer_ms, speech_ms = statistics.median(times["peer"]), statistics.median(times["speech"])
+        found[message] = {"peer_ms": peer_ms, "speech_ms": speech_ms, "extra_ms": speech_ms - peer_ms}
+    return found
 
 
 def throughput(way: Request, texts: list[str], per_client: int) -> dict[str, float]:
@@ -284,6 +324,37 @@ def stages(stack: BenchStack, texts: list[str]) -> dict[str, float]:
     return {name: 1000 * statistics.median(values) for name, values in rows.items()}
 
 
+def speech_stages(stack: BenchStack, texts: list[str]) -> dict[str, float]:
+    """Where a speech request's milliseconds go (medians), from the client's clock and the job
+    record: API (request sent -> record created), queue (created -> started), synthesis (the model
+    calls), rest (started -> last byte, less synthesis: planning, the part's store and
+    announcement, the API's read and answer)."""
+    rows: dict[str, list[float]] = {k: [] for k in ("api", "queue", "synthesis", "rest", "total")}
+    with bench_client(timeout=60) as client:
+        for text in texts:
+            sent = time.time()
+            job_id = speech_job(client, stack.url, text)
+            answered = time.time()
+            record = stack.jobs.get(job_id)
+            assert record.started_at is not None
+            created, started = record.created_at.timestamp(), record.started_at.timestamp()
+            stack.wait_all([Submitted(job_id, 0.0)])  # its object stored: the next starts on an idle service
+            synthesis = (stack.jobs.get(job_id).progress.synthesis_ms or 0) / 1000
+            rows["api"].append(created - sent)
+            rows["queue"].append(started - created)
+            rows["synthesis"].append(synthesis)
+            rows["rest"].append(answered - started - synthesis)
+            rows["total"].append(answered - sent)
+    return {name: 1000 * statistics.median(values) for name, values in rows.items()}
+
+
+def speech_job(client: httpx.Client, url: str, text: str) -> str:
+    """One WAV answer of the speech endpoint, read whole; its job's id."""
+    body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav"}
+    response = _offered(client.post(f"{url}/v1/audio/speech", json=body))
+    return response.headers["x-ttsq-job-id"]
+
+
 def _ratio(numerator: dict[str, Any] | None, denominator: dict[str, Any], key: str) -> float | None:
     return numerator[key] / denominator[key] if numerator is not None else None
 
@@ -295,6 +366,8 @@ def summary(lat: dict[str, dict[str, float]], flows: dict[str, dict[str, float]]
         "speech_p50_over_peer": _ratio(speech, peer_lat, "p50"),
         "speech_p99_over_own_p50": speech["p99"] / speech["p50"] if speech else None,
         "swf_p50_over_peer": _ratio(swf, peer_lat, "p50"),
+        "speech_paired_over_peer": speech.get("paired_over_peer") if speech else None,
+        "swf_paired_over_peer": swf.get("paired_over_peer") if swf else None,
         "speech_throughput_over_peer": _ratio(flows.get("speech"), flows["peer"], "audio_per_wall"),
         "swf_throughput_over_peer": _ratio(flows.get("submit_wait_fetch"), flows["peer"], "audio_per_wall"),
     }
@@ -316,6 +389,7 @@ def peer(stack: BenchStack, root: Path, quick: bool) -> dict[str, Any]:
             texts[0],
         )
         lat = latency({k: w for k, w in ways.items() if k != "speech_keep_false"}, texts, 1 if quick else 3)
+        messages = per_message(ways, 3 if quick else MESSAGE_ROUNDS) if "speech" in ways else {}
         flows = {name: throughput(way, texts, 3 if quick else 8) for name, way in ways.items()}
     finally:
         server.stop()
@@ -329,4 +403,6 @@ def peer(stack: BenchStack, root: Path, quick: bool) -> dict[str, Any]:
         "throughput": flows,
         "streaming_2000_chars": None if "speech" in missing else time_to_first_byte(stack.url, stream_text()),
         "stages_ms": stages(stack, texts[:10] if quick else texts),
+        "messages_ms": messages,
+        "speech_stages_ms": None if "speech" in missing else speech_stages(stack, texts[:10] if quick else texts),
     }

@@ -132,6 +132,21 @@ def test_large_objects_upload_in_parts(settings: Settings, s3_client: S3Client) 
     assert objects.get("jobs/large/audio.wav") is None
 
 
+def test_a_small_upload_is_one_put_from_where_the_file_stands(settings: Settings, s3_client: S3Client) -> None:
+    """A short job's file goes up whole in one request (no transfer manager and its threads), from
+    the file's position on."""
+    objects = ObjectStore(settings.s3)
+    key = f"jobs/small-{uuid.uuid4().hex[:8]}/audio.wav"
+    source = io.BytesIO(b"ignored-" + bytes(range(256)) * 40)
+    source.seek(len(b"ignored-"))
+    objects.upload(key, source, "audio/wav")
+    head = s3_client.head_object(Bucket=settings.s3.bucket, Key=key)
+    assert head["ContentType"] == "audio/wav"
+    assert "-" not in head["ETag"]  # one PUT, not a multipart upload
+    assert objects.get(key) == bytes(range(256)) * 40
+    objects.delete_many([key])
+
+
 def test_an_upload_reads_two_parts_into_memory_at_most(settings: Settings, s3_client: S3Client) -> None:
     """A book's audio goes up from the assembly's temporary file; however large it is, the upload
     holds ``UPLOAD_PARTS_IN_MEMORY`` parts in memory, not s3transfer's default of ten."""

@@ -124,9 +124,17 @@ class ObjectStore:
             raise storage_error(f"the upload of {key}", e) from e
 
     def upload(self, key: str, stream: BinaryIO, content_type: str) -> None:
-        """Upload from a file object, in parts above :data:`MULTIPART_THRESHOLD`. S3 publishes a
-        multipart object only on completion, so readers never see a partial one."""
+        """Upload from a seekable file object, in parts above :data:`MULTIPART_THRESHOLD`. S3
+        publishes a multipart object only on completion, so readers never see a partial one. A
+        smaller file goes in one ``put_object``: boto3's transfer manager starts a thread pool for
+        every upload, a cost on each short job's path (issue 38)."""
+        start = stream.tell()
+        size = stream.seek(0, 2) - start
+        stream.seek(start)
         try:
+            if size < MULTIPART_THRESHOLD:
+                self._s3.put_object(Bucket=self.bucket, Key=key, Body=stream, ContentType=content_type)
+                return
             self._s3.upload_fileobj(stream, self.bucket, key, ExtraArgs={"ContentType": content_type}, Config=_TRANSFER)
         except (BotoCoreError, ClientError) as e:
             raise storage_error(f"the upload of {key}", e) from e

@@ -33,7 +33,7 @@ from api.schemas import (
     SampleRate,
 )
 from api.state import AppState
-from api.submission import draft_job, submit_job
+from api.submission import draft_and_submit
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.encoding import StreamEncoder, encode
 from tts_core.errors import UnsupportedFormat
@@ -161,12 +161,9 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, 
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
-    draft = await run_in_threadpool(
-        draft_job, state, tenant, request, stream=True, keep=body.keep
-    )  # text: off the loop
-    record = draft.record
+    # Off the loop: the text is read, Redis written.
+    record = (await run_in_threadpool(draft_and_submit, state, tenant, request, stream=True, keep=body.keep)).record
     voice_rate = state.catalog.get(record.voice).sample_rate
-    await run_in_threadpool(submit_job, state, tenant, draft)
     reader = PartReader(state, record.id)
     await reader.open()
     try:
