@@ -33,14 +33,14 @@ from ttsq.constants import (
     segment_step,
     usage_key,
 )
-from ttsq.jobs import JobStatus, JobStore
+from ttsq.jobs import JobStatus, JobStore, utcnow
 from ttsq.parts import PartRef
 from ttsq.quotas import usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
 from workers.engine import Engine
-from workers.pipeline import JobContext, _reserve_planned_audio, assemble_job, run_segment, start_job
+from workers.pipeline import JobContext, _claim_planned, assemble_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
 
 LONG_SENTENCE = "A sentence long enough to take the model a moment, spoken once by each of two runs of one step."
@@ -257,8 +257,11 @@ def test_two_runs_replanning_one_job_charge_its_audio_once(
     day = usage_day(record.created_at)
     redis_client.hincrby(usage_key(tenant, day), "audio_ms", 1000)  # what admission charged
     plan = engine.plan_segments(record.voice, LONG_SENTENCE, settings.segment_max_ids)
-    first = _reserve_planned_audio(record, plan, ctx)
-    second = _reserve_planned_audio(record, plan, ctx)  # read the same record, before the first wrote
+    first = _claim_planned(record, plan, utcnow(), ctx)
+    second = _claim_planned(record, plan, utcnow(), ctx)  # read the same record, before the first wrote
+    assert first is not None
+    assert second is not None
     assert first.reserved_audio_ms == second.reserved_audio_ms != 1000
+    assert second.attempts == first.attempts + 1
     assert store.get(record.id).reserved_audio_ms == first.reserved_audio_ms
     assert ctx.stores.quotas.usage(tenant, day)[1] == pytest.approx(first.reserved_audio_ms / 1000)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import time
+from typing import cast
 
 import httpx
 import pytest
@@ -12,9 +14,18 @@ import redis
 from mypy_boto3_s3 import S3Client
 
 from cli.processes import ManagedProcess
-from tests.conftest import TEST_BUCKET, IdleQueueApi, create_record, enqueue, wait_for_job, wait_for_tasks
+from tests.conftest import (
+    JOB_TIMEOUT_S,
+    TEST_BUCKET,
+    IdleQueueApi,
+    create_record,
+    enqueue,
+    wait_for_job,
+    wait_for_tasks,
+)
 from tts_core.catalog import DEFAULT_VOICE_ID
-from ttsq.constants import SYNTHESIZE_TASK
+from ttsq.constants import SYNTHESIZE_TASK, job_events_channel
+from ttsq.events import EventKind, JobEvent, parse_event
 from ttsq.jobs import JobStatus, JobStore, utcnow
 from ttsq.settings import Settings
 
@@ -114,3 +125,35 @@ def test_a_step_that_took_down_its_workers_fails_instead_of_running_again(
         assert done["error"]["code"] == "worker_crashed"
         assert "stopped its worker 3 times" in done["error"]["message"]
         assert done["progress"]["segments_total"] is None, "the step did not run again"
+
+
+THREE_SEGMENTS = " ".join(
+    f"Paragraph {n} of the record test says enough words for a segment of its own, and then it goes on a "
+    "little longer, so that the planner has to cut the text here rather than anywhere later."
+    for n in range(3)
+)
+
+
+@pytest.mark.parametrize(("text", "segments"), [("One sentence, one segment.", 1), (THREE_SEGMENTS, 3)])
+def test_a_job_record_is_written_once_per_state_change(
+    store: JobStore, settings: Settings, worker: ManagedProcess, redis_client: redis.Redis, text: str, segments: int
+) -> None:
+    """Each record write publishes one status event: the worker claims the job with its plan in one
+    write and ends it in one; segments done are counted beside the record, not written into it."""
+    record = create_record(store, text)
+    messages: list[JobEvent] = []
+    with redis_client.pubsub() as events:  # type: ignore[no-untyped-call]  # untyped in redis-py
+        events.subscribe(job_events_channel(record.id))
+        enqueue(settings, record.id)
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while not store.get(record.id).status.terminal and time.monotonic() < deadline:
+            if (message := events.get_message(ignore_subscribe_messages=True, timeout=0.5)) is not None:
+                messages.append(cast(JobEvent, parse_event(message["data"])))
+        while (message := events.get_message(ignore_subscribe_messages=True, timeout=0.5)) is not None:
+            messages.append(cast(JobEvent, parse_event(message["data"])))
+    done = store.get(record.id)
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.progress.segments_total == segments
+    assert [event.status for event in messages if event.kind is EventKind.STATUS] == ["running", "succeeded"]
+    ticks = [event for event in messages if event.kind is EventKind.SEGMENT]
+    assert len(ticks) == (segments if segments > 1 else 0)

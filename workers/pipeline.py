@@ -19,6 +19,7 @@ import logging
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -28,6 +29,7 @@ from tts_core.audio import PCM16, gain_of, timed_pcm
 from tts_core.batching import BatchResult
 from tts_core.config import SPEED_RANGE, SynthesisConfig
 from tts_core.encoding import encode, encode_stream
+from tts_core.errors import TTSError
 from tts_core.formats import AudioFormat
 from tts_core.level_meter import LevelSummary, measure
 from tts_core.leveling import Leveling, leveling_for, spread_sample
@@ -40,7 +42,7 @@ from tts_core.timing import SegmentTiming, UtteranceTiming
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import OBJECT_STEPS, result_key
-from ttsq.errors import QuotaExceeded, SegmentLost, TransientError, error_code
+from ttsq.errors import QuotaExceeded, SegmentLost, ServiceError, TransientError, error_code
 from ttsq.estimate import planned_audio_s
 from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, Priority, finish_changes, utcnow
 from ttsq.parts import PartRef, counted_parts, iter_parts
@@ -91,10 +93,11 @@ class SegmentAudio:
     """Its measured level, for a job with a loudness target that is leveled whole at the end."""
 
 
-def _mark_started(record: JobRecord) -> dict[str, Any]:
-    started_at = record.started_at or utcnow()
+def _mark_started(record: JobRecord, taken_at: datetime, segments_total: int | None = None) -> dict[str, Any]:
+    started_at = record.started_at or taken_at
     queued_ms = round((started_at - record.created_at).total_seconds() * 1000)
-    progress = record.progress.model_copy(update={"queued_ms": queued_ms})
+    planned = {} if segments_total is None else {"segments_total": segments_total}
+    progress = record.progress.model_copy(update={"queued_ms": queued_ms, **planned})
     return {"started_at": started_at, "attempts": record.attempts + 1, "progress": progress}
 
 
@@ -178,45 +181,38 @@ def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
 
 
 def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
-    """Plan the job; finish it here if it has one segment, else send its segment tasks (a streamed
-    job's first segment is synthesised here first, and announced as soon as it is stored; a short
-    streamed job is made and assembled here whole, see :data:`STREAM_INLINE_SEGMENTS`).
+    """Plan the job, then claim it with its plan in one record write (running, its segment count,
+    the plan's audio charged); finish it here if it has one segment, else send its segment tasks (a
+    streamed job's first segment is synthesised here first, and announced as soon as it is stored;
+    a short streamed job is made and assembled here whole, see :data:`STREAM_INLINE_SEGMENTS`).
 
     A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
-    record = ctx.stores.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, _mark_started)
-    if record is None:
+    taken_at = utcnow()
+    record = ctx.stores.jobs.get(job_id)
+    if record.status not in _STARTABLE:
         # Its webhook event was queued by its terminal write; a batch's finishing task by the terminal
         # write of the batch's last item (a lost one is sent again by the sweeper, ttsq.batch_sweep).
         log.info("job %s is no longer runnable; skipping", job_id)
         return
-    settings = ctx.settings
-    text = ctx.stores.jobs.text(job_id)
-    segments = ctx.engine.plan_segments(
-        record.voice,
-        text,
-        settings.segment_max_ids,
-        record.text_type,
-        record.options.paragraph_pause_s,
-        synthesis_config(record, settings).sentence_pause_s,
-        max_segments=settings.max_job_segments,  # stops planning there
-        pronunciation=_pronunciation(record, ctx),
-        stream=_streams_clauses(record),
-        defer=record.priority is Priority.BULK,
-    )
-    run.ensure_current()
-    record = _reserve_planned_audio(record, segments, ctx)
-    progress = record.progress.model_copy(update={"segments_total": len(segments)})
-    if len(segments) == 1:  # no fan-out: the success write records the total too
-        record = record.model_copy(update={"progress": progress})
+    try:
+        segments = _plan(record, ctx)
+        run.ensure_current()
+        claimed = _claim_planned(record, segments, taken_at, ctx)
+    except (TTSError, ServiceError):  # the job fails as one this worker took, started and tried once
+        ctx.stores.jobs.transition_by(job_id, _STARTABLE, JobStatus.RUNNING, lambda c: _mark_started(c, taken_at))
+        raise
+    if claimed is None:
+        log.info("job %s was canceled or ended while it was planned; skipping", job_id)
+        return
+    record = claimed
+    if len(segments) == 1:  # no fan-out
         audio = _speak(ctx, record, segments[0], f"{job_id}/0", last=True)
         if record.stream:  # the API sends this part while the object is encoded and stored
             _store_part(ctx, run, PartRef(job_id, 0, run.attempt), audio)
         _finish_single(job_id, record, segments[0], audio, ctx, run)
         return
     run.ensure_current()
-    if ctx.stores.jobs.transition(job_id, (JobStatus.RUNNING,), JobStatus.RUNNING, {"progress": progress}) is None:
-        return
     ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
     if record.stream and len(segments) <= STREAM_INLINE_SEGMENTS:
@@ -232,6 +228,22 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     for start in range(first, len(segments), FAN_OUT_CHUNK):
         ctx.engine.make_way(record.priority)
         ctx.send.segments(job_id, range(start, min(start + FAN_OUT_CHUNK, len(segments))), record.priority, model)
+
+
+def _plan(record: JobRecord, ctx: JobContext) -> list[list[PlannedUtterance]]:
+    settings = ctx.settings
+    return ctx.engine.plan_segments(
+        record.voice,
+        ctx.stores.jobs.text(record.id),
+        settings.segment_max_ids,
+        record.text_type,
+        record.options.paragraph_pause_s,
+        synthesis_config(record, settings).sentence_pause_s,
+        max_segments=settings.max_job_segments,  # stops planning there
+        pronunciation=_pronunciation(record, ctx),
+        stream=_streams_clauses(record),
+        defer=record.priority is Priority.BULK,
+    )
 
 
 def _streams_clauses(record: JobRecord) -> bool:
@@ -266,9 +278,12 @@ def _tenant_limits(tenant_id: str, ctx: JobContext) -> Limits:
     return own.over(ctx.settings.default_limits)
 
 
-def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtterance]], ctx: JobContext) -> JobRecord:
-    """Replace the submit-time estimate of the job's audio with the plan's; a plan the tenant's day
-    cannot take fails the job before any synthesis (``audio_seconds_per_day_exceeded``)."""
+def _claim_planned(
+    record: JobRecord, segments: list[list[PlannedUtterance]], taken_at: datetime, ctx: JobContext
+) -> JobRecord | None:
+    """Replace the submit-time estimate of the job's audio with the plan's and claim the job
+    (running, started, its segment count) in one record write; None if it ended meanwhile. A plan
+    the tenant's day cannot take fails the job before any synthesis (``audio_seconds_per_day_exceeded``)."""
     utterances = [u for segment in segments for u in segment]
     sentence_pause = synthesis_config(record, ctx.settings).sentence_pause_s
     pauses = sum(sentence_pause if u.pause_after_s is None else u.pause_after_s for u in utterances)
@@ -289,16 +304,16 @@ def _reserve_planned_audio(record: JobRecord, segments: list[list[PlannedUtteran
         raise QuotaExceeded("audio_seconds_per_day", message, 0)
     replaced = [False]
 
-    def reserve(current: JobRecord) -> dict[str, Any]:
+    def claim(current: JobRecord) -> dict[str, Any]:
+        changes = _mark_started(current, taken_at, len(segments))
         # Only over the reservation this run read: a duplicate run that replanned first charged it.
         replaced[0] = current.reserved_audio_ms == record.reserved_audio_ms
-        return {"reserved_audio_ms": planned_ms} if replaced[0] else {}
+        return {**changes, "reserved_audio_ms": planned_ms} if replaced[0] else changes
 
-    updated = ctx.stores.jobs.update_by(record.id, (JobStatus.RUNNING,), reserve)
-    if updated is None or not replaced[0]:  # canceled meanwhile, or replanned by another run: give it back
+    claimed = ctx.stores.jobs.transition_by(record.id, _STARTABLE, JobStatus.RUNNING, claim)
+    if claimed is None or not replaced[0]:  # ended meanwhile, or replanned by another run: give it back
         ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), -delta, limits)
-        return record if updated is None else updated
-    return record.model_copy(update={"reserved_audio_ms": planned_ms})
+    return claimed
 
 
 def _finish_single(
