@@ -38,6 +38,8 @@ BULK_NICENESS: Final = 19
 """How far a worker's bulk work steps back (its batcher thread, and each bulk step's task thread):
 against an interactive job's threads on the same core it gets about 1.5% of it (Linux's weights,
 15 against 1024), and every core nothing else wants."""
+LOWEST_NICE: Final = 19
+"""The kernel's lowest priority: a nice asked for past it is taken as it."""
 NICE_CEILING_LIMIT: Final = 20
 """``RLIMIT_NICE`` that lets a thread come back to nice 0 (the ceiling is ``20 - limit``)."""
 
@@ -51,8 +53,12 @@ def lower_process_priority(niceness: int) -> None:
         return
     with contextlib.suppress(OSError):  # refused only to a process group leader, already alone
         os.setsid()
-    if not _set_autogroup_nice(min(19, os.getpriority(os.PRIO_PROCESS, 0))):
+    if not _set_autogroup_nice(_lowest(os.getpriority(os.PRIO_PROCESS, 0))):
         log.warning("could not lower this process's autogroup; it keeps its session's share of the cores")
+
+
+def _lowest(niceness: int) -> int:
+    return min(LOWEST_NICE, niceness)
 
 
 def _set_autogroup_nice(niceness: int) -> bool:
@@ -72,7 +78,7 @@ def lower_thread_for_good(niceness: int) -> None:
     does low-priority work (a bulk batcher). Best effort: a refusal leaves it as it is."""
     tid = threading.get_native_id()
     with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
+        os.setpriority(os.PRIO_PROCESS, tid, _lowest(os.getpriority(os.PRIO_PROCESS, tid) + niceness))
 
 
 @contextlib.contextmanager
@@ -84,7 +90,7 @@ def lowered_thread(niceness: int) -> Iterator[None]:
         return
     tid = threading.get_native_id()
     own = os.getpriority(os.PRIO_PROCESS, tid)
-    os.setpriority(os.PRIO_PROCESS, tid, min(19, own + niceness))
+    os.setpriority(os.PRIO_PROCESS, tid, _lowest(own + niceness))
     try:
         yield
     finally:
@@ -126,7 +132,7 @@ def threads_can_come_back() -> bool:
         tid = threading.get_native_id()
         own = os.getpriority(os.PRIO_PROCESS, tid)
         try:
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, own + 1))
+            os.setpriority(os.PRIO_PROCESS, tid, _lowest(own + 1))
             os.setpriority(os.PRIO_PROCESS, tid, own)
             came_back.append(os.getpriority(os.PRIO_PROCESS, tid) == own)
         except OSError:
