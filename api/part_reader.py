@@ -77,9 +77,9 @@ class PartReader:
 
     def _look(self) -> tuple[JobRecord, bytes | None]:
         """The record, and the next part's audio if it is counted, in one hop off the event loop
-        (each hop is a thread's wake-up on the answer's path). A one-segment job's total is written
-        only at its success, after its part: a part counted while the total is unknown means a
-        one-segment job."""
+        (each hop is a thread's wake-up on the answer's path). A worker writes the total when it
+        claims the job; a part counted while the total is unknown (a worker of the release before,
+        which wrote a one-segment job's total only at its success) means a one-segment job."""
         record = self._state.stores.jobs.get(self.job_id)
         done = self._state.stores.segments.winners(self.job_id)
         self.voice = record.voice
