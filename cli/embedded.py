@@ -16,12 +16,13 @@ from typing import Any
 import httpx
 import redis
 
-from cli.processes import ManagedProcess, free_port, wait_until
+from cli.processes import ManagedProcess, ServiceExited, free_port, wait_until
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.settings import S3Settings, Settings
 
 LOOPBACK = "127.0.0.1"
 SERVICE_START_TIMEOUT_S = 60.0
+SEAWEED_START_ATTEMPTS = 3
 
 
 class MissingBinary(RuntimeError):
@@ -82,6 +83,9 @@ class RedisService:
         client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
         try:
             wait_until(lambda: bool(client.ping()), SERVICE_START_TIMEOUT_S, "redis-server", self.process)
+        except BaseException:
+            self.stop()
+            raise
         finally:
             client.close()
         return self
@@ -118,18 +122,26 @@ class SeaweedService:
         access_key: str = DEV_S3_ACCESS_KEY,
         secret_key: str = DEV_S3_SECRET_KEY,
     ) -> None:
-        self.ports = SeaweedPorts() if s3_port is None else SeaweedPorts(s3=s3_port)
+        self.chosen_s3_port = s3_port
+        self.ports = self._fresh_ports()
         self.data_dir = data_dir
         self.bucket = bucket
         self.access_key = access_key
         self.secret_key = secret_key
+        self.process = self._process()
+
+    def _fresh_ports(self) -> SeaweedPorts:
+        return SeaweedPorts() if self.chosen_s3_port is None else SeaweedPorts(s3=self.chosen_s3_port)
+
+    def _process(self) -> ManagedProcess:
+        data_dir = self.data_dir
         argv = [
             str(weed_binary()),
             f"-logdir={data_dir / 'logs'}",
             "mini",
             f"-dir={data_dir / 'data'}",
             f"-ip={LOOPBACK}", f"-ip.bind={LOOPBACK}",
-            f"-bucket={bucket}",
+            f"-bucket={self.bucket}",
             f"-s3.port={self.ports.s3}",
             # Its unix sockets default to /tmp; keep them in the data folder like everything else.
             f"-s3.localSocket={data_dir / 'tmp' / 's3.sock'}",
@@ -141,11 +153,11 @@ class SeaweedService:
         # TMPDIR: whatever else it writes to a temporary folder stays in the data folder too.
         env = {
             **os.environ,
-            "AWS_ACCESS_KEY_ID": access_key,
-            "AWS_SECRET_ACCESS_KEY": secret_key,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
             "TMPDIR": str(data_dir / "tmp"),
         }
-        self.process = ManagedProcess("seaweedfs", argv, data_dir / "weed.log", env)
+        return ManagedProcess("seaweedfs", argv, data_dir / "weed.log", env)
 
     @property
     def endpoint_url(self) -> str:
@@ -156,11 +168,29 @@ class SeaweedService:
         return httpx.head(f"{self.endpoint_url}/{self.bucket}", timeout=1).status_code in {200, 403}
 
     def start(self) -> SeaweedService:
+        """Start weed; if it exits while starting, start it again on fresh ports.
+
+        Its thirteen ports are picked free but only bound later, so on a busy machine another process
+        may take one first; weed then exits at once and a second pick is all it needs.
+        """
         for folder in ("data", "logs", "tmp"):
             (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
-        self.process.start()
-        wait_until(self._bucket_ready, SERVICE_START_TIMEOUT_S, "SeaweedFS S3", self.process)
-        return self
+        attempts_left = SEAWEED_START_ATTEMPTS
+        while True:
+            self.process.start()
+            try:
+                wait_until(self._bucket_ready, SERVICE_START_TIMEOUT_S, "SeaweedFS S3", self.process)
+                return self
+            except ServiceExited:
+                self.stop()
+                attempts_left -= 1
+                if not attempts_left:
+                    raise
+                self.ports = self._fresh_ports()
+                self.process = self._process()
+            except BaseException:
+                self.stop()
+                raise
 
     def grpc_sockets(self) -> list[Path]:
         """The gRPC unix sockets weed opens at a path it hard-codes under /tmp (no flag, no TMPDIR)."""

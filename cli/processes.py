@@ -43,12 +43,16 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
+class ServiceExited(RuntimeError):
+    """The process a wait was for exited before it was ready."""
+
+
 def wait_until(check: Callable[[], bool], timeout_s: float, what: str, process: ManagedProcess | None = None) -> None:
     """Poll ``check`` until it is true; fail early if ``process`` exits meanwhile."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and not process.alive:
-            raise RuntimeError(f"{what}: process exited with code {process.returncode}; see {process.log_path}")
+            raise ServiceExited(f"{what}: process exited with code {process.returncode}; see {process.log_path}")
         try:
             if check():
                 return

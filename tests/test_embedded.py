@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -27,3 +28,20 @@ def test_seaweedfs_keeps_its_logs_and_sockets_in_its_data_folder(tmp_path: Path)
         service.stop()
     # ...and are gone once it stopped.
     assert [path for path in service.grpc_sockets() if path.exists()] == []
+
+
+def test_seaweedfs_starts_again_on_fresh_ports_when_one_was_taken_first(tmp_path: Path) -> None:
+    """Another process binds one of weed's picked ports before weed does: weed exits, and the
+    service starts it again on a fresh pick rather than failing the caller."""
+    service = SeaweedService(tmp_path, "bucket")
+    taken = service.ports.internal["filer.port"]
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        service.start()
+        try:
+            assert service.ports.internal["filer.port"] != taken
+            assert f"port {taken} for filer" in (tmp_path / "weed.log").read_text(errors="replace").lower()
+            assert service.process.alive
+        finally:
+            service.stop()
