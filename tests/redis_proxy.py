@@ -1,4 +1,4 @@
-"""A TCP proxy in front of a real redis-server that can lose the answer to one write.
+"""A TCP proxy in front of a real redis-server that can lose the answer to one write, or be slow.
 
 Told to :meth:`RedisProxy.cut_after` some bytes (a job's unique text), it forwards the client's
 command that carries them, lets Redis apply it and answer, throws the answer away and closes every
@@ -13,6 +13,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from typing import Final
 
 from cli.embedded import LOOPBACK
@@ -33,6 +34,8 @@ class RedisProxy:
         self.cut = threading.Event()
         """Set once the armed command went through and its answer was thrown away."""
         self._marker: bytes | None = None
+        self.delay_s = 0.0
+        """Each command waits this long before it goes on to Redis: a slow Redis, every call seconds."""
         self._down = False
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -95,6 +98,8 @@ class RedisProxy:
                     data = client.recv(CHUNK)
                     if not data:
                         return
+                    if self.delay_s:
+                        time.sleep(self.delay_s)
                     upstream.sendall(data)
                     marker = self._marker
                     seen = (seen + data)[-(len(marker) + CHUNK) :] if marker else b""
