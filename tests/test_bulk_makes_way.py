@@ -1,4 +1,4 @@
-"""A bulk job's steps make way for interactive work between their stages (``Engine.make_way``),
+"""A bulk job's steps make way for interactive work between their stages (``VoiceHost.make_way``),
 not only before their inference calls: another tenant's bulk jobs took a short interactive job's
 run from 0.11 to 0.32 s by encoding and storing beside it (issue 34's noisy neighbour).
 
@@ -23,16 +23,16 @@ from ttsq.constants import ASSEMBLE_STEP, ENTRY_STEP, segment_step
 from ttsq.jobs import JobStatus, JobStore, Priority
 from ttsq.settings import Settings
 from ttsq.stores import Stores
-from workers.engine import Engine
 from workers.pipeline import FAN_OUT_CHUNK, JobContext, assemble_job, run_segment, start_job
 from workers.steps import StepRun, new_attempt_id
+from workers.voice_host import VoiceHost
 
 SENTENCE = "A sentence long enough to make a segment of its own, spoken by a bulk job."
 
 
 @pytest.fixture(scope="module")
-def engine(settings: Settings) -> Iterator[Engine]:
-    loaded = Engine(settings, Device.CPU)
+def engine(settings: Settings) -> Iterator[VoiceHost]:
+    loaded = VoiceHost(settings, Device.CPU)
     yield loaded
     loaded.close()
 
@@ -44,7 +44,7 @@ def step(ctx: JobContext, job_id: str, name: str) -> StepRun:
 
 
 def test_a_bulk_assembly_waits_while_interactive_work_runs(
-    settings: Settings, redis_client: redis.Redis, engine: Engine
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
 ) -> None:
     """Its segments made, a bulk job's assembly (no inference in it) does not encode and store while
     the interactive lane has work; it finishes once the lane is idle."""
@@ -78,7 +78,7 @@ class _InteractiveArrivesMidFanOut(TaskPublisher):
     """Sends as the worker does, and interactive work arrives in the engine's lane right after the
     first segment tasks are sent (announced as the slot announces it, for ``MAX_EXPECT_S``)."""
 
-    def __init__(self, settings: Settings, engine: Engine) -> None:
+    def __init__(self, settings: Settings, engine: VoiceHost) -> None:
         super().__init__(make_producer(settings), settings.queue)
         self._engine = engine
         self.sent: list[tuple[float, list[int]]] = []
@@ -92,7 +92,7 @@ class _InteractiveArrivesMidFanOut(TaskPublisher):
 
 
 def test_a_bulk_fan_out_pauses_while_interactive_work_runs(
-    settings: Settings, redis_client: redis.Redis, engine: Engine
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
 ) -> None:
     """A bulk job's entry sends its segment tasks a few at a time, looking for interactive work in
     between: sending 1,000 at once held the worker's interpreter lock for about a second."""

@@ -31,8 +31,8 @@ from tts_core.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_wo
 from tts_core.voice_info import EngineName, VoiceInfo
 from ttsq.constants import consumed_queues
 from ttsq.settings import Settings
-from workers.engine import Engine
 from workers.marks_output import segment_timing
+from workers.voice_host import VoiceHost
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 TONE_RATE: Final = 8000
@@ -188,10 +188,10 @@ def tone() -> Iterator[ToneEngine]:
 
 
 @pytest.fixture
-def worker_engine(settings: Settings, tone: ToneEngine) -> Iterator[Engine]:
+def worker_engine(settings: Settings, tone: ToneEngine) -> Iterator[VoiceHost]:
     """The worker's own engine class, in this process, batching up to four utterances a call."""
     worker = settings.worker.model_copy(update={"max_batch": 4, "max_wait_ms": 200.0})
-    engine = Engine(settings.model_copy(update={"worker": worker, "default_voice": TONE_VOICE}), Device.CPU)
+    engine = VoiceHost(settings.model_copy(update={"worker": worker, "default_voice": TONE_VOICE}), Device.CPU)
     try:
         yield engine
     finally:
@@ -226,7 +226,7 @@ def test_the_built_in_engines_state_what_they_did_before() -> None:
     assert kokoro.least_segments("7" * 8000, 400) == 0
 
 
-def test_the_worker_plans_and_synthesises_through_the_tone_engine(worker_engine: Engine, tone: ToneEngine) -> None:
+def test_the_worker_plans_and_synthesises_through_the_tone_engine(worker_engine: VoiceHost, tone: ToneEngine) -> None:
     text = "A tone for each letter. " * 6 + "Then a sentence far too long for the tone model to take in one go."
     segments = worker_engine.plan_segments(TONE_VOICE, text, max_ids=100)
     utterances = [u for segment in segments for u in segment]
@@ -248,7 +248,7 @@ def test_the_worker_plans_and_synthesises_through_the_tone_engine(worker_engine:
     assert worker_engine.sample_rate(TONE_VOICE) == TONE_RATE
 
 
-def test_word_timings_and_weights_come_from_the_tone_engine(worker_engine: Engine) -> None:
+def test_word_timings_and_weights_come_from_the_tone_engine(worker_engine: VoiceHost) -> None:
     (segment,) = worker_engine.plan_segments(TONE_VOICE, "ab cde f.", max_ids=100)
     results = worker_engine.synthesize(TONE_VOICE, SynthesisConfig(), [u.ids for u in segment], "tone-words")
     word_ids = worker_engine.word_ids(TONE_VOICE)
@@ -262,7 +262,7 @@ def test_word_timings_and_weights_come_from_the_tone_engine(worker_engine: Engin
     assert spoken_words(segment[0].ids, results[0].id_samples, word_ids) == words
 
 
-def test_an_engine_that_does_not_time_words_gives_none(worker_engine: Engine) -> None:
+def test_an_engine_that_does_not_time_words_gives_none(worker_engine: VoiceHost) -> None:
     (segment,) = worker_engine.plan_segments(UNTIMED_VOICE, "ab cde f.", max_ids=100)
     (result,) = worker_engine.synthesize(UNTIMED_VOICE, SynthesisConfig(), [u.ids for u in segment], "untimed")
     assert result.id_samples is None
@@ -270,7 +270,9 @@ def test_an_engine_that_does_not_time_words_gives_none(worker_engine: Engine) ->
     assert len(result.audio) == 6 * LETTER_SAMPLES + 2 * BREAK_SAMPLES
 
 
-def test_warm_up_prepares_batch_shapes_only_for_an_engine_that_batches(worker_engine: Engine, tone: ToneEngine) -> None:
+def test_warm_up_prepares_batch_shapes_only_for_an_engine_that_batches(
+    worker_engine: VoiceHost, tone: ToneEngine
+) -> None:
     worker_engine.warm_up()
     (model,) = tone.loaded
     # The default voice spoke the warm-up text; then each batch size up to four at 64 and 400 ids.
@@ -279,7 +281,7 @@ def test_warm_up_prepares_batch_shapes_only_for_an_engine_that_batches(worker_en
     assert worker_engine.voice(TONE_VOICE) is model
 
 
-def test_a_voice_loaded_on_demand_is_not_warmed_up(worker_engine: Engine, tone: ToneEngine) -> None:
+def test_a_voice_loaded_on_demand_is_not_warmed_up(worker_engine: VoiceHost, tone: ToneEngine) -> None:
     """A job's voice goes straight to the job: a warm-up would take the cores from every other job."""
     untimed = worker_engine.voice(UNTIMED_VOICE)
     assert isinstance(untimed, UntimedToneModel)

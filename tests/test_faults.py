@@ -41,7 +41,7 @@ from tests.faults_support import (
 )
 from ttsq.constants import SEGMENT_TASK, job_step_starts_key
 from ttsq.jobs import JobStatus
-from ttsq.progress import SegmentStore
+from ttsq.segment_store import SegmentStore
 
 pytestmark = pytest.mark.faults
 

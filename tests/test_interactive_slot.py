@@ -167,7 +167,7 @@ def test_the_slot_reconnects_after_a_redis_restart(tmp_path: Path) -> None:
 
 def test_the_slot_announces_its_task_to_the_interactive_lane_until_it_ends() -> None:
     """The slot's pool calls ``announce`` as it hands a task to its thread, before the task runs, and
-    what that returned once the task has ended (``workers.engine``'s interactive lane holds bulk
+    what that returned once the task has ended (``workers.voice_host``'s interactive lane holds bulk
     calls in between)."""
     events: list[str] = []
     ended = threading.Event()

@@ -26,7 +26,7 @@ from api.main import create_app
 from api.metrics import METRICS_PATH
 from cli.main import main as cli
 from tts_core.catalog import VoiceCatalog
-from ttsq.constants import DEFAULT_QUEUE, MAINTENANCE_QUEUE, interactive_queue, model_queue, segment_queue
+from ttsq.constants import DEFAULT_QUEUE, MAINTENANCE_QUEUE, bulk_segments_queue, interactive_queue, model_queue
 from ttsq.settings import Settings, settings_env
 from workers.metrics import WorkerProbes, make_app
 
@@ -653,7 +653,7 @@ def test_prometheus_triggers_read_every_bulk_segment_queue_the_api_exposes(overl
     assert not missing, f"api/ exposes no {sorted(missing)}"
     (matcher,) = re.findall(r'queue=~"([^"]+)"', prometheus["query"])
     bulk = [
-        segment_queue(DEFAULT_QUEUE),
+        bulk_segments_queue(DEFAULT_QUEUE),
         *(model_queue(DEFAULT_QUEUE, key) for key in VoiceCatalog.discover().model_keys()),
     ]
     assert all(re.fullmatch(matcher, queue) for queue in bulk), (matcher, bulk)
@@ -671,7 +671,7 @@ def test_prometheus_triggers_read_every_bulk_segment_queue_the_api_exposes(overl
 def test_redis_trigger_watches_the_segment_queue_on_our_redis(overlay: str) -> None:
     objects = render(overlay)
     redis = triggers(scaled_object(overlay))["redis"]
-    assert redis["listName"] == segment_queue(DEFAULT_QUEUE)
+    assert redis["listName"] == bulk_segments_queue(DEFAULT_QUEUE)
     assert int(redis["listLength"]) > 0
     (container,) = containers(deployment(objects, WORKER))
     env = container_env(container, objects, OPERATOR_SECRET)

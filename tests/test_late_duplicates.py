@@ -39,9 +39,9 @@ from ttsq.quotas import usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
-from workers.engine import Engine
 from workers.pipeline import JobContext, _claim_planned, assemble_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
+from workers.voice_host import VoiceHost
 
 LONG_SENTENCE = "A sentence long enough to take the model a moment, spoken once by each of two runs of one step."
 
@@ -50,7 +50,7 @@ class HeldOnce:
     """The real engine, except that the first synthesis call waits until released: a run frozen
     inside synthesis, as a SIGSTOPped worker would be."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: VoiceHost) -> None:
         self._engine = engine
         self.entered = threading.Event()
         self.release = threading.Event()
@@ -68,8 +68,8 @@ class HeldOnce:
 
 
 @pytest.fixture(scope="module")
-def engine(settings: Settings) -> Iterator[Engine]:
-    loaded = Engine(settings, Device.CPU)
+def engine(settings: Settings) -> Iterator[VoiceHost]:
+    loaded = VoiceHost(settings, Device.CPU)
     yield loaded
     loaded.close()
 
@@ -110,7 +110,7 @@ def decoded_duration(objects: ObjectStore, key: str) -> float:
 
 @pytest.mark.parametrize("winner_still_holds_the_step", [False, True])
 def test_a_late_entry_step_never_touches_the_winners_object(
-    settings: Settings, redis_client: redis.Redis, engine: Engine, winner_still_holds_the_step: bool
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost, winner_still_holds_the_step: bool
 ) -> None:
     store = JobStore(redis_client, settings.job_ttl_s)
     record = create_record(store, LONG_SENTENCE)
@@ -143,7 +143,7 @@ def test_a_late_entry_step_never_touches_the_winners_object(
 
 
 def test_the_winner_deletes_what_a_run_that_died_before_committing_stored(
-    settings: Settings, redis_client: redis.Redis, engine: Engine
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
 ) -> None:
     """A worker SIGKILLed between storing a job's object and its success write left that object for
     the job's lifetime beside the winner's (issue 25's soak, seed 92): the run that commits deletes
@@ -167,7 +167,7 @@ def test_the_winner_deletes_what_a_run_that_died_before_committing_stored(
 
 
 def test_the_assembly_deletes_what_a_dead_entry_run_stored(
-    settings: Settings, redis_client: redis.Redis, engine: Engine
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
 ) -> None:
     """A streamed job's entry makes the job whole and stores its object; when its worker died in that
     store and the sweeper queued the job's assembly, the assembly committed its own object and the
@@ -201,7 +201,7 @@ def test_the_assembly_deletes_what_a_dead_entry_run_stored(
 
 
 def test_a_late_segment_never_replaces_the_counted_part(
-    settings: Settings, redis_client: redis.Redis, engine: Engine
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
 ) -> None:
     """The late run's part (other noise, other length) is not what the job counts or assembles: the
     first attempt to finish the segment wins it, with its part and its timing."""
@@ -246,7 +246,7 @@ def test_a_late_segment_never_replaces_the_counted_part(
 
 
 def test_two_runs_replanning_one_job_charge_its_audio_once(
-    settings: Settings, redis_client: redis.Redis, engine: Engine
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
 ) -> None:
     """Both runs read the reservation made at submit and replace it with the plan's: only the first
     replacement is charged to the tenant's day, the second gives its difference back."""

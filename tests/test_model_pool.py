@@ -21,7 +21,7 @@ from tests.test_metrics import scrape, total, value, worker_url
 from tests.test_segment_jobs import PARAGRAPH
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
 from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from ttsq.constants import interactive_queue, model_queue, segment_queue
+from ttsq.constants import bulk_segments_queue, interactive_queue, model_queue
 from ttsq.settings import Settings
 
 ALPHA, KUMO = "ja_JP-kokoro-jf_alpha", "ja_JP-kokoro-jm_kumo"
@@ -132,7 +132,7 @@ def test_bulk_segments_wait_in_their_model_queue_which_its_holder_asks_for_first
     pushed = [w[1] for w in commands if w[0] == "LPUSH"]
     assert pushed.count(own) == finished["progress"]["segments_total"] > 1
     assert own_interactive in pushed  # the short job's entry: its model's interactive queue
-    assert segment_queue(queue) not in pushed
+    assert bulk_segments_queue(queue) not in pushed
     assert interactive_queue(queue) not in pushed
     catalog = VoiceCatalog.discover(None).model_keys()
     # kombu lists every queue once per priority step (``name\x06\x16<step>`` after the plain names).
@@ -141,7 +141,7 @@ def test_bulk_segments_wait_in_their_model_queue_which_its_holder_asks_for_first
     ]
     assert brpops, "no BRPOP of the worker's queues seen"
     for keys in brpops:
-        entry, segments = keys.index(queue), keys.index(segment_queue(queue))
+        entry, segments = keys.index(queue), keys.index(bulk_segments_queue(queue))
         assert keys[0] == interactive_queue(queue)
         assert entry < segments
         assert set(keys[1:entry]) >= {model_queue(queue, key, True) for key in catalog}

@@ -18,7 +18,7 @@ from ttsq.constants import job_part_key, job_plan_draft_key, job_segments_key, p
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore
 from ttsq.parts import PartRef, RedisPartStore, S3PartStore
-from ttsq.progress import PLAN_CHUNK_SEGMENTS, SegmentStore
+from ttsq.segment_store import PLAN_CHUNK_SEGMENTS, SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import MULTIPART_THRESHOLD, UPLOAD_PARTS_IN_MEMORY, ObjectStore
 

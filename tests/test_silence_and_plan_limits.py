@@ -159,9 +159,9 @@ import random, resource, sys, time
 from tts_core.device import Device
 from ttsq.errors import PlanTooLong
 from ttsq.settings import Settings
-from workers.engine import Engine
+from workers.voice_host import VoiceHost
 settings = Settings(max_job_segments=2000)
-engine = Engine(settings, Device.CPU)
+engine = VoiceHost(settings, Device.CPU)
 text = "".join(random.Random(1).choices("0123456789", k=1_000_000))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:

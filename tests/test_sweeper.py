@@ -31,16 +31,16 @@ from ttsq.constants import (
     batch_counts_key,
     batch_items_key,
     batch_key,
+    bulk_segments_queue,
     consumed_queues,
     job_objects_prefix,
     model_queue,
     part_object_key,
-    segment_queue,
 )
 from ttsq.jobs import JobRecord, JobStatus, JobStore, Priority, utcnow
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
-from ttsq.progress import SegmentStore
+from ttsq.segment_store import SegmentStore
 from ttsq.settings import Settings, settings_env
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
@@ -148,7 +148,7 @@ def test_a_job_whose_segments_wait_in_a_model_queue_is_left_alone(
     own_redis.rename(kokoro, unread)  # as if sent to a model no worker has
     assert record.id in sweeper.sweep(now + 2 * idle.sweep_interval_s).suspected
     assert sweeper.sweep(now + 3 * idle.sweep_interval_s).requeued == [record.id]
-    assert own_redis.llen(segment_queue(idle.queue)) == 2
+    assert own_redis.llen(bulk_segments_queue(idle.queue)) == 2
     own_redis.delete(unread, *consumed_queues(idle.queue))
     own_redis.srem(MODEL_QUEUES_KEY, kokoro)
     jobs.forget_active(record.id, record.tenant)
@@ -406,7 +406,7 @@ def test_canceling_a_batch_sends_one_finishing_task(
     batch, items = create_batch(jobs, batches, 25)
     send = TaskPublisher(make_producer(own_settings), own_settings.queue)
     lifecycle = lifecycle_for(own_settings)
-    cancel_batch(batch.id, batches, jobs, lambda job_id: cancel_job(job_id, lifecycle, False))
+    cancel_batch(batch.id, batches, jobs, lambda job_id: cancel_job(job_id, lifecycle, purge=False))
     assert messages_naming(own_redis, batch.id) == 1
     for item in items:
         send.entry(item.id, item.priority)

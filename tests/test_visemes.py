@@ -119,7 +119,7 @@ def test_timings_read_back_and_old_ones_still_read() -> None:
 
 
 def stored(data: object) -> bytes:
-    """As ``ttsq.progress`` stores a segment's timing."""
+    """As ``ttsq.segment_store`` stores a segment's timing."""
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -72,7 +72,7 @@ RunBatch = Callable[[K, list[Sequence[int]], CallStop], Sequence[FloatAudio | Ti
 each input id's share of it where the model says (``TimedAudio``). It may raise once its
 :class:`CallStop` is requested (a stopped call); it may as well ignore the request and finish."""
 
-ObserveCall = Callable[[K, "BatchRecord"], None]
+ObserveCall = Callable[[K, "CallRecord"], None]
 """Told of every inference call once it ended (e.g. to count it in metrics); must not raise."""
 
 
@@ -93,7 +93,7 @@ class BatchResult:
 
 
 @dataclass(frozen=True)
-class BatchRecord:
+class CallRecord:
     """One inference call, as kept in the batcher's history (tags identify items, never text)."""
 
     started_at: float
@@ -230,7 +230,7 @@ class DynamicBatcher(Generic[K]):
         self.max_padding = max_padding
         self._run = run
         self._queue: queue.PriorityQueue[_Queued] = queue.PriorityQueue()
-        self._history: deque[BatchRecord] = deque(maxlen=history)
+        self._history: deque[CallRecord] = deque(maxlen=history)
         self._history_lock = threading.Lock()
         self._counter = itertools.count()
         self.calls = 0
@@ -313,7 +313,7 @@ class DynamicBatcher(Generic[K]):
         futures = [self.submit(key, ids, f"{tag}/{n}" if tag else "", priority) for n, ids in enumerate(batch)]
         return [f.result() for f in futures]
 
-    def records(self) -> list[BatchRecord]:
+    def records(self) -> list[CallRecord]:
         """Recent calls, oldest first."""
         with self._history_lock:
             return list(self._history)
@@ -417,7 +417,7 @@ class DynamicBatcher(Generic[K]):
     ) -> None:
         """Keep the call in the history and tell the observer (of calls that ran to their end)."""
         lengths = [len(r.ids) for r in group]
-        record = BatchRecord(
+        record = CallRecord(
             started_at=started_wall,
             size=len(group),
             tags=tuple(r.tag for r in group),

@@ -28,10 +28,10 @@ from ttsq.constants import (
     MODEL_QUEUES_KEY,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
+    bulk_segments_queue,
     consumed_queues,
     interactive_queue,
     model_queue,
-    segment_queue,
 )
 from ttsq.errors import QueueUnavailable
 from ttsq.jobs import Priority
@@ -147,7 +147,7 @@ def segments_queue(queue: str, priority: Priority, model: str | None = None) -> 
     """Queue of a job's segment tasks: its model's queue of its class where ``model`` is given."""
     if model is not None:
         return model_queue(queue, model, interactive=priority is Priority.INTERACTIVE)
-    return interactive_queue(queue) if priority is Priority.INTERACTIVE else segment_queue(queue)
+    return interactive_queue(queue) if priority is Priority.INTERACTIVE else bulk_segments_queue(queue)
 
 
 def register_model_queues(client: redis.Redis, names: Iterable[str]) -> None:

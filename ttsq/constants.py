@@ -99,7 +99,8 @@ def job_object_key(tenant: str, job_id: str, attempt: str, name: str) -> str:
     return ATTEMPT_OBJECTS_TEMPLATE.format(tenant=tenant, job_id=job_id, attempt=attempt) + name
 
 
-def segment_queue(queue: str) -> str:
+def bulk_segments_queue(queue: str) -> str:
+    """The fixed queue of bulk segment tasks (a job's own is ``ttsq.broker.segments_queue``)."""
     return f"{queue}{SEGMENT_QUEUE_SUFFIX}"
 
 
@@ -127,7 +128,7 @@ def model_queue_home(name: str) -> str:
     """The fixed queue a model queue is read right after: ``<queue>.interactive`` for a model's
     interactive work, ``<queue>.segments`` for its bulk work."""
     queue = name.rsplit(MODEL_QUEUE_INFIX, 1)[0]
-    return interactive_queue(queue) if name.endswith(INTERACTIVE_QUEUE_SUFFIX) else segment_queue(queue)
+    return interactive_queue(queue) if name.endswith(INTERACTIVE_QUEUE_SUFFIX) else bulk_segments_queue(queue)
 
 
 def alive_workers_key(queue: str) -> str:
@@ -138,7 +139,7 @@ def alive_workers_key(queue: str) -> str:
 
 def consumed_queues(queue: str) -> list[str]:
     """The queues a synthesis worker takes from, highest priority first."""
-    return [interactive_queue(queue), queue, segment_queue(queue)]
+    return [interactive_queue(queue), queue, bulk_segments_queue(queue)]
 
 
 def job_timings_key(job_id: str) -> str:

@@ -1,7 +1,7 @@
 """Announcements of job changes over Redis pub/sub, so waiting clients are pushed, not polling.
 
 Every status change is published by :meth:`ttsq.jobs.JobStore.transition_by` in the same MULTI as
-the write, and every counted segment by :meth:`ttsq.progress.SegmentStore.mark_done` in the same
+the write, and every counted segment by :meth:`ttsq.segment_store.SegmentStore.mark_done` in the same
 script as the count, on the job's channel (:func:`ttsq.constants.job_events_channel`). A message
 only says *what* changed; a listener that needs the job reads the record itself, so a missed
 message costs at most a late wake-up, never a wrong state.

@@ -22,7 +22,7 @@ from ttsq.constants import job_objects_prefix
 from ttsq.errors import InvalidCursor
 from ttsq.jobs import TERMINAL_STATUSES, JobError, JobRecord, JobStatus, JobStore, finish_changes, utcnow
 from ttsq.parts import PartStore, counted_parts
-from ttsq.progress import SegmentStore
+from ttsq.segment_store import SegmentStore
 from ttsq.storage import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class Lifecycle:
             self.send_finish_batch(record.batch_id)
 
 
-def cancel_job(job_id: str, lc: Lifecycle, purge: bool = True) -> JobRecord:
+def cancel_job(job_id: str, lc: Lifecycle, *, purge: bool = True) -> JobRecord:
     """Cancel the job if it is not finished, else (with ``purge``) delete its stored objects; the job
     as it is after."""
 

@@ -2,7 +2,7 @@
 
 A part is keyed by job id, segment index and the attempt that made it (:class:`PartRef`). Two
 attempts at one segment (a redelivery beside a worker that was only paused) write two parts; the
-segment's done mark records which attempt won (``ttsq.progress.SegmentStore.mark_done``), readers
+segment's done mark records which attempt won (``ttsq.segment_store.SegmentStore.mark_done``), readers
 take that one, and the loser deletes its own. So no attempt ever overwrites or deletes a part that
 another attempt's count stands for.
 

@@ -19,7 +19,7 @@ from ttsq.jobs import (
     TextType,
     WebhookDelivery,
 )
-from ttsq.progress import SegmentStore, live_progress
+from ttsq.segment_store import SegmentStore, live_progress
 from ttsq.storage import ObjectStore
 
 _INTERNAL_FIELDS = {"result", "attempts", "stream", "keep", "tenant", "reserved_audio_ms", "requeues"}

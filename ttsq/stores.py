@@ -17,9 +17,9 @@ from ttsq.lexicons import LexiconStore
 from ttsq.lifecycle import Lifecycle
 from ttsq.pacing import SubmitPacer
 from ttsq.parts import PartStore, make_part_store
-from ttsq.progress import SegmentStore
 from ttsq.quotas import Quotas
 from ttsq.redis_clients import redis_client
+from ttsq.segment_store import SegmentStore
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.tenants import TenantStore

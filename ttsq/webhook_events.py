@@ -18,8 +18,8 @@ from typing import Any
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore
 from ttsq.errors import BatchNotFound, JobNotFound
 from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookDelivery, WebhookState, utcnow
-from ttsq.progress import SegmentStore
 from ttsq.public import public_batch, public_job
+from ttsq.segment_store import SegmentStore
 from ttsq.storage import ObjectStore
 from ttsq.webhook_delivery import Attempt, next_delay
 from ttsq.webhook_schedule import EventKind, EventRef, Lane, lane_of

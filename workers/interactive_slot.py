@@ -342,6 +342,6 @@ def _models_interactive(name: str) -> bool:
 def _interactive_coming() -> Callable[[], None]:
     """Tell the engine's interactive lane that the slot's task is about to submit to it."""
     # Imported here: Flower loads this module with the worker's app, and must not load ONNX Runtime.
-    from workers.engine import get_engine
+    from workers.voice_host import get_voice_host
 
-    return get_engine().interactive.expect()
+    return get_voice_host().interactive.expect()

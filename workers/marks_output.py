@@ -89,7 +89,7 @@ def store_marks(
     keys: dict[str, str],
 ) -> JobResult:
     """Write the job's marks and subtitles beside its audio under ``keys`` (:func:`marks_keys`);
-    ``result`` with their keys. ``weigh`` guesses each word's phonemes (``Engine.word_weight``)."""
+    ``result`` with their keys. ``weigh`` guesses each word's phonemes (``VoiceHost.word_weight``)."""
     kinds = set(record.options.marks)
     builder = MarkBuilder(text, sample_rate, weigh)
     cues: list[Cue] = []

@@ -26,7 +26,7 @@ from wsgiref.types import StartResponse, WSGIEnvironment
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
-from tts_core.batching import BatchRecord
+from tts_core.batching import CallRecord
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ WORKER_INFO: Final = Gauge(
 )
 
 
-def observe_call(device: str, lane: str, sample_rate: int, record: BatchRecord, voice: str) -> None:
+def observe_call(device: str, lane: str, sample_rate: int, record: CallRecord, voice: str) -> None:
     """Count one inference call of a batcher."""
     INFERENCE_SECONDS.labels(device, lane).observe(record.run_ms / 1000.0)
     BATCH_SIZE.labels(device, lane).observe(record.size)

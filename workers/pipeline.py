@@ -55,7 +55,7 @@ from workers.pronunciations import job_pronunciation
 from workers.steps import StepRun
 
 if TYPE_CHECKING:
-    from workers.engine import Engine
+    from workers.voice_host import VoiceHost
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class JobContext:
     """What a job needs from its worker process: its stores, its engine, its task sender."""
 
     stores: Stores
-    engine: Engine
+    engine: VoiceHost
     send: TaskPublisher
 
     @property

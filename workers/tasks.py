@@ -3,7 +3,7 @@
 Messages carry job ids (and segment indexes), never user text. Outages (``TransientError``) are
 retried by Celery's own ``autoretry_for`` with exponential backoff and full jitter; any other ttsq or
 synthesis error fails the job at once with its code; anything unforeseen fails it as
-``internal_error``. The model runtime is imported when a worker starts (``workers.engine``), not
+``internal_error``. The model runtime is imported when a worker starts (``workers.voice_host``), not
 with this module, so Flower can import the tasks without loading it.
 """
 
@@ -35,11 +35,11 @@ from ttsq.constants import (
     ENTRY_STEP,
     SEGMENT_TASK,
     SYNTHESIZE_TASK,
+    bulk_segments_queue,
     interactive_queue,
     is_interactive_queue,
     is_model_queue,
     model_queue,
-    segment_queue,
     segment_step,
 )
 from ttsq.cpu_priority import BULK_NICENESS, lowered_thread
@@ -95,10 +95,10 @@ class JobTask(Task):  # type: ignore[type-arg]
 @lru_cache
 def job_context() -> JobContext:
     """Stores and engine of this process, built once (the engine loads the inference runtime)."""
-    from workers.engine import get_engine
+    from workers.voice_host import get_voice_host
 
     stores = Stores.connect(_settings, WORKER_SOCKET_TIMEOUT_S)
-    return JobContext(stores, get_engine(), TaskPublisher(app, _settings.queue))
+    return JobContext(stores, get_voice_host(), TaskPublisher(app, _settings.queue))
 
 
 @lru_cache
@@ -141,7 +141,10 @@ def _consume_model_queues(instance: Any = None, **_: Any) -> None:
     queues = instance.app.amqp.queues
     reading = set(queues.consume_from)
     models = VoiceCatalog.discover(_settings.voices_dir).model_keys()
-    for interactive, fixed in ((True, interactive_queue(_settings.queue)), (False, segment_queue(_settings.queue))):
+    for interactive, fixed in (
+        (True, interactive_queue(_settings.queue)),
+        (False, bulk_segments_queue(_settings.queue)),
+    ):
         if fixed in reading:
             for key in models:
                 queues.select_add(model_queue(_settings.queue, key, interactive))

@@ -116,6 +116,6 @@ def delete_batch(batch_id: BatchId, state: StateDep, tenant: TenantDep) -> Batch
     owned_batch(state, tenant, batch_id)
     lifecycle = state.lifecycle
     record = cancel_batch(
-        batch_id, state.stores.batches, state.stores.jobs, lambda job_id: cancel_job(job_id, lifecycle, False)
+        batch_id, state.stores.batches, state.stores.jobs, lambda job_id: cancel_job(job_id, lifecycle, purge=False)
     )
     return _public(state, record)

@@ -13,6 +13,7 @@ is submitted, so a refused request leaves no job behind.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import math
 import zipfile
@@ -202,7 +203,7 @@ async def speak(state: AppState, tenant: Tenant, prepared: Prepared, client: Req
             parts.append(pcm)
     except (ClientGone, asyncio.CancelledError, anyio.get_cancelled_exc_class()):
         with anyio.CancelScope(shield=True):
-            await run_in_threadpool(cancel_job, record.id, state.lifecycle, False)
+            await run_in_threadpool(functools.partial(cancel_job, record.id, state.lifecycle, purge=False))
         raise
     finally:
         with anyio.CancelScope(shield=True):

@@ -261,7 +261,7 @@ class WyomingHandler(AsyncEventHandler):
             await self._speaker
         for job_id in sorted(self._jobs):
             try:
-                await run_in_threadpool(cancel_job, job_id, self._state.lifecycle, False)
+                await run_in_threadpool(functools.partial(cancel_job, job_id, self._state.lifecycle, purge=False))
             except ServiceError:  # never stored (cut off while submitting), or Redis down: the sweeper's
                 log.warning("wyoming: job %s of a closed connection not canceled", job_id, exc_info=True)
         self._jobs.clear()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tts_core.audio import FloatAudio
-from tts_core.batching import MAX_DEFER_S, BatchRecord, BatchResult, CallStop, DynamicBatcher
+from tts_core.batching import MAX_DEFER_S, BatchResult, CallRecord, CallStop, DynamicBatcher
 from tts_core.calibration import calibrated_leveling
 from tts_core.catalog import VoiceCatalog
 from tts_core.config import SynthesisConfig
@@ -56,14 +56,15 @@ BatchKey = tuple[str, SynthesisConfig]
 BATCH_PRIORITY: Final = {Priority.INTERACTIVE: 0, Priority.BULK: 1}
 """Batcher order of each job class (lower first)."""
 
-CallObserver = Callable[[BatchKey, BatchRecord], None]
+CallObserver = Callable[[BatchKey, CallRecord], None]
 
 SegmentPlan = list[list[PlannedUtterance]]
 """A job's segments, each a list of planned utterances (ids, rate, pauses)."""
 
 
-class Engine:
-    """Loaded voices of this process, keyed by voice id, and the batcher that runs them."""
+class VoiceHost:
+    """Loaded voices of this process, keyed by voice id, and the batchers that run them (not an
+    engine: engines are the kinds of voice, ``tts_core.engines.SpeechEngine``)."""
 
     def __init__(self, settings: Settings, device: Device) -> None:
         """``device`` is the resolved one (CPU or CUDA): it sizes the batches and loads every voice."""
@@ -100,7 +101,7 @@ class Engine:
         log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
 
     def _observer(self, lane: Priority) -> CallObserver:
-        def observe(key: BatchKey, record: BatchRecord) -> None:
+        def observe(key: BatchKey, record: CallRecord) -> None:
             voice_id = key[0]
             metrics.observe_call(self.device.value, lane.value, self.sample_rate(voice_id), record, voice_id)
 
@@ -266,7 +267,7 @@ class Engine:
         with self.models.using(voice_id), in_flight.track_inprogress():
             return lane.run_all((voice_id, config), utterances, tag, BATCH_PRIORITY[priority])
 
-    def records(self) -> list[BatchRecord]:
+    def records(self) -> list[CallRecord]:
         """Recent inference calls of both batchers, oldest first."""
         return sorted([*self.batcher.records(), *self.interactive.records()], key=lambda r: r.started_at)
 
@@ -298,17 +299,17 @@ class Engine:
         self.batcher.close()
 
 
-_engine: Engine | None = None
+_engine: VoiceHost | None = None
 _engine_pid: int | None = None
 _engine_lock = threading.Lock()
 
 
-def get_engine() -> Engine:
+def get_voice_host() -> VoiceHost:
     """This process's engine; a forked child never reuses its parent's sessions."""
     global _engine, _engine_pid
     with _engine_lock:
         if _engine is None or _engine_pid != os.getpid():
             settings = get_settings()
-            _engine = Engine(settings, resolve_device(settings.worker.device))
+            _engine = VoiceHost(settings, resolve_device(settings.worker.device))
             _engine_pid = os.getpid()
         return _engine
