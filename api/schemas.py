@@ -44,6 +44,12 @@ BITRATE_DESCRIPTION = (
 )
 MAX_WEBHOOK_URL_CHARS = 2048
 
+Speed = Annotated[float, Field(ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)]
+Noise = Annotated[float, Field(ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)]
+VolumeDb = Annotated[float, Field(ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], strict=True)]
+Pause = Annotated[float, Field(ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)]
+"""The bounded numbers of a job's options, one definition each for a job and a batch's defaults."""
+
 __all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
 
 
@@ -152,46 +158,23 @@ class JobCreate(RequestBody):
     format: AudioFormat = Field(DEFAULT_FORMAT, description="Output container/codec.")
     sample_rate: SampleRate | None = Field(None, description=SAMPLE_RATE_DESCRIPTION)
     bitrate: StrictInt | None = Field(None, description=BITRATE_DESCRIPTION)
-    speed: float = Field(
-        DEFAULT_SPEED, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True, description="Speaking rate multiplier."
-    )
-    noise_scale: float | None = Field(
+    speed: Speed = Field(DEFAULT_SPEED, description="Speaking rate multiplier.")
+    noise_scale: Noise | None = Field(None, description="Timbre variation; voice default if omitted.")
+    noise_w: Noise | None = Field(None, description="Rhythm variation; voice default if omitted.")
+    volume_db: VolumeDb | None = Field(
         None,
-        ge=NOISE_RANGE[0],
-        le=NOISE_RANGE[1],
-        strict=True,
-        description="Timbre variation; voice default if omitted.",
-    )
-    noise_w: float | None = Field(
-        None,
-        ge=NOISE_RANGE[0],
-        le=NOISE_RANGE[1],
-        strict=True,
-        description="Rhythm variation; voice default if omitted.",
-    )
-    volume_db: float | None = Field(
-        None,
-        ge=VOLUME_RANGE_DB[0],
-        le=VOLUME_RANGE_DB[1],
-        strict=True,
         description="Change of the whole job's level in dB (-40 to +12; above 0 a loud voice's peaks may clip); "
         "the voice's own level if omitted. SSML <prosody volume> changes add to it.",
     )
     loudness: LoudnessRequest | None = Field(None, description=LOUDNESS_DESCRIPTION)
     lexicons: LexiconNames | None = Field(None, description=LEXICONS_DESCRIPTION)
     normalize: StrictBool | NormalizeOption | None = Field(None, description=NORMALIZE_DESCRIPTION)
-    sentence_pause_s: float | None = Field(
+    sentence_pause_s: Pause | None = Field(
         None,
-        ge=PAUSE_RANGE[0],
-        le=PAUSE_RANGE[1],
-        strict=True,
         description="Seconds of silence between sentences; the server's default (0.25) if omitted.",
     )
-    paragraph_pause_s: float | None = Field(
+    paragraph_pause_s: Pause | None = Field(
         None,
-        ge=PAUSE_RANGE[0],
-        le=PAUSE_RANGE[1],
-        strict=True,
         description="Seconds of silence after a paragraph (a blank line in plain text, an SSML <p>); "
         "the server's default (0.6) if omitted.",
     )
@@ -338,6 +321,19 @@ class ErrorPublic(BaseModel):
     error: ErrorBody
 
 
+ErrorResponses = dict[int | str, dict[str, object]]
+"""A route's documented error answers, as FastAPI's ``responses`` takes them."""
+
+
+def error_responses(*codes: int) -> ErrorResponses:
+    """The OpenAPI entries of these error statuses, each answered as :class:`ErrorPublic`."""
+    return {code: {"model": ErrorPublic} for code in codes}
+
+
+SUBMIT_ERRORS: Final[ErrorResponses] = error_responses(400, 401, 404, 409, 413, 415, 422, 429, 503)
+"""What the routes that make and manage jobs and batches may answer besides success."""
+
+
 class ReadinessPublic(BaseModel):
     status: str
     checks: dict[str, str]
@@ -353,15 +349,15 @@ class BatchDefaults(RequestBody):
     format: AudioFormat | None = Field(None, description="Output container/codec.")
     sample_rate: SampleRate | None = Field(None, description="As a job's `sample_rate`.")
     bitrate: StrictInt | None = Field(None, description="As a job's `bitrate`.")
-    speed: float | None = Field(None, ge=SPEED_RANGE[0], le=SPEED_RANGE[1], strict=True)
-    noise_scale: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
-    noise_w: float | None = Field(None, ge=NOISE_RANGE[0], le=NOISE_RANGE[1], strict=True)
-    volume_db: float | None = Field(None, ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], strict=True)
+    speed: Speed | None = None
+    noise_scale: Noise | None = None
+    noise_w: Noise | None = None
+    volume_db: VolumeDb | None = None
     loudness: LoudnessRequest | None = Field(None, description="As a job's `loudness`.")
     lexicons: LexiconNames | None = Field(None, description="As a job's `lexicons`.")
     normalize: StrictBool | NormalizeOption | None = Field(None, description="As a job's `normalize`.")
-    sentence_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
-    paragraph_pause_s: float | None = Field(None, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)
+    sentence_pause_s: Pause | None = None
+    paragraph_pause_s: Pause | None = None
     text_type: TextType | None = None
     marks: list[MarkType] | None = Field(None, max_length=len(MARK_TYPES), description="As a job's `marks`.")
     speaker: Annotated[str, StringConstraints(min_length=1, max_length=200)] | StrictInt | None = None

@@ -19,7 +19,7 @@ from api.deps import (
 from api.errors import resource_location
 from api.idempotency import mark_replayed
 from api.pacing import PacedSubmission
-from api.schemas import BatchCreate, BatchesPublic, ErrorPublic
+from api.schemas import SUBMIT_ERRORS, BatchCreate, BatchesPublic
 from api.state import AppState
 from api.submission import Repeatable, draft_batch, submit_batch
 from ttsq.batches import BatchRecord, cancel_batch
@@ -31,9 +31,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
-_ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorPublic} for code in (400, 401, 404, 409, 413, 415, 422, 429, 503)
-}
+_ERRORS = SUBMIT_ERRORS
 
 
 def _public(state: AppState, record: BatchRecord) -> BatchPublic:

@@ -26,7 +26,7 @@ from api.deps import (
 from api.errors import ApiError, resource_location
 from api.idempotency import mark_replayed
 from api.pacing import PacedSubmission
-from api.schemas import ErrorPublic, JobCreate, JobPublic, JobsPublic
+from api.schemas import SUBMIT_ERRORS, JobCreate, JobPublic, JobsPublic, error_responses
 from api.state import AppState
 from api.submission import Repeatable, draft_job, submit_job
 from api.waiting import RESYNC_S
@@ -41,9 +41,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-_ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorPublic} for code in (400, 401, 404, 409, 413, 415, 422, 429, 503)
-}
+_ERRORS = SUBMIT_ERRORS
 
 
 def _public(state: AppState, record: JobRecord) -> JobPublic:
@@ -134,7 +132,7 @@ async def get_job(
 @router.get(
     "/{job_id}/events",
     response_class=EventSourceResponse,
-    responses={404: {"model": ErrorPublic}},
+    responses=error_responses(404),
     summary="Follow a job's changes as Server-Sent Events",
 )
 async def job_events(job_id: ExistingJobId, state: StateDep, tenant: TenantDep) -> AsyncIterator[ServerSentEvent]:

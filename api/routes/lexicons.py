@@ -16,7 +16,7 @@ from api.errors import ApiError
 from api.heavy_work import Drafting
 from api.json_checks import check_body
 from api.lexicon_use import check_storable
-from api.schemas import LEXICON_NAME_PATTERN, ErrorPublic
+from api.schemas import LEXICON_NAME_PATTERN, error_responses
 from api.state import AppState
 from tts_core.errors import InvalidLexicon
 from tts_core.lexicon import Lexicon
@@ -30,7 +30,7 @@ PLS_MEDIA_TYPES: Final = frozenset({PLS_MEDIA_TYPE, "application/xml", "text/xml
 """Content types read as a W3C PLS document (stored under the one it came with)."""
 JSON_MEDIA_TYPE: Final = "application/json"
 
-_ERRORS: dict[int | str, dict[str, object]] = {code: {"model": ErrorPublic} for code in (401, 404, 413, 415, 422, 503)}
+_ERRORS = error_responses(401, 404, 413, 415, 422, 503)
 
 LexiconNamePath = Annotated[
     str, Path(pattern=LEXICON_NAME_PATTERN, description="The lexicon's name: 1 to 20 letters and digits.")

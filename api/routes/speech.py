@@ -25,12 +25,12 @@ from api.errors import ApiError
 from api.pacing import PacedSubmission
 from api.part_reader import PartReader
 from api.schemas import (
-    ErrorPublic,
     JobCreate,
     LexiconNames,
     LoudnessRequest,
     RequestBody,
     SampleRate,
+    error_responses,
 )
 from api.state import AppState
 from api.submission import draft_and_submit
@@ -135,7 +135,7 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
     response_class=Response,
     responses={
         200: {"content": {f.content_type: {} for f in OFFERED_FORMATS.values() if f} | {PCM_MEDIA_TYPE: {}}},
-        **{code: {"model": ErrorPublic} for code in (400, 401, 413, 415, 422, 429, 500, 503, 504)},
+        **error_responses(400, 401, 413, 415, 422, 429, 500, 503, 504),
     },
     dependencies=[Depends(require_json)],
     summary="Speak text, answering with the audio (OpenAI-compatible)",

@@ -23,7 +23,7 @@ from typing import Annotated, Final
 
 import anyio
 import numpy as np
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
@@ -247,9 +247,34 @@ not ``Annotated[..., Query()]``: one ``Query`` object shared by several paramete
 alias in turn, and pydantic warns (an error under the test suite) when FastAPI rebuilds the routes."""
 
 
-async def _synthesis(
-    request: Request, state: AppState, tenant: Tenant, query: AudioQuery, speaker: int, cancellable: bool
-) -> Response:
+@dataclass(frozen=True)
+class SynthesisCall:
+    """What ``/synthesis`` and ``/cancellable_synthesis`` take: the query to speak and who asks."""
+
+    request: Request
+    state: AppState
+    tenant: Tenant
+    query: AudioQuery
+    speaker: int
+
+
+async def synthesis_call(
+    request: Request,
+    state: StateDep,
+    tenant: VoicevoxTenantDep,
+    query: AudioQuery,
+    speaker: SpeakerParam,
+    enable_interrogative_upspeak: Ignored = None,
+    core_version: Ignored = None,
+) -> SynthesisCall:
+    return SynthesisCall(request, state, tenant, query, speaker)
+
+
+SynthesisCallDep = Annotated[SynthesisCall, Depends(synthesis_call)]
+
+
+async def _synthesis(call: SynthesisCall, cancellable: bool) -> Response:
+    request, state, tenant, query, speaker = call.request, call.state, call.tenant, call.query, call.speaker
     style = find_style(state.catalog, speaker)
     prepared = await run_in_threadpool(prepare_query, state, tenant, query, style, ("body",))
     try:
@@ -261,31 +286,15 @@ async def _synthesis(
 
 
 @router.post("/synthesis", response_class=Response, responses={200: {"content": {WAV_MEDIA_TYPE: {}}}})
-async def synthesis(
-    request: Request,
-    state: StateDep,
-    tenant: VoicevoxTenantDep,
-    query: AudioQuery,
-    speaker: SpeakerParam,
-    enable_interrogative_upspeak: Ignored = None,
-    core_version: Ignored = None,
-) -> Response:
+async def synthesis(call: SynthesisCallDep) -> Response:
     """Speak the query: a WAV at its ``outputSamplingRate``."""
-    return await _synthesis(request, state, tenant, query, speaker, cancellable=False)
+    return await _synthesis(call, cancellable=False)
 
 
 @router.post("/cancellable_synthesis", response_class=Response, responses={200: {"content": {WAV_MEDIA_TYPE: {}}}})
-async def cancellable_synthesis(
-    request: Request,
-    state: StateDep,
-    tenant: VoicevoxTenantDep,
-    query: AudioQuery,
-    speaker: SpeakerParam,
-    enable_interrogative_upspeak: Ignored = None,
-    core_version: Ignored = None,
-) -> Response:
+async def cancellable_synthesis(call: SynthesisCallDep) -> Response:
     """As ``/synthesis``; a client that disconnects before the audio is done cancels the job."""
-    return await _synthesis(request, state, tenant, query, speaker, cancellable=True)
+    return await _synthesis(call, cancellable=True)
 
 
 @router.post("/multi_synthesis", response_class=Response, responses={200: {"content": {"application/zip": {}}}})

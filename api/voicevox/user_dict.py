@@ -21,7 +21,7 @@ from contextlib import suppress
 from enum import StrEnum
 from typing import Annotated, Final
 
-from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -143,6 +143,21 @@ Pronunciation = Annotated[str, Query(description="Its reading in katakana.")]
 AccentType = Annotated[int, Query(description="The mora after which the pitch falls (0: flat).")]
 WordTypeQuery = Annotated[WordType, Query(description="Its part of speech (kept; every word is read as a noun).")]
 Priority = Annotated[int, Query(ge=MIN_PRIORITY, le=MAX_PRIORITY, description="0 to 10 (kept; every word wins).")]
+
+
+async def word_of_query(
+    surface: Surface,
+    pronunciation: Pronunciation,
+    accent_type: AccentType,
+    word_type: WordTypeQuery = WordType.PROPER_NOUN,
+    priority: Priority = DEFAULT_PRIORITY,
+) -> UserDictWord:
+    """The word the query parameters of ``POST`` and ``PUT /user_dict_word`` describe (no I/O: async,
+    so no thread is taken for it)."""
+    return new_word(surface, pronunciation, accent_type, word_type, priority)
+
+
+WordDep = Annotated[UserDictWord, Depends(word_of_query)]
 WordUuid = Annotated[str, Path(description="The word's uuid.")]
 
 
@@ -153,33 +168,14 @@ def get_user_dict(state: StateDep, tenant: TenantDep) -> dict[str, UserDictWord]
 
 
 @router.post("/user_dict_word", summary="Add a word; answers its uuid")
-async def add_word(
-    state: StateDep,
-    tenant: TenantDep,
-    surface: Surface,
-    pronunciation: Pronunciation,
-    accent_type: AccentType,
-    word_type: WordTypeQuery = WordType.PROPER_NOUN,
-    priority: Priority = DEFAULT_PRIORITY,
-) -> str:
-    word = new_word(surface, pronunciation, accent_type, word_type, priority)
+async def add_word(state: StateDep, tenant: TenantDep, word: WordDep) -> str:
     key = str(uuid.uuid4())
     await run_in_threadpool(_change, state, tenant.id, {key: word}, None, False)
     return key
 
 
 @router.put("/user_dict_word/{word_uuid}", status_code=204, response_class=Response, summary="Replace a word")
-async def rewrite_word(
-    word_uuid: WordUuid,
-    state: StateDep,
-    tenant: TenantDep,
-    surface: Surface,
-    pronunciation: Pronunciation,
-    accent_type: AccentType,
-    word_type: WordTypeQuery = WordType.PROPER_NOUN,
-    priority: Priority = DEFAULT_PRIORITY,
-) -> Response:
-    word = new_word(surface, pronunciation, accent_type, word_type, priority)
+async def rewrite_word(word_uuid: WordUuid, state: StateDep, tenant: TenantDep, word: WordDep) -> Response:
     await run_in_threadpool(_change, state, tenant.id, {word_uuid: word}, None, True)
     return Response(status_code=204)
 
