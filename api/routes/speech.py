@@ -15,7 +15,6 @@ from typing import Final, Literal
 
 import numpy as np
 from fastapi import APIRouter, Depends
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field, StrictBool
 from starlette.background import BackgroundTask
@@ -23,7 +22,6 @@ from starlette.background import BackgroundTask
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
 from api.pacing import PacedSubmission
-from api.part_reader import PartReader
 from api.schemas import (
     JobCreate,
     LexiconNames,
@@ -33,7 +31,7 @@ from api.schemas import (
     error_responses,
 )
 from api.state import AppState
-from api.submission import draft_and_submit
+from api.streamed_job import StreamedJob
 from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.encoding import StreamEncoder, encode
 from tts_core.errors import UnsupportedFormat
@@ -161,15 +159,13 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, 
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
-    # Off the loop: the text is read, Redis written.
-    record = (await run_in_threadpool(draft_and_submit, state, tenant, request, stream=True, keep=body.keep)).record
+    job = await StreamedJob.draft_and_submit(state, tenant, request, keep=body.keep)
+    record, reader = job.record, job.reader
     voice_rate = state.catalog.get(record.voice).sample_rate
-    reader = PartReader(state, record.id)
-    await reader.open()
     try:
         first = await reader.next_part()
     except BaseException:
-        await reader.close()
+        await job.close()
         raise
     media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
     rate = output.rate_for(voice_rate)
@@ -180,19 +176,19 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, 
     }
     if reader.total == 1 and audio_format is not None:  # all there is: one whole file, with its length
         whole = encode(first, voice_rate, output).data
-        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
+        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(job.close))
     encoder = StreamEncoder(output if audio_format else None, voice_rate, rate)
     if reader.total == 1:  # raw PCM, whole
         whole = encoder.write(first) + encoder.close()
-        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(reader.close))
-    return StreamingResponse(_encoded(reader, first, encoder), media_type=media_type, headers=headers)
+        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(job.close))
+    return StreamingResponse(_encoded(job, first, encoder), media_type=media_type, headers=headers)
 
 
-async def _encoded(reader: PartReader, first: np.ndarray, encoder: StreamEncoder) -> AsyncIterator[bytes]:
+async def _encoded(job: StreamedJob, first: np.ndarray, encoder: StreamEncoder) -> AsyncIterator[bytes]:
     try:
         yield encoder.write(first)
-        while (pcm := await reader.next_part_or_end()) is not None:  # parts carry their own pauses
+        while (pcm := await job.reader.next_part_or_end()) is not None:  # parts carry their own pauses
             yield encoder.write(pcm)
         yield encoder.close()
     finally:
-        await reader.close()
+        await job.close()

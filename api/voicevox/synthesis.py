@@ -13,7 +13,6 @@ is submitted, so a refused request leaves no job behind.
 from __future__ import annotations
 
 import asyncio
-import functools
 import io
 import math
 import zipfile
@@ -32,7 +31,8 @@ from api.pacing import wait_for_turn
 from api.part_reader import PartReader
 from api.schemas import JobCreate
 from api.state import AppState
-from api.submission import Draft, draft_job, submit_job
+from api.streamed_job import ClientGone, StreamedJob
+from api.submission import Draft, draft_job
 from api.voicevox.deps import Loc, Refused, VoicevoxTenantDep, refused_at
 from api.voicevox.models import AudioQuery
 from api.voicevox.queries import spoken_text
@@ -43,7 +43,6 @@ from tts_core.formats import AudioFormat
 from tts_core.resampling import OUTPUT_RATES
 from tts_core.speech_markup import VOLUME_RANGE_DB
 from ttsq.jobs import Priority
-from ttsq.lifecycle import cancel_job
 from ttsq.tenants import Tenant
 
 router = APIRouter(tags=["voicevox"])
@@ -89,10 +88,6 @@ class Prepared:
     draft: Draft
     style: Style
     rendering: Rendering
-
-
-class ClientGone(Exception):
-    """The client of a ``/cancellable_synthesis`` disconnected; its job was canceled."""
 
 
 def _in_range(loc: Loc, value: float, low: float, high: float) -> None:
@@ -192,22 +187,12 @@ def prepare_query(state: AppState, tenant: Tenant, query: AudioQuery, style: Sty
 async def speak(state: AppState, tenant: Tenant, prepared: Prepared, client: Request | None = None) -> bytes:
     """Submit the job, gather its audio, and make the WAV. With ``client``, its disconnecting cancels
     the job (:class:`ClientGone`); so does this coroutine being cancelled."""
-    record = prepared.draft.record
     await wait_for_turn(state, tenant, len(prepared.draft.text.encode("utf-8", "surrogatepass")))
-    await run_in_threadpool(submit_job, state, tenant, prepared.draft)
-    reader = PartReader(state, record.id)
-    await reader.open()
+    job = await StreamedJob.submit(state, tenant, prepared.draft)
     parts: list[np.ndarray] = []
-    try:
+    async with job.reading(cancel_if_left=True) as reader:
         while (pcm := await _next_part(reader, client)) is not None:
             parts.append(pcm)
-    except (ClientGone, asyncio.CancelledError, anyio.get_cancelled_exc_class()):
-        with anyio.CancelScope(shield=True):
-            await run_in_threadpool(functools.partial(cancel_job, record.id, state.lifecycle, purge=False))
-        raise
-    finally:
-        with anyio.CancelScope(shield=True):
-            await reader.close()
     return render(np.concatenate(parts), prepared.style.voice.sample_rate, prepared.rendering)
 
 

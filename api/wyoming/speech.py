@@ -16,7 +16,8 @@ from api.pacing import wait_for_turn
 from api.part_reader import PartReader
 from api.schemas import JobCreate
 from api.state import AppState
-from api.submission import draft_job, submit_job
+from api.streamed_job import StreamedJob
+from api.submission import draft_job
 from tts_core.formats import AudioFormat
 from ttsq.jobs import TextType
 from ttsq.tenants import Tenant
@@ -69,16 +70,12 @@ async def speak(state: AppState, utterance: Utterance, send: Send, jobs: set[str
     rate = state.catalog.get(draft.record.voice).sample_rate
     jobs.add(draft.record.id)  # before it exists: a connection closed while it is submitted cancels it
     try:
-        await run_in_threadpool(submit_job, state, tenant, draft)
+        job = await StreamedJob.submit(state, tenant, draft)
     except Exception:  # refused (quota, queue behind): no job was left behind
         jobs.discard(draft.record.id)
         raise
-    reader = PartReader(state, draft.record.id)
-    await reader.open()
-    try:
+    async with job.reading(cancel_if_left=False) as reader:  # the connection's end cancels it
         sent = await _send_audio(reader, rate, send)
-    finally:
-        await reader.close()
     # Its audio is all sent: no longer the connection's to cancel. Before audio-stop, since a client
     # closes once it has it, and a close seen first canceled a job still storing its object.
     jobs.discard(draft.record.id)
