@@ -22,7 +22,7 @@ from kombu.exceptions import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
-from tts_core.errors import InvalidInput, TextTooLong, TTSError, rebuilt
+from tts_core.base.errors import InvalidInput, TextTooLong, TTSError, rebuilt
 from ttsq.errors import (
     INTERNAL_ERROR,
     BatchNotFound,

@@ -15,7 +15,7 @@ most its share) nor the API's threads.
 Short requests (under ``TTSQ_HEAVY_REQUEST_CHARS`` and no lexicons named) run in the request's own
 thread, as before: the round trip to a process would only add to them. What runs in a process
 reads its own :class:`Drafting` (the stores reconnected there) and gives back its result or its
-coded error (the errors pickle: ``tts_core.errors.rebuilt``).
+coded error (the errors pickle: ``tts_core.base.errors.rebuilt``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from tts_core.catalog import VoiceCatalog
+from tts_core.voices.catalog import VoiceCatalog
 from ttsq.cpu_priority import lower_process_priority
 from ttsq.errors import QuotaExceeded, StoreUnavailable
 from ttsq.lexicons import LexiconStore

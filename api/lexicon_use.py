@@ -19,11 +19,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
 
-from tts_core.catalog import VoiceCatalog
-from tts_core.engines import engine_of
-from tts_core.lexicon import Lexicon
-from tts_core.scripts import base_language
-from tts_core.voice_info import VoiceInfo
+from tts_core.lexicon.lexicon import Lexicon
+from tts_core.text.scripts import base_language
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.engines import engine_of
+from tts_core.voices.voice_info import VoiceInfo
 from ttsq.errors import LexiconNotFound, LexiconRefused
 from ttsq.jobs import LexiconUse
 from ttsq.lexicon_growth import NO_GROWTH, Growth, LexiconGrowth, growth_of

@@ -24,7 +24,7 @@ from typing import Any, Final
 from fastapi import FastAPI
 
 from api.submission import MIN_SSML_TAGS, SSML_CHARS_PER_TAG, SSML_MARKUP_FACTOR
-from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S
+from tts_core.text.pauses import MAX_PAUSE_AT_ONE_PLACE_S
 from ttsq.settings import Settings
 
 Document = dict[str, Any]

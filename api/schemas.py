@@ -21,19 +21,19 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from api.json_checks import MAX_DEPTH, check_body
-from tts_core.catalog import DEFAULT_VOICE_ID
-from tts_core.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
-from tts_core.errors import UnsupportedFormat
-from tts_core.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
-from tts_core.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
-from tts_core.marks import MARK_TYPES, MarkType
-from tts_core.speech_markup import VOLUME_RANGE_DB
+from tts_core.base.config import DEFAULT_SPEED, NOISE_RANGE, PAUSE_RANGE, SPEED_RANGE
+from tts_core.base.errors import UnsupportedFormat
+from tts_core.marks.speech_marks import MARK_TYPES, MarkType
+from tts_core.mastering.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
+from tts_core.mastering.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
+from tts_core.text.speech_markup import VOLUME_RANGE_DB
+from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.jobs import JobOptions, LexiconUse, LoudnessOption, NormalizeOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024
 SampleRate = Literal[8000, 16000, 22050, 24000, 44100, 48000]
-"""tts_core.resampling.OUTPUT_RATES, spelled out for the schema (a test keeps them equal)."""
+"""tts_core.mastering.resampling.OUTPUT_RATES, spelled out for the schema (a test keeps them equal)."""
 SAMPLE_RATE_DESCRIPTION = (
     "Sample rate of the file (Hz); the voice's if omitted (Opus: the next it has, 24000 for a 22050 Hz voice; "
     "mulaw and alaw: 8000). Opus takes 8000, 16000, 24000 or 48000; mulaw and alaw 8000 only."

@@ -11,7 +11,7 @@ from api.heavy_work import Drafting, HeavyWork
 from api.idempotency import IdempotencyStore
 from api.metrics import ApiMetrics
 from api.waiting import EventHub
-from tts_core.catalog import VoiceCatalog
+from tts_core.voices.catalog import VoiceCatalog
 from ttsq.broker import make_producer
 from ttsq.constants import FINISH_BATCH_TASK, MAINTENANCE_QUEUE, consumed_queues, model_queue
 from ttsq.lifecycle import Lifecycle

@@ -41,12 +41,12 @@ from api.metrics import oldest_age_s
 from api.schemas import BatchCreate, JobCreate
 from api.state import AppState
 from api.webhook_urls import check_webhook_url
-from tts_core.engines import SpeechEngine, engine_of
-from tts_core.errors import InvalidSsml, MarksUnsupported, TextTooLong, TTSError
-from tts_core.marks import MarkType
-from tts_core.speech_markup import SsmlDocument, parse_ssml
-from tts_core.text import check_text
-from tts_core.voice_info import VoiceInfo
+from tts_core.base.errors import InvalidSsml, MarksUnsupported, TextTooLong, TTSError
+from tts_core.marks.speech_marks import MarkType
+from tts_core.text.sentences import check_text
+from tts_core.text.speech_markup import SsmlDocument, parse_ssml
+from tts_core.voices.engines import SpeechEngine, engine_of
+from tts_core.voices.voice_info import VoiceInfo
 from ttsq.batches import BatchRecord, new_batch_id
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import corpus
 from bench.stack import BenchStack
-from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.jobs import JobStatus
 
 VOICES: Final = 20

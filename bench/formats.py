@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from bench.stack import BenchStack
-from tts_core.audio import PCM16, to_int16
-from tts_core.catalog import VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.encoding import encode_stream
-from tts_core.engines import engine_of
-from tts_core.formats import AudioFormat, AudioOutput
-from tts_core.runtime import resolve_device
-from tts_core.segments import plan_utterances
+from tts_core.base.audio import PCM16, to_int16
+from tts_core.base.config import SynthesisConfig
+from tts_core.frontend.segments import plan_utterances
+from tts_core.mastering.encoding import encode_stream
+from tts_core.mastering.formats import AudioFormat, AudioOutput
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.engines import engine_of
+from tts_core.voices.runtime import resolve_device
 from ttsq.settings import Settings
 
 RawLimit = Callable[[list[str], Settings], dict[str, Any]]

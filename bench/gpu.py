@@ -27,13 +27,13 @@ from typing import Any, Final
 import numpy as np
 
 from bench import corpus
-from tts_core.batching import DynamicBatcher
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.device import Device
-from tts_core.engines import engine_of
-from tts_core.runtime import CUDA_OPTIONS
-from tts_core.segments import group_segments, plan_utterances
+from tts_core.base.config import SynthesisConfig
+from tts_core.base.device import Device
+from tts_core.frontend.segments import group_segments, plan_utterances
+from tts_core.voices.batching import DynamicBatcher
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.engines import engine_of
+from tts_core.voices.runtime import CUDA_OPTIONS
 
 BATCH_SIZES: Final = (1, 2, 4, 8, 16, 32, 64)
 SEGMENT_MAX_IDS: Final = 400

@@ -23,13 +23,13 @@ from typing import Any, Final
 from bench import corpus
 from bench.corpus import book_text
 from bench.stack import BenchStack
-from tts_core.catalog import VoiceCatalog
-from tts_core.engines import engine_of
-from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.normalization import NormalizeOptions, spoken_edits
-from tts_core.phonemes import phonemize
-from tts_core.pronunciation import Pronunciation
-from tts_core.segments import FrontEnd, iter_plain, iter_segments
+from tts_core.frontend.phonemes import phonemize
+from tts_core.frontend.segments import FrontEnd, iter_plain, iter_segments
+from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
+from tts_core.lexicon.pronunciation import Pronunciation
+from tts_core.text.normalization import NormalizeOptions, spoken_edits
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.engines import engine_of
 from ttsq.settings import Settings
 
 ENTRIES: Final = 1000

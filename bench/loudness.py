@@ -36,7 +36,7 @@ from scipy.signal import resample_poly
 from bench import corpus
 from bench.machine import describe
 from bench.stack import BenchStack, Submitted
-from tts_core.catalog import VoiceCatalog
+from tts_core.voices.catalog import VoiceCatalog
 
 RESULTS = Path(__file__).parent / "results"
 PRESETS: Final = ("podcast", "broadcast", "audiobook")
@@ -120,15 +120,15 @@ def chapters(stack: BenchStack, text: str) -> dict[str, Any]:
 ASSEMBLY_SCRIPT = """
 import resource, sys, tempfile, time
 import numpy as np
-from tts_core.catalog import VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.device import Device
-from tts_core.encoding import encode_stream
-from tts_core.engines import engine_of
-from tts_core.formats import AudioFormat, AudioOutput
-from tts_core.level_meter import measure
-from tts_core.leveling import leveling_for, spread_sample
-from tts_core.loudness import PRESETS
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.base.config import SynthesisConfig
+from tts_core.base.device import Device
+from tts_core.mastering.encoding import encode_stream
+from tts_core.voices.engines import engine_of
+from tts_core.mastering.formats import AudioFormat, AudioOutput
+from tts_core.mastering.level_meter import measure
+from tts_core.mastering.leveling import leveling_for, spread_sample
+from tts_core.mastering.loudness import PRESETS
 hours, preset = float(sys.argv[1]), sys.argv[2]
 catalog = VoiceCatalog.discover()
 info = catalog.get("en_US-joe-medium")

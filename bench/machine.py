@@ -10,7 +10,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from tts_core.device import cuda_device_count
+from tts_core.base.device import cuda_device_count
 
 
 def _cpu_model() -> str:

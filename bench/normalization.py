@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.machine import describe
-from tts_core import kokoro, kokoro_package
-from tts_core.normalization import NORMALIZE_OPTIONS, NormalizeOptions, apply_edits, spoken_edits
-from tts_core.phonemes import phonemize
+from tts_core.frontend.phonemes import phonemize
+from tts_core.text.normalization import NORMALIZE_OPTIONS, NormalizeOptions, apply_edits, spoken_edits
+from tts_core.voices import kokoro, kokoro_package
 
 CORPUS: Final = Path(__file__).parent / "normalization_corpus"
 RESULTS: Final = Path(__file__).parent / "results"

@@ -31,8 +31,8 @@ from bench import corpus
 from bench.stack import BenchStack, Submitted
 from bench.submit_keys import bench_client
 from cli.processes import ManagedProcess, free_port, wait_until
-from tts_core.catalog import VoiceCatalog
-from tts_core.piper_engine import piper_source
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.piper_engine import piper_source
 from ttsq.jobs import JobStatus
 from ttsq.settings import Settings
 

@@ -68,11 +68,11 @@ from bench.stack import BenchStack, Submitted
 from bench.voicevox import voicevox, voicevox_rows
 from bench.waiters import waiters
 from bench.wyoming import wyoming, wyoming_rows
-from tts_core.catalog import VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.engines import engine_of
-from tts_core.runtime import resolve_device
-from tts_core.segments import group_segments, plan_utterances
+from tts_core.base.config import SynthesisConfig
+from tts_core.frontend.segments import group_segments, plan_utterances
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.engines import engine_of
+from tts_core.voices.runtime import resolve_device
 from ttsq.jobs import JobRecord
 from ttsq.parts import PartRef, PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings

@@ -36,7 +36,7 @@ from cli.embedded import LOOPBACK, RedisService, SeaweedService
 from cli.processes import ManagedProcess, port_in_use
 from cli.supervisor import Supervisor
 from cli.workerpool import default_worker
-from tts_core.stop_signal import SignalEvent, stop_on
+from tts_core.base.stop_signal import SignalEvent, stop_on
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY, WYOMING_PORT
 from ttsq.errors import ServiceError
 from ttsq.redis_clients import redis_client, redis_location

@@ -26,10 +26,10 @@ from narration.narrate import EXIT_FAILED, EXIT_INTERRUPTED, Narration, narrate
 from narration.outputs import book_webvtt, failure_table, resume_command
 from narration.planning import MARKS, NarrateOptions
 from narration.state import write_atomic
-from tts_core.device import cuda_device_count
-from tts_core.errors import DeviceUnavailable
-from tts_core.formats import DEFAULT_FORMAT, AudioFormat
-from tts_core.marks import marks_from_json
+from tts_core.base.device import cuda_device_count
+from tts_core.base.errors import DeviceUnavailable
+from tts_core.marks.speech_marks import marks_from_json
+from tts_core.mastering.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.constants import WYOMING_PORT
 from ttsq.settings import DEFAULT_WORKER_METRICS_PORT, get_settings
 from ttsq.webhook_signing import parse_secrets

@@ -67,7 +67,7 @@ def exit_status(returncode: int | None) -> str:
 
 
 class StopRequest(Protocol):
-    """What tells the loop to stop: ``tts_core.stop_signal.SignalEvent`` where a signal sets it (its
+    """What tells the loop to stop: ``tts_core.base.stop_signal.SignalEvent`` where a signal sets it (its
     handler takes no lock), or a ``threading.Event``."""
 
     def is_set(self) -> bool: ...

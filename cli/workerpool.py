@@ -18,8 +18,8 @@ from pathlib import Path
 from cli.commands import worker_argv
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.supervisor import Supervisor
-from tts_core.device import Device
-from tts_core.stop_signal import stop_on
+from tts_core.base.device import Device
+from tts_core.base.stop_signal import stop_on
 from ttsq.broker import make_producer
 from ttsq.settings import Settings, settings_env
 from workers.tuning import batch_plan
@@ -98,7 +98,7 @@ def cpu_worker(settings: Settings, loglevel: str, host: str | None = None) -> Wo
 
 def default_worker(settings: Settings, name: str, loglevel: str) -> WorkerSpec:
     """One worker on the configured device, ``auto`` resolved here (this loads ONNX Runtime to ask it)."""
-    from tts_core.runtime import resolve_device
+    from tts_core.voices.runtime import resolve_device
 
     return _spec(settings, name, resolve_device(settings.worker.device), loglevel)
 

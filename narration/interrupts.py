@@ -3,7 +3,7 @@ point can land inside the live display's refresh (rich holds its console and liv
 a display left half-started can hang the process instead of stopping it. Inside :class:`Checkpoints`
 a first Ctrl-C only asks to stop: the narration raises ``KeyboardInterrupt`` at its next checkpoint
 (between polls, within a fraction of a second), where the display closes and the state is saved. A
-second Ctrl-C interrupts at once. The handler takes no lock (``tts_core.stop_signal``): a Ctrl-C that
+second Ctrl-C interrupts at once. The handler takes no lock (``tts_core.base.stop_signal``): a Ctrl-C that
 lands while the main thread waits in :meth:`Checkpoints.sleep` cannot wait for itself."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-from tts_core.stop_signal import SignalEvent
+from tts_core.base.stop_signal import SignalEvent
 
 
 class Checkpoints:

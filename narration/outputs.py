@@ -13,8 +13,8 @@ from rich.table import Table
 
 from narration.planning import NarrateOptions, Planned
 from narration.state import Outcome
-from tts_core.marks import Mark
-from tts_core.subtitles import Cue, build_cues, to_webvtt
+from tts_core.marks.speech_marks import Mark
+from tts_core.marks.subtitles import Cue, build_cues, to_webvtt
 
 
 def m3u(title: str, outcomes: Iterable[Outcome]) -> str:

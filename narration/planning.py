@@ -14,7 +14,7 @@ from typing import Any, Final
 from narration.api_contract import suffix
 from narration.books import Book, Chapter, safe_name
 from narration.client import ClientError
-from tts_core.marks import MarkType
+from tts_core.marks.speech_marks import MarkType
 
 REF_CHARS: Final = 16
 """Hex digits of a chapter's ref (64 bits of sha256: no two chapters of a book collide)."""

@@ -34,7 +34,7 @@ from cli.embedded import RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import spawn_local_worker, start_local_worker, wait_for_node
 from tests.voices import write_broken_voice, write_multi_speaker_voice
-from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, idempotency_key, interactive_queue
 from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow

@@ -13,9 +13,9 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 import numpy as np
 import pytest
 
-from tts_core import batching
-from tts_core.audio import FloatAudio
-from tts_core.batching import BatchItem, CallStop, DynamicBatcher, plan_batches
+from tts_core.base.audio import FloatAudio
+from tts_core.voices import batching
+from tts_core.voices.batching import BatchItem, CallStop, DynamicBatcher, plan_batches
 
 
 class FakeModel:

@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from tests.conftest import create_record
-from tts_core.batching import MAX_DEFER_S, MAX_EXPECT_S
-from tts_core.device import Device
+from tts_core.base.device import Device
+from tts_core.voices.batching import MAX_DEFER_S, MAX_EXPECT_S
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import ASSEMBLE_STEP, ENTRY_STEP, segment_step
 from ttsq.jobs import JobStatus, JobStore, Priority

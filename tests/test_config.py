@@ -14,10 +14,10 @@ import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from tests.test_japanese import JAPANESE_VOICE_IDS
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
-from tts_core.config import SynthesisConfig, VoiceConfig
-from tts_core.device import Device
-from tts_core.errors import InvalidOption, VoiceLoadError, VoiceNotFound
+from tts_core.base.config import SynthesisConfig, VoiceConfig
+from tts_core.base.device import Device
+from tts_core.base.errors import InvalidOption, VoiceLoadError, VoiceNotFound
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
 from ttsq.secrets_check import normalise, weakness
 from ttsq.settings import S3Settings, SentinelSettings, Settings, WorkerSettings, settings_env

@@ -19,16 +19,16 @@ import redis
 
 from api.main import create_app
 from tests.conftest import serve
-from tts_core.audio import PCM16, FloatAudio, to_int16
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.device import Device
-from tts_core.engines import SpeechEngine, SpeechModel, engine_named, engine_of, register, registered, unregister
-from tts_core.errors import VoiceLoadError
-from tts_core.segments import FrontEnd
-from tts_core.text import split_sentences
-from tts_core.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_words
-from tts_core.voice_info import EngineName, VoiceInfo
+from tts_core.base.audio import PCM16, FloatAudio, to_int16
+from tts_core.base.config import SynthesisConfig
+from tts_core.base.device import Device
+from tts_core.base.errors import VoiceLoadError
+from tts_core.base.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_words
+from tts_core.frontend.segments import FrontEnd
+from tts_core.text.sentences import split_sentences
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.engines import SpeechEngine, SpeechModel, engine_named, engine_of, register, registered, unregister
+from tts_core.voices.voice_info import EngineName, VoiceInfo
 from ttsq.constants import consumed_queues
 from ttsq.settings import Settings
 from workers.marks_output import segment_timing
@@ -322,8 +322,8 @@ def test_the_registry_and_catalog_load_no_inference_runtime() -> None:
     """What the API imports to list voices and ask engines leaves ONNX Runtime, onnx and espeak-ng out."""
     probe = (
         "import sys\n"
-        "from tts_core.catalog import VoiceCatalog\n"
-        "from tts_core.engines import engine_of\n"
+        "from tts_core.voices.catalog import VoiceCatalog\n"
+        "from tts_core.voices.engines import engine_of\n"
         "from ttsq.estimate import planned_audio_s\n"
         "for info in VoiceCatalog.discover().all():\n"
         "    engine = engine_of(info)\n"
@@ -341,8 +341,8 @@ def test_the_built_in_order_holds_whichever_engine_module_came_first() -> None:
     """A process that imported the Piper engine's module before the registry's first use (a test file,
     a tool) still lists Kokoro's first, so a Piper folder voice keeps winning an id both list."""
     probe = (
-        "import tts_core.piper_engine\n"
-        "from tts_core.engines import registered\n"
+        "import tts_core.voices.piper_engine\n"
+        "from tts_core.voices.engines import registered\n"
         "print(','.join(e.name for e in registered()))"
     )
     names = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

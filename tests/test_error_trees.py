@@ -13,7 +13,7 @@ import pytest
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 PACKAGES: Final = ("api", "workers", "ttsq", "tts_core", "cli", "narration")
-TREES: Final = ("ttsq/errors.py", "tts_core/errors.py")
+TREES: Final = ("ttsq/errors.py", "tts_core/base/errors.py")
 KEY: Final = re.compile(r"ttsq:[\w{*-]")
 """A Redis key or key pattern (``ttsq:job:…``), not prose that starts with the name (``ttsq: a …``)."""
 

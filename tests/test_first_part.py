@@ -12,7 +12,7 @@ import soundfile
 
 from api.routes.speech import FIRST_PART_HEADER
 from tests.conftest import wait_for_job
-from tts_core.first_part import CLAUSE_PAUSE_S, first_cuts, pieces, word_breaks
+from tts_core.text.first_part import CLAUSE_PAUSE_S, first_cuts, pieces, word_breaks
 
 JAPANESE = "この書生の掌の裏でしばらくはよい心持に坐っておったが、しばらくすると非常な速力で運転し始めた。"
 """One 47-character sentence: before, its first audio was all of it."""
@@ -54,8 +54,8 @@ def test_the_first_streamed_part_is_a_clause_and_the_whole_is_all_there(
 
 
 def test_japanese_is_cut_at_an_accent_phrase_when_its_first_comma_comes_late() -> None:
-    from tts_core.kokoro import front_end
-    from tts_core.kokoro_package import data_dir
+    from tts_core.voices.kokoro import front_end
+    from tts_core.voices.kokoro_package import data_dir
 
     folder = data_dir()
     assert folder is not None

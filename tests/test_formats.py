@@ -9,11 +9,11 @@ import pytest
 import soundfile
 
 from bench.audio_decoding import decode
-from tts_core.audio import join_with_pauses, to_int16
-from tts_core.encoding import StreamEncoder, encode, encode_stream
-from tts_core.errors import UnsupportedFormat
-from tts_core.formats import AudioFormat, AudioOutput, allowed_rates
-from tts_core.resampling import OUTPUT_RATES
+from tts_core.base.audio import join_with_pauses, to_int16
+from tts_core.base.errors import UnsupportedFormat
+from tts_core.mastering.encoding import StreamEncoder, encode, encode_stream
+from tts_core.mastering.formats import AudioFormat, AudioOutput, allowed_rates
+from tts_core.mastering.resampling import OUTPUT_RATES
 
 RATE = 22050
 SNDFILE_FORMATS = [AudioFormat.WAV, AudioFormat.FLAC, AudioFormat.OGG, AudioFormat.MP3]

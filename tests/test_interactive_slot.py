@@ -27,7 +27,7 @@ from bench.corpus import narration
 from cli.processes import ManagedProcess, wait_until
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for, wait_for_job
 from tests.faults_support import fault_stack, wait_terminal
-from tts_core.device import Device
+from tts_core.base.device import Device
 from ttsq.broker import make_producer
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
 from ttsq.settings import Settings, WorkerSettings

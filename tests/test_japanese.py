@@ -17,14 +17,14 @@ import soundfile as sf
 import webvtt
 
 from tests.conftest import wait_for_job
-from tts_core.audio import rms_dbfs
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import PAD, SynthesisConfig
-from tts_core.errors import VoiceLoadError
-from tts_core.kokoro import KOKORO_MAX_IDS, PAD_ID, KokoroVoice
-from tts_core.kokoro_package import data_dir, model_bytes
-from tts_core.marks import Mark, check_marks, marks_from_json
-from tts_core.subtitles import JA_MAX_LINE_WIDTH, full_width
+from tts_core.base.audio import rms_dbfs
+from tts_core.base.config import PAD, SynthesisConfig
+from tts_core.base.errors import VoiceLoadError
+from tts_core.marks.speech_marks import Mark, check_marks, marks_from_json
+from tts_core.marks.subtitles import JA_MAX_LINE_WIDTH, full_width
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.kokoro import KOKORO_MAX_IDS, PAD_ID, KokoroVoice
+from tts_core.voices.kokoro_package import data_dir, model_bytes
 
 JAPANESE_VOICE_IDS = [
     f"ja_JP-kokoro-{name}" for name in ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")

@@ -23,7 +23,7 @@ from api.voicevox.query_routes import MAX_QUERY_CHARS
 from cli.embedded import RedisService, SeaweedService, stack_settings
 from tests.conftest import serve, start_worker, wait_for, wait_for_job
 from tests.test_voicevox import style_of
-from tts_core.kokoro_dictionary import MAX_DICTIONARY_FILES
+from tts_core.lexicon.kokoro_dictionary import MAX_DICTIONARY_FILES
 
 JAPANESE: Final = "ja_JP-kokoro-jf_alpha"
 KANA_KANJI: Final = (

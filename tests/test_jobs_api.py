@@ -19,7 +19,7 @@ from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_
 from tests.test_japanese import JAPANESE_VOICE_IDS
 from tests.test_segment_jobs import PARAGRAPH
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
-from tts_core.catalog import DEFAULT_VOICE_ID
+from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
 HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."

@@ -25,7 +25,7 @@ import yaml
 from api.main import create_app
 from api.metrics import METRICS_PATH
 from cli.main import main as cli
-from tts_core.catalog import VoiceCatalog
+from tts_core.voices.catalog import VoiceCatalog
 from ttsq.constants import DEFAULT_QUEUE, MAINTENANCE_QUEUE, bulk_segments_queue, interactive_queue, model_queue
 from ttsq.settings import Settings, settings_env
 from workers.metrics import WorkerProbes, make_app

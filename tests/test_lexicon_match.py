@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_core import lexicon_match
-from tts_core.engines import engine_named
-from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.lexicon_documents import parse_json_lexicon
-from tts_core.lexicon_entries import DEFAULT_LIMITS
-from tts_core.lexicon_match import GraphemeIndex, LexiconMatcher
-from tts_core.pronunciation import Pronunciation
-from tts_core.segments import iter_plain
-from tts_core.spoken_text import Replacement, SpokenText, merged
+from tts_core.frontend.segments import iter_plain
+from tts_core.lexicon import lexicon_match
+from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
+from tts_core.lexicon.lexicon_documents import parse_json_lexicon
+from tts_core.lexicon.lexicon_entries import DEFAULT_LIMITS
+from tts_core.lexicon.lexicon_match import GraphemeIndex, LexiconMatcher
+from tts_core.lexicon.pronunciation import Pronunciation
+from tts_core.text.spoken_text import Replacement, SpokenText, merged
+from tts_core.voices.engines import engine_named
 
 
 def lexicon(*entries: LexiconEntry, language: str = "en-US") -> Lexicon:

@@ -29,11 +29,11 @@ from tests.test_batches import wait_for_batch
 from tests.test_cli import clean_env
 from tests.test_metrics import scrape, value, worker_url
 from tests.test_narrate import ROOT, TTSQ
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.marks import Mark, marks_from_json
-from tts_core.phonemes import phonemize
-from tts_core.voice_info import VoiceInfo
+from tts_core.frontend.phonemes import phonemize
+from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
+from tts_core.marks.speech_marks import Mark, marks_from_json
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.voice_info import VoiceInfo
 from ttsq.jobs import JobOptions, JobRecord, LexiconUse, NormalizeOption, utcnow
 from ttsq.lexicons import LexiconStore
 from ttsq.settings import Settings

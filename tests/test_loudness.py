@@ -17,10 +17,10 @@ from scipy.signal import butter, resample_poly, sosfilt
 from tests.conftest import wait_for_job
 from tests.test_batches import submit, wait_for_batch
 from tests.test_segment_jobs import PARAGRAPH
-from tts_core.level_meter import LevelSummary, measure, summary_of
-from tts_core.leveling import leveling_for
-from tts_core.limiter import PeakLimiter, box_mean, sliding_min
-from tts_core.loudness import PRESETS, LoudnessTarget, loudness_target
+from tts_core.mastering.level_meter import LevelSummary, measure, summary_of
+from tts_core.mastering.leveling import leveling_for
+from tts_core.mastering.limiter import PeakLimiter, box_mean, sliding_min
+from tts_core.mastering.loudness import PRESETS, LoudnessTarget, loudness_target
 
 SHORT = "A short answer, spoken once and leveled whole. Is it loud enough? It should be exactly right."
 RATE = 22050

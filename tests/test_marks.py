@@ -16,11 +16,11 @@ import webvtt
 
 from cli.processes import ManagedProcess
 from tests.conftest import JOB_TIMEOUT_S, wait_for, wait_for_job
-from tts_core.audio import rms_dbfs
-from tts_core.mark_builder import MarkBuilder
-from tts_core.marks import Mark, check_marks, marks_from_json
-from tts_core.plan import PlannedUtterance
-from tts_core.timing import UtteranceTiming, allocate
+from tts_core.base.audio import rms_dbfs
+from tts_core.base.plan import PlannedUtterance
+from tts_core.base.timing import UtteranceTiming, allocate
+from tts_core.marks.mark_builder import MarkBuilder
+from tts_core.marks.speech_marks import Mark, check_marks, marks_from_json
 
 DETERMINISTIC = {"noise_scale": 0.0, "noise_w": 0.0, "format": "wav"}
 STORY = (

@@ -20,7 +20,7 @@ from tests.conftest import FOLDER_VOICE_ID, serve, start_worker, wait_for_job
 from tests.test_metrics import scrape, total, value, worker_url
 from tests.test_segment_jobs import PARAGRAPH
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from ttsq.constants import bulk_segments_queue, interactive_queue, model_queue
 from ttsq.settings import Settings
 

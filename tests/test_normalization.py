@@ -12,17 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_core import kokoro, kokoro_package
-from tts_core.normalization import (
+from tts_core.frontend.phonemes import phonemize
+from tts_core.text.normalization import (
     NORMALIZE_OPTIONS,
     NormalizeOptions,
     apply_edits,
     spoken_edits,
 )
-from tts_core.normalization_ja import kanji_number
-from tts_core.normalization_rule import Edit
-from tts_core.phonemes import phonemize
-from tts_core.scripts import base_language
+from tts_core.text.normalization_ja import kanji_number
+from tts_core.text.normalization_rule import Edit
+from tts_core.text.scripts import base_language
+from tts_core.voices import kokoro, kokoro_package
 
 
 def said(text: str, language: str = "en-US") -> str:

@@ -13,12 +13,12 @@ import redis
 from tests.conftest import IdleQueueApi
 from tests.test_jobs_api import job_keys
 from tests.test_ssml_jobs import ssml_pcm
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import DEFAULT_SEGMENT_IDS
-from tts_core.engines import engine_of
-from tts_core.errors import InvalidSsml
-from tts_core.segments import ipa_pieces, ipa_spans, iter_segments, iter_ssml
-from tts_core.speech_markup import MAX_PHONEME_CHARS, parse_ssml
+from tts_core.base.config import DEFAULT_SEGMENT_IDS
+from tts_core.base.errors import InvalidSsml
+from tts_core.frontend.segments import ipa_pieces, ipa_spans, iter_segments, iter_ssml
+from tts_core.text.speech_markup import MAX_PHONEME_CHARS, parse_ssml
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.engines import engine_of
 
 WORD = "həˈloʊ "
 """Seven IPA characters with the space that ends a word."""

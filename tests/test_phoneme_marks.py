@@ -17,9 +17,9 @@ import soundfile
 
 from api.submission import marks_available
 from tests.conftest import wait_for_job
-from tts_core.kokoro_engine import KokoroEngine
-from tts_core.marks import Mark, check_marks, marks_from_json
-from tts_core.visemes import SIL, viseme_of
+from tts_core.marks.speech_marks import Mark, check_marks, marks_from_json
+from tts_core.marks.visemes import SIL, viseme_of
+from tts_core.voices.kokoro_engine import KokoroEngine
 from ttsq.jobs import TextType
 
 STILL = {"noise_scale": 0.0, "noise_w": 0.0, "format": "wav"}

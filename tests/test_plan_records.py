@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tts_core.plan import PlannedUtterance
+from tts_core.base.plan import PlannedUtterance
 
 
 def round_trip(utterance: PlannedUtterance) -> PlannedUtterance:

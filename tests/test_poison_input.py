@@ -17,11 +17,11 @@ import pytest
 
 from cli.processes import ManagedProcess
 from tests.conftest import wait_for, wait_for_job
-from tts_core.kokoro import front_end
-from tts_core.kokoro_package import data_dir
-from tts_core.openjtalk_input import MAX_G2P_CHARS
-from tts_core.phonemes import MAX_TOKEN_CHARS
-from tts_core.text import bounded_pieces, split_long_tokens
+from tts_core.frontend.openjtalk_input import MAX_G2P_CHARS
+from tts_core.frontend.phonemes import MAX_TOKEN_CHARS
+from tts_core.text.sentences import bounded_pieces, split_long_tokens
+from tts_core.voices.kokoro import front_end
+from tts_core.voices.kokoro_package import data_dir
 from ttsq.jobs import JobStatus
 
 
@@ -40,7 +40,9 @@ def random_word(letters: int, seed: int, alphabet: str = string.ascii_lowercase)
     ids=["lowercase", "uppercase", "inside-a-sentence"],
 )
 def test_espeak_ng_survives_a_word_of_any_length(text: str) -> None:
-    code = "import sys; from tts_core.phonemes import phonemize; print(len(phonemize(sys.stdin.read(), 'en-us')))"
+    code = (
+        "import sys; from tts_core.frontend.phonemes import phonemize; print(len(phonemize(sys.stdin.read(), 'en-us')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"the phonemiser died with {done.returncode}: {done.stderr[-500:]}"
     assert int(done.stdout) >= 1

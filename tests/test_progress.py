@@ -12,8 +12,8 @@ import redis
 from mypy_boto3_s3 import S3Client
 from redis.exceptions import LockError
 
-from tts_core.plan import PlannedUtterance
-from tts_core.timing import SegmentTiming
+from tts_core.base.plan import PlannedUtterance
+from tts_core.base.timing import SegmentTiming
 from ttsq.constants import job_part_key, job_plan_draft_key, job_segments_key, part_object_key
 from ttsq.errors import SegmentLost
 from ttsq.jobs import JobStore

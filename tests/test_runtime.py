@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.device import CPU_PROVIDER, CUDA_PROVIDER, Device
-from tts_core.errors import DeviceUnavailable
-from tts_core.piper_engine import piper_source
-from tts_core.runtime import cuda_available, resolve_device
-from tts_core.voice import Voice
+from tts_core.base.device import CPU_PROVIDER, CUDA_PROVIDER, Device
+from tts_core.base.errors import DeviceUnavailable
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.piper_engine import piper_source
+from tts_core.voices.runtime import cuda_available, resolve_device
+from tts_core.voices.voice import Voice
 
 
 def voice_paths() -> tuple[str, str]:
@@ -24,7 +24,7 @@ def voice_paths() -> tuple[str, str]:
 def test_auto_picks_a_provider_without_printing_errors() -> None:
     model, config = voice_paths()
     probe = (
-        "from pathlib import Path; from tts_core.voice import Voice; from tts_core.device import Device; "
+        "from pathlib import Path; from tts_core.voices.voice import Voice; from tts_core.base.device import Device; "
         f"print(Voice.load(Path({model!r}), Path({config!r}), Device.AUTO, 1).providers[0])"
     )
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)

@@ -22,12 +22,12 @@ from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, start_workers, stop_all, wait_for, wait_for_job
 from tests.voices import BROKEN_VOICE_ID
-from tts_core.audio import PCM16
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.piper_engine import piper_source
-from tts_core.segments import group_segments, plain
-from tts_core.voice import Voice
+from tts_core.base.audio import PCM16
+from tts_core.base.config import SynthesisConfig
+from tts_core.frontend.segments import group_segments, plain
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.piper_engine import piper_source
+from tts_core.voices.voice import Voice
 from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
 from ttsq.jobs import JobStatus

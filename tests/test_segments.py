@@ -7,11 +7,9 @@ import random
 
 import pytest
 
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import VoiceConfig
-from tts_core.errors import EmptyText
-from tts_core.piper_engine import piper_source
-from tts_core.segments import (
+from tts_core.base.config import VoiceConfig
+from tts_core.base.errors import EmptyText
+from tts_core.frontend.segments import (
     LONG_SENTENCE_CHARS,
     PiperFrontEnd,
     Utterance,
@@ -20,6 +18,8 @@ from tts_core.segments import (
     plan_plain,
     plan_utterances,
 )
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.piper_engine import piper_source
 
 LONG_SENTENCE = (
     "The river, which had been rising for three days under a grey and patient sky, finally spilled "

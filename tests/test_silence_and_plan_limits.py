@@ -17,13 +17,13 @@ import pytest
 import redis
 
 from tests.conftest import IdleQueueApi, create_record, enqueue, wait_for_job
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import VoiceConfig
-from tts_core.errors import PauseTooLong
-from tts_core.pauses import MAX_PAUSE_AT_ONE_PLACE_S, ssml_silence, text_silence
-from tts_core.piper_engine import piper_source
-from tts_core.segments import IDS_PER_PAUSE_SECOND, PiperFrontEnd, iter_segments, plan_ssml
-from tts_core.speech_markup import parse_ssml
+from tts_core.base.config import VoiceConfig
+from tts_core.base.errors import PauseTooLong
+from tts_core.frontend.segments import IDS_PER_PAUSE_SECOND, PiperFrontEnd, iter_segments, plan_ssml
+from tts_core.text.pauses import MAX_PAUSE_AT_ONE_PLACE_S, ssml_silence, text_silence
+from tts_core.text.speech_markup import parse_ssml
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.piper_engine import piper_source
 from ttsq.constants import KEY_PREFIX
 from ttsq.jobs import JobStore
 from ttsq.settings import Settings
@@ -156,7 +156,7 @@ def test_a_segment_holds_a_bounded_silence_whatever_the_breaks(front_end: PiperF
 
 PLAN_DIGITS = """
 import random, resource, sys, time
-from tts_core.device import Device
+from tts_core.base.device import Device
 from ttsq.errors import PlanTooLong
 from ttsq.settings import Settings
 from workers.voice_host import VoiceHost

@@ -18,7 +18,7 @@ from bench.audio_decoding import decode as decode_audio
 from cli.processes import ManagedProcess
 from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, serve, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
-from tts_core.catalog import DEFAULT_VOICE_ID
+from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
 SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects of a server like this one."
@@ -65,7 +65,7 @@ def test_openai_client_gets_playable_audio_in_each_offered_format(
 
 
 ONE_PART = "A short answer stays whole."
-"""Too short to cut for a first clause (:func:`tts_core.first_part.first_cuts`): one part."""
+"""Too short to cut for a first clause (:func:`tts_core.text.first_part.first_cuts`): one part."""
 
 MP3_ENCODER_DELAY_MAX: Final = 2 * 1152
 """Samples an MP3 stream may start with before the audio (the encoder's delay): a stored file's

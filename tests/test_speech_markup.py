@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tts_core.errors import InvalidSsml
-from tts_core.speech_markup import Boundary, Break, Speech, parse_ssml
+from tts_core.base.errors import InvalidSsml
+from tts_core.text.speech_markup import Boundary, Break, Speech, parse_ssml
 
 
 def pieces(body: str, lang: str = "en") -> list[object]:

@@ -1,4 +1,4 @@
-"""A stop always stops (issue 35): no signal handler of ttsq takes a lock (``tts_core.stop_signal``).
+"""A stop always stops (issue 35): no signal handler of ttsq takes a lock (``tts_core.base.stop_signal``).
 
 Python runs a handler between two bytecodes of the main thread, wherever it is. The sweep below
 makes that happen at every line in turn: a tracer calls the handler that ttsq's own code installed
@@ -35,7 +35,7 @@ from cli.processes import free_port, port_in_use, wait_until
 from tests.faults_support import record_figures
 from tests.test_cli import DevProcess, clean_env, dev_args, free_dev_ports
 from tests.test_dev_supervision import FAST_RECOVERY, TEXT, submit, wait_started
-from tts_core.stop_signal import SignalEvent
+from tts_core.base.stop_signal import SignalEvent
 from ttsq.settings import Settings, settings_env
 
 ROOT: Final = Path(__file__).resolve().parent.parent

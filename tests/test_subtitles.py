@@ -16,8 +16,8 @@ import pytest
 import srt  # type: ignore[import-untyped]  # srt ships no type information
 import webvtt
 
-from tts_core.marks import Mark, check_marks, marks_from_json, marks_to_json
-from tts_core.subtitles import (
+from tts_core.marks.speech_marks import Mark, check_marks, marks_from_json, marks_to_json
+from tts_core.marks.subtitles import (
     JA_MAX_LINE_WIDTH,
     MAX_LINE_CHARS,
     PAUSE_MS,
@@ -27,7 +27,7 @@ from tts_core.subtitles import (
     to_srt,
     to_webvtt,
 )
-from tts_core.text import split_sentences
+from tts_core.text.sentences import split_sentences
 
 PARAGRAPHS = (Path(__file__).parents[1] / "bench" / "corpus" / "paragraphs.txt").read_text().split("\n\n")
 DICKENS = PARAGRAPHS[1].strip()  # A Tale of Two Cities: one sentence of 613 characters, clause after clause

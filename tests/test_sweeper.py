@@ -20,7 +20,7 @@ from cli.commands import beat_argv, webhook_worker_argv
 from cli.processes import ManagedProcess, wait_until
 from cli.workerpool import wait_for_node
 from tests.conftest import create_record, start_worker
-from tts_core.plan import PlannedUtterance
+from tts_core.base.plan import PlannedUtterance
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore, cancel_batch, finish_batch, new_batch_id
 from ttsq.broker import TaskPublisher, make_producer, register_model_queues
 from ttsq.constants import (

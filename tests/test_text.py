@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tts_core.errors import EmptyText, TextTooLong
-from tts_core.text import check_text, cut_long, has_speech, normalize_text, split_sentences
+from tts_core.base.errors import EmptyText, TextTooLong
+from tts_core.text.sentences import check_text, cut_long, has_speech, normalize_text, split_sentences
 
 
 def test_normalize_applies_nfc_and_collapses_whitespace() -> None:

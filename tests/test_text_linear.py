@@ -19,16 +19,23 @@ from types import FrameType
 import pytest
 
 from api.wyoming.sentences import SentenceBuffer, sentences_of
-from tts_core.first_part import word_breaks
-from tts_core.normalization import spoken_edits
-from tts_core.pauses import ssml_silence, text_silence
-from tts_core.phonemes import MAX_TOKEN_CHARS
-from tts_core.piper_engine import PIPER
-from tts_core.scripts import can_speak, letter_scripts
-from tts_core.segments import LONG_SENTENCE_CHARS, iter_plain
-from tts_core.speech_markup import parse_ssml
-from tts_core.text import bounded_pieces, check_text, cut_long, normalize_text, split_long_tokens, split_sentences
-from tts_core.text_spans import OffsetMap
+from tts_core.frontend.phonemes import MAX_TOKEN_CHARS
+from tts_core.frontend.segments import LONG_SENTENCE_CHARS, iter_plain
+from tts_core.text.first_part import word_breaks
+from tts_core.text.normalization import spoken_edits
+from tts_core.text.pauses import ssml_silence, text_silence
+from tts_core.text.scripts import can_speak, letter_scripts
+from tts_core.text.sentences import (
+    bounded_pieces,
+    check_text,
+    cut_long,
+    normalize_text,
+    split_long_tokens,
+    split_sentences,
+)
+from tts_core.text.speech_markup import parse_ssml
+from tts_core.text.text_spans import OffsetMap
+from tts_core.voices.piper_engine import PIPER
 from ttsq.estimate import estimate_audio_s
 
 MILLION = 1_000_000

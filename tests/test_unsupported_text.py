@@ -14,10 +14,10 @@ import soundfile
 from tests.conftest import FOLDER_VOICE_ID, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
 from tests.test_jobs_api import job_keys
-from tts_core.audio import rms_dbfs
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.errors import UnsupportedText
-from tts_core.scripts import base_language, can_speak, letter_scripts, scripts_of, speakers_of
+from tts_core.base.audio import rms_dbfs
+from tts_core.base.errors import UnsupportedText
+from tts_core.text.scripts import base_language, can_speak, letter_scripts, scripts_of, speakers_of
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 
 JAPANESE = "吾輩は猫である。名前はまだ無い。"
 ARABIC = "مرحبا بكم في خدمة تحويل النص إلى كلام."

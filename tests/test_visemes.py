@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tts_core.config import BOS, EOS, PAD
-from tts_core.mark_builder import SIL_MIN_MS, MarkBuilder
-from tts_core.marks import Mark, check_marks, marks_from_json, marks_to_json
-from tts_core.phoneme_timing import spoken_phonemes
-from tts_core.plan import MarkPoint, PlannedUtterance
-from tts_core.speech_markup import MarkElement, Speech, parse_ssml
-from tts_core.timing import SegmentTiming, UtteranceTiming, WordIds, phones_to_json, spoken_words
-from tts_core.visemes import IPA_VISEMES, SIL, VISEMES, viseme_of
+from tts_core.base.config import BOS, EOS, PAD
+from tts_core.base.plan import MarkPoint, PlannedUtterance
+from tts_core.base.timing import SegmentTiming, UtteranceTiming, WordIds, phones_to_json, spoken_words
+from tts_core.marks.mark_builder import SIL_MIN_MS, MarkBuilder
+from tts_core.marks.phoneme_timing import spoken_phonemes
+from tts_core.marks.speech_marks import Mark, check_marks, marks_from_json, marks_to_json
+from tts_core.marks.visemes import IPA_VISEMES, SIL, VISEMES, viseme_of
+from tts_core.text.speech_markup import MarkElement, Speech, parse_ssml
 
 API_DOC = Path(__file__).resolve().parents[1] / "docs" / "API.md"
 SYMBOLS = [BOS, PAD, EOS, " ", ",", ".", "ˈ", "ˌ", "ː", *"mɛɹihædɐlɪɾəbʌptʃaɪdʒoʊɑ"]

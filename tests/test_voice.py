@@ -10,14 +10,14 @@ import onnx
 import piper_phonemize
 import pytest
 
-from tts_core.alignment import alignment_output_name, file_identity, with_output
-from tts_core.audio import join_with_pauses, rms_dbfs
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.errors import EmptyText, VoiceLoadError
-from tts_core.phonemes import phoneme_ids, phonemize
-from tts_core.piper_engine import piper_source
-from tts_core.voice import Voice
+from tts_core.base.audio import join_with_pauses, rms_dbfs
+from tts_core.base.config import SynthesisConfig
+from tts_core.base.errors import EmptyText, VoiceLoadError
+from tts_core.frontend.phonemes import phoneme_ids, phonemize
+from tts_core.voices.alignment import alignment_output_name, file_identity, with_output
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.piper_engine import piper_source
+from tts_core.voices.voice import Voice
 
 DETERMINISTIC = SynthesisConfig(noise_scale=0.0, noise_w=0.0)
 SENTENCES = [

@@ -36,10 +36,10 @@ from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve, wait_for
 from tests.test_jobs_api import job_keys
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.kokoro import front_end as kokoro_front_end
-from tts_core.kokoro import vocab
-from tts_core.kokoro_package import data_dir as kokoro_data_dir
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.kokoro import front_end as kokoro_front_end
+from tts_core.voices.kokoro import vocab
+from tts_core.voices.kokoro_package import data_dir as kokoro_data_dir
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
 

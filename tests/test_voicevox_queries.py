@@ -16,11 +16,11 @@ import pytest
 from api.voicevox.models import AudioQuery
 from api.voicevox.queries import accent_phrases, audio_query, spoken_text
 from bench.corpus import ja_short
-from tts_core import kokoro, kokoro_package
-from tts_core.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.errors import InvalidKana
-from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.voice_info import VoiceInfo
+from tts_core.base.errors import InvalidKana
+from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
+from tts_core.voices import kokoro, kokoro_package
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.voice_info import VoiceInfo
 
 JAPANESE_VOICE: Final = "ja_JP-kokoro-jf_alpha"
 OPENJTALK_ACCENT_MARK: Final = "\u2019"
@@ -208,7 +208,7 @@ def test_kokoro_hears_the_spoken_text_as_it_hears_the_text(ja: VoiceInfo) -> Non
 ANALYSE_IN_A_CHILD: Final = """
 import json, sys
 from api.voicevox.queries import audio_query
-from tts_core.catalog import VoiceCatalog
+from tts_core.voices.catalog import VoiceCatalog
 query = audio_query("今日は良い天気です。", VoiceCatalog.discover().get(sys.argv[1]))
 print(json.dumps({"kana": query.kana, "loaded": sorted({"pyopenjtalk", "onnxruntime"} & set(sys.modules))}))
 """

@@ -23,7 +23,7 @@ from tests.conftest import (
     wait_for_job,
     wait_for_tasks,
 )
-from tts_core.catalog import DEFAULT_VOICE_ID
+from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.constants import SYNTHESIZE_TASK, job_events_channel
 from ttsq.events import EventKind, JobEvent, parse_event
 from ttsq.jobs import JobStatus, JobStore, utcnow

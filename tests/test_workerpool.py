@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from cli.main import main
 from cli.processes import wait_until
 from cli.workerpool import GpuSelectionError, cpu_cores, cpu_worker, default_worker, gpu_workers, parse_gpus
-from tts_core.device import Device
-from tts_core.runtime import cuda_available
+from tts_core.base.device import Device
+from tts_core.voices.runtime import cuda_available
 from ttsq.settings import Settings, WorkerSettings
 from workers.tuning import batch_plan
 

@@ -11,7 +11,7 @@ from typing import Final
 import onnx
 from onnx import TensorProto, helper
 
-from tts_core.catalog import DEFAULT_VOICE_ID, bundled_voices
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, bundled_voices
 
 MULTI_SPEAKER_VOICE_ID: Final = "en_US-twins-medium"
 BROKEN_VOICE_ID: Final = "en_US-broken-medium"

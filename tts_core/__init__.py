@@ -1,10 +1,11 @@
 """ttsq's synthesis library: voices, text front end, ONNX inference and audio encoding.
 
 A pure library: it imports no Celery, FastAPI or boto3, so the worker and the API stay thin shells.
-Import what you need from its modules. Light ones (``config``, ``device``, ``errors``, ``text``,
-``catalog``, ``engines`` and the engine modules ``piper_engine`` and ``kokoro_engine``, ``formats``,
-``audio``, ``batching``, and ``stop_signal``, the signal-safe stop that every process's entry point
-uses) load no inference runtime, so the API can use them; ``phonemes``,
-``segments``, ``alignment``, ``runtime``, ``voice`` and ``kokoro`` load espeak-ng, ONNX and ONNX
-Runtime and belong in processes that synthesise.
+It is seven wings, each a package whose docstring says what it owns, each importing only the wings
+below it: ``base``; ``text`` and ``mastering`` on it; ``lexicon`` and ``marks`` on ``text``;
+``frontend`` on ``lexicon``; ``voices`` on them all (docs/ARCHITECTURE.md draws them). Import what
+you need from the wings' modules: no ``__init__`` imports anything. Light modules load no inference
+runtime, so the API can use them; ``frontend.phonemes``, ``frontend.segments``, ``voices.alignment``,
+``voices.runtime``, ``voices.voice`` and ``voices.kokoro`` load espeak-ng, ONNX and ONNX Runtime and
+belong in processes that synthesise.
 """

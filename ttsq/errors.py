@@ -29,7 +29,7 @@ Exception tree (the HTTP status the API gives each is decided in ``api/errors.py
         ├── QueueUnavailable    the broker refused a task message
         └── QueueBehind         the queue is too far behind to take more work now
 
-``tts_core.errors.TTSError`` is the other root: what synthesis itself refuses or fails at. A failed
+``tts_core.base.errors.TTSError`` is the other root: what synthesis itself refuses or fails at. A failed
 job's ``error.code`` is the ``code`` of whichever exception failed it (see :func:`error_code`); HTTP
 status codes live in ``api/`` only.
 """
@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Self
 
-from tts_core.errors import TTSError, rebuilt
+from tts_core.base.errors import TTSError, rebuilt
 
 INTERNAL_ERROR: Final = "internal_error"
 """Code of a failure that no ttsq error describes (a bug): the worker log has the traceback."""

@@ -18,12 +18,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from tts_core.engines import engine_named
-from tts_core.pauses import Silence, ssml_silence, text_silence
+from tts_core.text.pauses import Silence, ssml_silence, text_silence
+from tts_core.voices.engines import engine_named
 from ttsq.errors import PlanTooLong
 
 if TYPE_CHECKING:
-    from tts_core.speech_markup import SsmlDocument
+    from tts_core.text.speech_markup import SsmlDocument
     from ttsq.jobs import JobOptions
     from ttsq.settings import Settings
 

@@ -21,10 +21,10 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
 from redis.lock import Lock
 
-from tts_core.config import DEFAULT_SPEED
-from tts_core.formats import AudioFormat, AudioOutput
-from tts_core.loudness import LoudnessPreset, LoudnessTarget, loudness_target
-from tts_core.marks import MarkType
+from tts_core.base.config import DEFAULT_SPEED
+from tts_core.marks.speech_marks import MarkType
+from tts_core.mastering.formats import AudioFormat, AudioOutput
+from tts_core.mastering.loudness import LoudnessPreset, LoudnessTarget, loudness_target
 from ttsq import job_stats
 from ttsq.constants import (
     ACTIVE_JOBS_KEY,
@@ -76,7 +76,7 @@ class Priority(StrEnum):
 
 
 class TextType(StrEnum):
-    """How a job's text is read: as plain text, or as the SSML subset of ``tts_core.speech_markup``."""
+    """How a job's text is read: as plain text, or as the SSML subset of ``tts_core.text.speech_markup``."""
 
     TEXT = "text"
     SSML = "ssml"
@@ -121,7 +121,7 @@ class LexiconUse(BaseModel):
 
 
 class NormalizeOption(BaseModel):
-    """Which text normalisation rules a job applies (``tts_core.normalization``); all on by default."""
+    """Which text normalisation rules a job applies (``tts_core.text.normalization``); all on by default."""
 
     model_config = ConfigDict(extra="forbid")  # a misspelt rule is refused, not ignored
 

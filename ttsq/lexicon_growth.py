@@ -8,7 +8,7 @@ admission against ``max_text_chars`` and its tenant's day, and its charge are ju
 size: its written size plus this module's bound of what its lexicons add.
 
 The bound: every match of a grapheme starts at a word (whole-word matching) or at any character (in
-languages written without spaces, ``tts_core.lexicon_match.SPACELESS_LANGUAGES``), and no two
+languages written without spaces, ``tts_core.lexicon.lexicon_match.SPACELESS_LANGUAGES``), and no two
 matches of one lexicon start at the same place. Adding, at each place of the text, the most that any
 entry whose grapheme starts there adds bounds what that lexicon's matches add; summed over a job's
 lexicons it bounds theirs. It is exact for single-word graphemes that all match, counts a
@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from tts_core.lexicon import Lexicon, LexiconEntry
-from tts_core.lexicon_match import SPACELESS_LANGUAGES
+from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
+from tts_core.lexicon.lexicon_match import SPACELESS_LANGUAGES
 from ttsq.estimate import estimate_audio_s
 
 _PLACE: Final = re.compile(r"\w+|[^\w\s]")

@@ -26,7 +26,7 @@ from typing import Final
 import redis
 from pydantic import BaseModel
 
-from tts_core.lexicon import Lexicon
+from tts_core.lexicon.lexicon import Lexicon
 from ttsq.constants import (
     lexicon_kept_key,
     lexicon_sizes_key,

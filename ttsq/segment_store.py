@@ -19,9 +19,9 @@ from typing import Final, cast
 
 import redis
 
-from tts_core.level_meter import LevelSummary
-from tts_core.plan import PlannedUtterance
-from tts_core.timing import SegmentTiming
+from tts_core.base.plan import PlannedUtterance
+from tts_core.base.timing import SegmentTiming
+from tts_core.mastering.level_meter import LevelSummary
 from ttsq.constants import (
     job_done_key,
     job_events_channel,

@@ -14,9 +14,9 @@ from typing import Annotated, Final, Literal, Self
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from tts_core.catalog import DEFAULT_VOICE_ID
-from tts_core.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
-from tts_core.device import Device
+from tts_core.base.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
+from tts_core.base.device import Device
+from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.constants import DEFAULT_QUEUE
 from ttsq.lexicons import BYTES_PER_TENANT, VERSIONS_KEPT
 from ttsq.secrets_check import SentinelSecrets, production_problems
@@ -230,7 +230,7 @@ class Settings(BaseSettings):
     silence_allowance_s: float = Field(60.0, ge=0)
     silence_ratio: float = Field(1.0, ge=0)
     """A job's pauses together (sentence and paragraph pauses, SSML breaks) may be at most
-    ``silence_allowance_s`` plus ``silence_ratio`` times its speech (``tts_core.pauses``): a book
+    ``silence_allowance_s`` plus ``silence_ratio`` times its speech (``tts_core.text.pauses``): a book
     breathes between its sentences (about 0.1 s of pause per second of speech by default), while a
     request of a few characters and a thousand breaks is refused at submit (``too_much_silence``)."""
     segment_max_ids: int = Field(DEFAULT_SEGMENT_IDS, ge=32, le=4096)

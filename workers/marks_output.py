@@ -14,13 +14,13 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import BinaryIO, Final
 
-from tts_core.batching import BatchResult
-from tts_core.mark_builder import MarkBuilder
-from tts_core.marks import SOUND_MARK_TYPES, Mark, MarkType, marks_to_json
-from tts_core.phoneme_timing import spoken_phonemes
-from tts_core.plan import PlannedUtterance
-from tts_core.subtitles import Cue, build_cues, to_srt, to_webvtt
-from tts_core.timing import SegmentTiming, UtteranceTiming, Weigh, WordIds, spoken_words, word_runs
+from tts_core.base.plan import PlannedUtterance
+from tts_core.base.timing import SegmentTiming, UtteranceTiming, Weigh, WordIds, spoken_words, word_runs
+from tts_core.marks.mark_builder import MarkBuilder
+from tts_core.marks.phoneme_timing import spoken_phonemes
+from tts_core.marks.speech_marks import SOUND_MARK_TYPES, Mark, MarkType, marks_to_json
+from tts_core.marks.subtitles import Cue, build_cues, to_srt, to_webvtt
+from tts_core.voices.batching import BatchResult
 from ttsq.constants import job_object_key
 from ttsq.jobs import JobRecord, JobResult
 from ttsq.storage import ObjectStore
@@ -43,7 +43,7 @@ def segment_timing(
     phonemes: bool = False,
 ) -> SegmentTiming:
     """Where each utterance and its spoken words (and, with ``phonemes``, its phonemes) lie in the
-    segment's audio, laid out exactly as ``tts_core.audio.timed_pcm`` lays out the samples: the
+    segment's audio, laid out exactly as ``tts_core.base.audio.timed_pcm`` lays out the samples: the
     words its front end read (one run each), else the runs between word breaks."""
     position = 0
     timings: list[UtteranceTiming] = []

@@ -26,7 +26,7 @@ from wsgiref.types import StartResponse, WSGIEnvironment
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
-from tts_core.batching import CallRecord
+from tts_core.voices.batching import CallRecord
 
 log = logging.getLogger(__name__)
 

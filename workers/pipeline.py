@@ -25,20 +25,20 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import redis
 
-from tts_core.audio import PCM16, gain_of, timed_pcm
-from tts_core.batching import BatchResult
-from tts_core.config import SPEED_RANGE, SynthesisConfig
-from tts_core.encoding import encode, encode_stream
-from tts_core.errors import TTSError
-from tts_core.formats import AudioFormat
-from tts_core.level_meter import LevelSummary, measure
-from tts_core.leveling import Leveling, leveling_for, spread_sample
-from tts_core.limiter import PeakLimiter
-from tts_core.pauses import Silence
-from tts_core.plan import PlannedUtterance
-from tts_core.pronunciation import Pronunciation
-from tts_core.speech_markup import VOLUME_RANGE_DB
-from tts_core.timing import SegmentTiming, UtteranceTiming
+from tts_core.base.audio import PCM16, gain_of, timed_pcm
+from tts_core.base.config import SPEED_RANGE, SynthesisConfig
+from tts_core.base.errors import TTSError
+from tts_core.base.plan import PlannedUtterance
+from tts_core.base.timing import SegmentTiming, UtteranceTiming
+from tts_core.lexicon.pronunciation import Pronunciation
+from tts_core.mastering.encoding import encode, encode_stream
+from tts_core.mastering.formats import AudioFormat
+from tts_core.mastering.level_meter import LevelSummary, measure
+from tts_core.mastering.leveling import Leveling, leveling_for, spread_sample
+from tts_core.mastering.limiter import PeakLimiter
+from tts_core.text.pauses import Silence
+from tts_core.text.speech_markup import VOLUME_RANGE_DB
+from tts_core.voices.batching import BatchResult
 from ttsq import lifecycle
 from ttsq.broker import TaskPublisher
 from ttsq.constants import OBJECT_STEPS, result_key
@@ -525,7 +525,7 @@ def _job_leveling(
     job_id: str, record: JobRecord, total: int, winners: dict[int, str], rate: int, ctx: JobContext
 ) -> Leveling | None:
     """The leveling of a multi-segment job with a loudness target, from its segments' levels and a
-    sample of its parts spread over it (``tts_core.leveling``); None for a job without one or one
+    sample of its parts spread over it (``tts_core.mastering.leveling``); None for a job without one or one
     leveled as it streamed."""
     if record.options.loudness is None or record.stream:
         return None

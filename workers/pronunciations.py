@@ -1,8 +1,8 @@
-"""A job's :class:`~tts_core.pronunciation.Pronunciation`: the tenant's lexicons at the versions the
+"""A job's :class:`~tts_core.lexicon.pronunciation.Pronunciation`: the tenant's lexicons at the versions the
 job recorded, then the operator's lexicons for the voice (``TTSQ_VOICE_LEXICONS``), and the job's
 normalisation options.
 
-Lexicons are read from Redis and indexed for matching (``tts_core.lexicon_match.GraphemeIndex``)
+Lexicons are read from Redis and indexed for matching (``tts_core.lexicon.lexicon_match.GraphemeIndex``)
 once per version and process. An index depends on nothing but its lexicon, so a job only combines
 the indexes this process holds with its own options: cycling ``normalize`` options or voices
 indexes nothing, and a new version costs one read and one index (tens of milliseconds for the
@@ -21,13 +21,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Final
 
-from tts_core.errors import InvalidLexicon, VoiceLoadError
-from tts_core.lexicon import Lexicon
-from tts_core.lexicon_documents import parse_json_lexicon, parse_pls
-from tts_core.lexicon_match import GraphemeIndex
-from tts_core.normalization import NormalizeOptions, spoken_edits
-from tts_core.pronunciation import Normalizer, Pronunciation
-from tts_core.voice_info import VoiceInfo
+from tts_core.base.errors import InvalidLexicon, VoiceLoadError
+from tts_core.lexicon.lexicon import Lexicon
+from tts_core.lexicon.lexicon_documents import parse_json_lexicon, parse_pls
+from tts_core.lexicon.lexicon_match import GraphemeIndex
+from tts_core.lexicon.pronunciation import Normalizer, Pronunciation
+from tts_core.text.normalization import NormalizeOptions, spoken_edits
+from tts_core.voices.voice_info import VoiceInfo
 from ttsq.jobs import JobRecord, NormalizeOption
 from ttsq.lexicons import LexiconRef, LexiconStore
 from workers.metrics import LEXICON_INDEXES

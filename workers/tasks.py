@@ -26,8 +26,8 @@ from celery.signals import celeryd_after_setup, worker_process_init, worker_read
 from celery.worker.control import inspect_command
 
 import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
-from tts_core.catalog import VoiceCatalog
-from tts_core.errors import TTSError
+from tts_core.base.errors import TTSError
+from tts_core.voices.catalog import VoiceCatalog
 from ttsq.broker import TaskPublisher, register_model_queues
 from ttsq.constants import (
     ASSEMBLE_STEP,

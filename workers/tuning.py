@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tts_core.device import Device
+from tts_core.base.device import Device
 from ttsq.settings import WorkerSettings
 
 CPU_MAX_BATCH: Final = 1

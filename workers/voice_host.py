@@ -20,21 +20,21 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from tts_core.audio import FloatAudio
-from tts_core.batching import MAX_DEFER_S, BatchResult, CallRecord, CallStop, DynamicBatcher
-from tts_core.calibration import calibrated_leveling
-from tts_core.catalog import VoiceCatalog
-from tts_core.config import SynthesisConfig
-from tts_core.device import Device
-from tts_core.engines import SpeechModel, engine_of
-from tts_core.leveling import Leveling
-from tts_core.loudness import LoudnessTarget
-from tts_core.plan import PlannedUtterance
-from tts_core.pronunciation import Pronunciation, spoken_weight
-from tts_core.runtime import resolve_device, stoppable_run
-from tts_core.segments import iter_plain, iter_segments, iter_ssml, iter_stream_segments
-from tts_core.speech_markup import parse_ssml
-from tts_core.timing import TimedAudio, Weigh, WordIds
+from tts_core.base.audio import FloatAudio
+from tts_core.base.config import SynthesisConfig
+from tts_core.base.device import Device
+from tts_core.base.plan import PlannedUtterance
+from tts_core.base.timing import TimedAudio, Weigh, WordIds
+from tts_core.frontend.segments import iter_plain, iter_segments, iter_ssml, iter_stream_segments
+from tts_core.lexicon.pronunciation import Pronunciation, spoken_weight
+from tts_core.mastering.leveling import Leveling
+from tts_core.mastering.loudness import LoudnessTarget
+from tts_core.text.speech_markup import parse_ssml
+from tts_core.voices.batching import MAX_DEFER_S, BatchResult, CallRecord, CallStop, DynamicBatcher
+from tts_core.voices.calibration import calibrated_leveling
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.engines import SpeechModel, engine_of
+from tts_core.voices.runtime import resolve_device, stoppable_run
 from ttsq import broker_transport
 from ttsq.constants import model_queue
 from ttsq.cpu_priority import BULK_NICENESS, lower_thread_for_good, normal_thread
@@ -64,7 +64,7 @@ SegmentPlan = list[list[PlannedUtterance]]
 
 class VoiceHost:
     """Loaded voices of this process, keyed by voice id, and the batchers that run them (not an
-    engine: engines are the kinds of voice, ``tts_core.engines.SpeechEngine``)."""
+    engine: engines are the kinds of voice, ``tts_core.voices.engines.SpeechEngine``)."""
 
     def __init__(self, settings: Settings, device: Device) -> None:
         """``device`` is the resolved one (CPU or CUDA): it sizes the batches and loads every voice."""
@@ -178,7 +178,7 @@ class VoiceHost:
         no further than the limit. ``pronunciation`` (lexicons, normalisation) changes what is said,
         never the spans utterances keep in ``text``. ``stream``: plain text's first sentence is cut
         after its first clause, both pieces segments of their own, so the first audio is short
-        (``tts_core.first_part``). ``defer`` (a bulk job): before each segment, wait (up to
+        (``tts_core.text.first_part``). ``defer`` (a bulk job): before each segment, wait (up to
         ``MAX_DEFER_S``) while interactive work is on its way or running here, as bulk inference
         calls do, so a long job's planning (phonemisation, on a task thread) leaves interactive tasks
         the cores and the interpreter's lock (issue 34: another tenant's 150,000-character jobs)."""

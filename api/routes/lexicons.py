@@ -18,9 +18,9 @@ from api.json_checks import check_body
 from api.lexicon_use import check_storable
 from api.schemas import LEXICON_NAME_PATTERN, error_responses
 from api.state import AppState
-from tts_core.errors import InvalidLexicon
-from tts_core.lexicon import Lexicon
-from tts_core.lexicon_documents import LexiconLimits, parse_json_lexicon, parse_pls
+from tts_core.base.errors import InvalidLexicon
+from tts_core.lexicon.lexicon import Lexicon
+from tts_core.lexicon.lexicon_documents import LexiconLimits, parse_json_lexicon, parse_pls
 from ttsq.lexicons import LexiconSummary
 
 router = APIRouter(prefix="/v1/lexicons", tags=["lexicons"])

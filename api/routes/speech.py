@@ -32,10 +32,10 @@ from api.schemas import (
 )
 from api.state import AppState
 from api.streamed_job import StreamedJob
-from tts_core.config import DEFAULT_SPEED, SPEED_RANGE
-from tts_core.encoding import StreamEncoder, encode
-from tts_core.errors import UnsupportedFormat
-from tts_core.formats import AudioFormat, AudioOutput
+from tts_core.base.config import DEFAULT_SPEED, SPEED_RANGE
+from tts_core.base.errors import UnsupportedFormat
+from tts_core.mastering.encoding import StreamEncoder, encode
+from tts_core.mastering.formats import AudioFormat, AudioOutput
 from ttsq.jobs import NormalizeOption, Priority
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 pyopenjtalk-plus loads ONNX Runtime as it is imported (its model for reading 何), and the API
 process never loads the inference runtime (``tests/test_process_footprint.py``): so the analysis
-(``tts_core.accent_analysis``, text only, no synthesis) runs in one spawned process, started on the
+(``tts_core.frontend.accent_analysis``, text only, no synthesis) runs in one spawned process, started on the
 first Japanese query, which also keeps a crash in OpenJTalk's C code out of the API. The child is
 replaced after :data:`DICTIONARIES_PER_CHILD` user dictionaries, so tenants changing theirs cannot
 grow it without bound.
@@ -17,9 +17,9 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Final
 
-from tts_core.errors import SynthesisError
-from tts_core.lexicon import LexiconEntry
-from tts_core.mora_kana import KanaPhrase
+from tts_core.base.errors import SynthesisError
+from tts_core.frontend.mora_kana import KanaPhrase
+from tts_core.lexicon.lexicon import LexiconEntry
 
 ANALYSIS_PROCESSES: Final = 1
 """Processes analysing text: a short message takes about a millisecond, so one serves hundreds of
@@ -57,7 +57,7 @@ def analyse(text: str, entries: Sequence[LexiconEntry] = ()) -> list[KanaPhrase]
 def _analyse(text: str, entries: tuple[LexiconEntry, ...]) -> tuple[list[KanaPhrase], bool]:
     """In the child: the only place that imports pyopenjtalk. The phrases, and whether the child has
     loaded its :data:`DICTIONARIES_PER_CHILD` and is to be replaced."""
-    from tts_core.accent_analysis import accent_phrases, dictionaries_loaded
+    from tts_core.frontend.accent_analysis import accent_phrases, dictionaries_loaded
 
     return accent_phrases(text, entries), dictionaries_loaded() >= DICTIONARIES_PER_CHILD
 

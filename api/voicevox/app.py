@@ -25,7 +25,7 @@ from api.key_check import KeyCheckMiddleware
 from api.voicevox import engine_info, query_routes, speakers, synthesis, user_dict
 from api.voicevox.deps import Refused, facade_key, voicevox_tenant
 from api.voicevox.speakers import SpeakerNotFound
-from tts_core.errors import TTSError
+from tts_core.base.errors import TTSError
 from ttsq.errors import QueueUnavailable, ServiceError, StoreUnavailable
 
 log = logging.getLogger(__name__)

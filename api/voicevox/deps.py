@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from api.deps import StateDep, current_tenant
 from api.errors import error_status
-from tts_core.errors import TTSError
+from tts_core.base.errors import TTSError
 from ttsq.errors import ServiceError
 from ttsq.settings import Settings
 from ttsq.tenants import Tenant

@@ -14,7 +14,7 @@ from typing import Any, Final
 from fastapi import APIRouter
 
 from api.deps import StateDep
-from tts_core.device import Device
+from tts_core.base.device import Device
 
 ENGINE_VERSION: Final = version("ttsq")
 """ttsq's own version: what ``/version`` and ``/core_versions`` answer."""

@@ -1,7 +1,7 @@
 """``/audio_query`` and ``/accent_phrases``: text to VOICEVOX's AudioQuery, and an AudioQuery back to
 the text a ttsq job speaks.
 
-Japanese voices get OpenJTalk's accent phrases (``tts_core.accent_analysis``, in a child process:
+Japanese voices get OpenJTalk's accent phrases (``tts_core.frontend.accent_analysis``, in a child process:
 ``api.voicevox.analysis``) and ``kana`` in VOICEVOX's AquesTalk-like notation. ttsq's models time
 and pitch speech themselves, so the moras' lengths and pitches here are nominal (fixed lengths, a
 high/low pattern from the accent): they are shaped as VOICEVOX's so its clients can show and edit
@@ -15,10 +15,10 @@ from typing import Final
 
 from api.voicevox.analysis import analyse
 from api.voicevox.models import AccentPhrase, AudioQuery, Mora
-from tts_core.lexicon import Lexicon
-from tts_core.mora_kana import PAUSE_DELIMITER, PAUSE_VOWEL, KanaMora, KanaPhrase, parse_kana, write_kana
-from tts_core.scripts import base_language
-from tts_core.voice_info import VoiceInfo
+from tts_core.frontend.mora_kana import PAUSE_DELIMITER, PAUSE_VOWEL, KanaMora, KanaPhrase, parse_kana, write_kana
+from tts_core.lexicon.lexicon import Lexicon
+from tts_core.text.scripts import base_language
+from tts_core.voices.voice_info import VoiceInfo
 
 NOMINAL_CONSONANT_S: Final = 0.06
 """Each consonant's length in a query (nominal: ttsq's model decides timing)."""
@@ -44,7 +44,7 @@ def is_japanese(voice: VoiceInfo) -> bool:
 
 def audio_query(text: str, voice: VoiceInfo, kana: bool = False, lexicon: Lexicon | None = None) -> AudioQuery:
     """A new query for the text with VOICEVOX's default settings at the voice's rate. ``kana``: the
-    text is a reading in the notation (:class:`tts_core.errors.InvalidKana` if malformed);
+    text is a reading in the notation (:class:`tts_core.base.errors.InvalidKana` if malformed);
     ``lexicon``: the tenant's user dictionary (``api.lexicon_use.user_dictionary``)."""
     phrases = accent_phrases(text, voice, kana, lexicon)
     return AudioQuery(

@@ -19,7 +19,7 @@ from api.voicevox.models import AccentPhrase, AudioQuery
 from api.voicevox.queries import accent_phrases, audio_query
 from api.voicevox.speakers import SpeakerParam, find_style
 from api.voicevox.synthesis import Ignored
-from tts_core.text import check_text
+from tts_core.text.sentences import check_text
 
 router = APIRouter(tags=["voicevox"])
 

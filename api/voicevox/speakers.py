@@ -20,8 +20,8 @@ from fastapi import APIRouter, Query, Request
 
 from api.deps import StateDep
 from api.voicevox.deps import Refused, VoicevoxTenantDep
-from tts_core.catalog import VoiceCatalog
-from tts_core.voice_info import VoiceInfo
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.voice_info import VoiceInfo
 
 SPEAKER_NAMESPACE: Final = uuid.UUID("6f0c3c1e-2b7a-5d54-9a57-747473717676")
 """Namespace of the speakers' uuid5s: fixed forever, or every client's stored speaker changes."""

@@ -38,10 +38,10 @@ from api.voicevox.models import AudioQuery
 from api.voicevox.queries import spoken_text
 from api.voicevox.speakers import SpeakerParam, Style, find_style, initialized
 from api.voicevox.waves import connect_waves, resampled, silence, wav_bytes
-from tts_core.config import PAUSE_RANGE, SPEED_RANGE
-from tts_core.formats import AudioFormat
-from tts_core.resampling import OUTPUT_RATES
-from tts_core.speech_markup import VOLUME_RANGE_DB
+from tts_core.base.config import PAUSE_RANGE, SPEED_RANGE
+from tts_core.mastering.formats import AudioFormat
+from tts_core.mastering.resampling import OUTPUT_RATES
+from tts_core.text.speech_markup import VOLUME_RANGE_DB
 from ttsq.jobs import Priority
 from ttsq.tenants import Tenant
 

@@ -6,7 +6,7 @@ tenant's ``userdict`` lexicon (Japanese, one reading entry per word, higher prio
 rewritten whole from them, so the lexicon machinery (versions, the Kokoro user dictionary, every job
 of the tenant in Japanese using it: ``api.lexicon_use``) applies unchanged. The part of speech and
 the priority are kept and answered back, but every word reaches OpenJTalk as a proper noun that
-wins over the system dictionary (``tts_core.kokoro_dictionary``).
+wins over the system dictionary (``tts_core.lexicon.kokoro_dictionary``).
 
 Bad input is an ``HTTPException`` with VOICEVOX's ``{"detail": ...}``: 422, as VOICEVOX ENGINE
 answers it, also for an unknown word uuid.
@@ -28,9 +28,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from api.deps import StateDep, TenantDep
 from api.lexicon_use import check_storable
 from api.state import AppState
-from tts_core.errors import InvalidLexicon
-from tts_core.lexicon import mora_count
-from tts_core.lexicon_documents import LexiconLimits, parse_json_lexicon
+from tts_core.base.errors import InvalidLexicon
+from tts_core.lexicon.lexicon import mora_count
+from tts_core.lexicon.lexicon_documents import LexiconLimits, parse_json_lexicon
 from ttsq.errors import LexiconNotFound, LexiconRefused
 from ttsq.lexicons import USER_DICTIONARY, USER_DICTIONARY_LANGUAGE
 from ttsq.voicevox_words import Words

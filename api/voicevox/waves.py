@@ -14,8 +14,8 @@ import numpy as np
 import soundfile
 
 from api.voicevox.deps import Refused
-from tts_core.audio import PCM16
-from tts_core.resampling import StreamResampler
+from tts_core.base.audio import PCM16
+from tts_core.mastering.resampling import StreamResampler
 
 MAX_WAVES: Final = 100
 """Most files one ``/connect_waves`` joins."""

@@ -51,8 +51,8 @@ from api.wyoming.events import (
 from api.wyoming.sentences import SentenceBuffer
 from api.wyoming.speech import Utterance, speak
 from api.wyoming.voices import chosen_voice, wyoming_info
-from tts_core.errors import TTSError
-from tts_core.text import has_speech, normalize_text
+from tts_core.base.errors import TTSError
+from tts_core.text.sentences import has_speech, normalize_text
 from ttsq.errors import INTERNAL_ERROR, ServiceError
 from ttsq.lifecycle import cancel_job
 

@@ -2,7 +2,7 @@
 spoken while a language model is still writing the rest.
 
 Each chunk is looked at once, with a bounded window of the text before it: whether a sentence ends
-depends only on the few characters around its end (``tts_core.text.ABBREVIATION_CONTEXT``), so a
+depends only on the few characters around its end (``tts_core.text.sentences.ABBREVIATION_CONTEXT``), so a
 stream costs time linear in its length however it is cut (re-splitting the whole open text for every
 chunk was quadratic over a stream, on the event loop of every Wyoming client).
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from tts_core.errors import TextTooLong
-from tts_core.text import ABBREVIATION_CONTEXT, split_sentences
+from tts_core.base.errors import TextTooLong
+from tts_core.text.sentences import ABBREVIATION_CONTEXT, split_sentences
 
 FULL_STOP: Final = re.compile(r"(?<=[。！？])")
 """Japanese ends a sentence without the space ``split_sentences`` waits for; cut after each full stop."""

@@ -18,7 +18,7 @@ from api.schemas import JobCreate
 from api.state import AppState
 from api.streamed_job import StreamedJob
 from api.submission import draft_job
-from tts_core.formats import AudioFormat
+from tts_core.mastering.formats import AudioFormat
 from ttsq.jobs import TextType
 from ttsq.tenants import Tenant
 

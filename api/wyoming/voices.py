@@ -8,9 +8,9 @@ from typing import Final
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
 from wyoming.tts import SynthesizeVoice
 
-from tts_core.catalog import VoiceCatalog
-from tts_core.errors import VoiceNotFound
-from tts_core.voice_info import VoiceInfo
+from tts_core.base.errors import VoiceNotFound
+from tts_core.voices.catalog import VoiceCatalog
+from tts_core.voices.voice_info import VoiceInfo
 
 PROGRAM: Final = Attribution(name="ttsq", url="")
 """Who answers (ttsq has no public address to give)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from tts_core.text import has_speech, normalize_text, split_sentences
+from tts_core.text.sentences import has_speech, normalize_text, split_sentences
 
 TEXT_SUFFIXES: Final = (".txt", ".md", ".markdown")
 """Files that a book folder's chapters may be; ``read_book`` also takes an ``.epub``."""

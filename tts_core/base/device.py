@@ -1,0 +1,36 @@
+"""Where inference runs, as plain names: importing this module loads no inference runtime.
+
+Settings, the API and the worker launcher need the device names and the GPU count; only a process
+that builds a session imports ONNX Runtime (``tts_core.voices.runtime``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from enum import StrEnum
+from typing import Final
+
+CUDA_PROVIDER: Final = "CUDAExecutionProvider"
+CPU_PROVIDER: Final = "CPUExecutionProvider"
+
+
+class Device(StrEnum):
+    """Where inference should run."""
+
+    AUTO = "auto"
+    """CUDA when it is really usable, otherwise CPU; decided once per worker by ``resolve_device``."""
+    CPU = "cpu"
+    CUDA = "cuda"
+    """CUDA or fail: refuses to fall back silently."""
+
+
+def cuda_device_count() -> int:
+    """Number of GPUs the NVIDIA driver reports; 0 when there is no driver."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
