@@ -22,7 +22,7 @@ from api.idempotency import IN_FLIGHT_WAIT_S
 from api.state import AppState
 from ttsq.batches import BatchRecord
 from ttsq.errors import BatchNotFound, JobNotFound, Unauthorized
-from ttsq.jobs import JobRecord
+from ttsq.job_record import JobRecord
 from ttsq.tenants import ANONYMOUS, Tenant
 
 MAX_PAGE: Final = 200

@@ -25,7 +25,7 @@ from tts_core.voices.catalog import VoiceCatalog
 from tts_core.voices.engines import engine_of
 from tts_core.voices.voice_info import VoiceInfo
 from ttsq.errors import LexiconNotFound, LexiconRefused
-from ttsq.jobs import LexiconUse
+from ttsq.job_record import LexiconUse
 from ttsq.lexicon_growth import NO_GROWTH, Growth, LexiconGrowth, growth_of
 from ttsq.lexicons import USER_DICTIONARY, LexiconRef, LexiconStore
 

@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Mount
 
 from ttsq import job_stats
 from ttsq.broker import ENQUEUED_AT_HEADER
-from ttsq.jobs import JobStatus, Priority
+from ttsq.job_record import JobStatus, Priority
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.errors import ApiError
 from api.state import AppState
 from api.waiting import RESYNC_S, Subscription
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 from ttsq.parts import PartRef, counted_parts
 
 PART_TIMEOUT_S: Final = 120.0

@@ -28,7 +28,7 @@ from tts_core.mastering.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
 from tts_core.mastering.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
 from tts_core.text.speech_markup import VOLUME_RANGE_DB
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
-from ttsq.jobs import JobOptions, LexiconUse, LoudnessOption, NormalizeOption, Priority, TextType
+from ttsq.job_record import JobOptions, LexiconUse, LoudnessOption, NormalizeOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 
 MAX_METADATA_BYTES = 16 * 1024

@@ -21,7 +21,7 @@ from api.part_reader import PartReader
 from api.schemas import JobCreate
 from api.state import AppState
 from api.submission import Draft, draft_and_submit, submit_job
-from ttsq.jobs import JobRecord
+from ttsq.job_record import JobRecord
 from ttsq.lifecycle import cancel_job
 from ttsq.tenants import Tenant
 

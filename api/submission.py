@@ -52,7 +52,7 @@ from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.errors import QueueBehind, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
 from ttsq.estimate import INTERACTIVE_SECONDS_PER_CHAR, estimate_job
-from ttsq.jobs import JobRecord, Priority, TextType, new_job_id, utcnow
+from ttsq.job_record import JobRecord, Priority, TextType, new_job_id, utcnow
 from ttsq.quotas import Charge, usage_day
 from ttsq.settings import Settings
 from ttsq.tenants import Tenant

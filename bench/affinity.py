@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import corpus
 from bench.stack import BenchStack
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, bundled_voices
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 VOICES: Final = 20
 BULK_IN_FLIGHT: Final = 4

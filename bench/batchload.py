@@ -21,7 +21,7 @@ from typing import Any, Final
 from bench import corpus
 from bench.priority import interactive_round
 from bench.stack import BenchStack
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 from ttsq.settings import Settings
 
 ITEMS: Final = 10_000

@@ -22,7 +22,7 @@ from cli.commands import api_argv, beat_argv, webhook_worker_argv
 from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import start_local_worker, wait_for_node
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores

@@ -45,7 +45,7 @@ from bench.machine import describe
 from bench.run import RESULTS, raw_limit
 from bench.stack import BenchStack
 from ttsq.constants import KEY_PREFIX, consumed_queues
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 
 SAMPLE_S = 0.5
 KEYS_EVERY = 10

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from bench import corpus
 from bench.stack import BenchStack
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 JAPANESE_VOICES: Final = (
     "ja_JP-kokoro-jf_alpha",

@@ -33,7 +33,7 @@ from bench.submit_keys import bench_client
 from cli.processes import ManagedProcess, free_port, wait_until
 from tts_core.voices.catalog import VoiceCatalog
 from tts_core.voices.piper_engine import piper_source
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 from ttsq.settings import Settings
 
 PEER_PACKAGE: Final = "piper-tts[http]==1.8.0"

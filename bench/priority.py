@@ -12,7 +12,7 @@ from typing import Any
 
 from bench import corpus
 from bench.stack import BenchStack
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 
 def latency_percentiles(values: list[float]) -> dict[str, float]:

@@ -73,7 +73,7 @@ from tts_core.frontend.segments import group_segments, plan_utterances
 from tts_core.voices.catalog import VoiceCatalog
 from tts_core.voices.engines import engine_of
 from tts_core.voices.runtime import resolve_device
-from ttsq.jobs import JobRecord
+from ttsq.job_record import JobRecord
 from ttsq.parts import PartRef, PartStore, RedisPartStore, S3PartStore
 from ttsq.settings import Settings
 

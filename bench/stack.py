@@ -19,7 +19,7 @@ from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import default_worker
 from ttsq.broker import make_producer
 from ttsq.constants import consumed_queues
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 from ttsq.settings import Settings, WorkerSettings, settings_env
 from ttsq.stores import Stores
 

@@ -15,7 +15,8 @@ from typing import Any, Final
 import redis
 
 from ttsq.constants import KEY_PREFIX, WORKER_CHECK_KEY_TEMPLATE
-from ttsq.jobs import JobRecord, JobStatus, JobStore
+from ttsq.job_record import JobRecord, JobStatus
+from ttsq.job_store import JobStore
 from ttsq.maintenance import TMP_PREFIX
 from ttsq.storage import ObjectStore
 from ttsq.tenants import ANONYMOUS_TENANT

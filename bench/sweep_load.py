@@ -27,7 +27,7 @@ import redis
 import workers.leases
 from cli.embedded import RedisService
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.jobs import JobRecord, new_job_id, utcnow
+from ttsq.job_record import JobRecord, new_job_id, utcnow
 from ttsq.liveness import WorkerLiveness
 from ttsq.maintenance import Sweeper
 from ttsq.settings import Settings

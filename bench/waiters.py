@@ -18,7 +18,7 @@ import httpx
 import psutil
 
 from bench.stack import BenchStack
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 WAITERS: Final = 1000
 JOBS: Final = 50

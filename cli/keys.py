@@ -20,7 +20,8 @@ import click
 
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.errors import JobNotFound, TenantNotFound
-from ttsq.jobs import JobRecord, JobStatus, JobStore
+from ttsq.job_record import JobRecord, JobStatus
+from ttsq.job_store import JobStore
 from ttsq.lifecycle import Lifecycle, cancel_job, purge_job
 from ttsq.settings import Settings, get_settings
 from ttsq.stores import Stores

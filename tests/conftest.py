@@ -37,7 +37,8 @@ from tests.voices import write_broken_voice, write_multi_speaker_voice
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, bundled_voices
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, idempotency_key, interactive_queue
-from ttsq.jobs import JobRecord, JobStatus, JobStore, new_job_id, utcnow
+from ttsq.job_record import JobRecord, JobStatus, new_job_id, utcnow
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import ANONYMOUS_TENANT
 

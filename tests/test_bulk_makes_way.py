@@ -20,7 +20,8 @@ from tts_core.base.device import Device
 from tts_core.voices.batching import MAX_DEFER_S, MAX_EXPECT_S
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import ASSEMBLE_STEP, ENTRY_STEP, segment_step
-from ttsq.jobs import JobStatus, JobStore, Priority
+from ttsq.job_record import JobStatus, Priority
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 from ttsq.stores import Stores
 from workers.pipeline import FAN_OUT_CHUNK, JobContext, assemble_job, run_segment, start_job

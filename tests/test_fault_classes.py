@@ -42,7 +42,7 @@ from tests.faults_support import (
     records,
     short_texts,
 )
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 from ttsq.webhook_signing import parse_secrets
 
 pytestmark = pytest.mark.faults

@@ -40,7 +40,7 @@ from tests.faults_support import (
     wait_terminal,
 )
 from ttsq.constants import SEGMENT_TASK, job_step_starts_key
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 from ttsq.segment_store import SegmentStore
 
 pytestmark = pytest.mark.faults

@@ -25,7 +25,7 @@ from cli.embedded import LOOPBACK
 from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, serve
 from ttsq.constants import consumed_queues, interactive_queue
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import ANONYMOUS_TENANT, Limits, TenantStore
 

@@ -18,7 +18,7 @@ from cli.processes import ManagedProcess, wait_until
 from tests.conftest import JOB_TIMEOUT_S, TEST_BUCKET, IdleQueueApi, wait_for, wait_for_job, wait_for_tasks
 from tests.receiver import Receiver
 from ttsq.constants import job_objects_prefix
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 from ttsq.settings import Settings
 
 SHORT = {"text": "Cancel me if you can.", "format": "wav"}

@@ -21,7 +21,8 @@ from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
 from tests.conftest import TEST_BUCKET, serve, wait_for_job, wait_for_tasks
 from ttsq.constants import consumed_queues, interactive_queue, job_objects_prefix
-from ttsq.jobs import JobStatus, JobStore
+from ttsq.job_record import JobStatus
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
 
 SHORT = {"text": "Said for a key about to go.", "format": "wav"}

@@ -33,7 +33,8 @@ from ttsq.constants import (
     segment_step,
     usage_key,
 )
-from ttsq.jobs import JobStatus, JobStore, utcnow
+from ttsq.job_record import JobStatus, utcnow
+from ttsq.job_store import JobStore
 from ttsq.parts import PartRef
 from ttsq.quotas import usage_day
 from ttsq.settings import Settings

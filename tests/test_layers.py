@@ -16,7 +16,7 @@ import pytest
 
 from narration import api_contract
 from tts_core.mastering.formats import AudioFormat
-from ttsq import constants, jobs
+from ttsq import constants, job_record
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def test_the_narration_client_loads_no_service_code_and_no_inference_runtime() -
 
 
 def test_the_clients_copy_of_the_api_contract_matches_the_service() -> None:
-    assert {s.value: s.terminal for s in api_contract.JobStatus} == {s.value: s.terminal for s in jobs.JobStatus}
+    assert {s.value: s.terminal for s in api_contract.JobStatus} == {s.value: s.terminal for s in job_record.JobStatus}
     assert {f.value: api_contract.suffix(f.value) for f in AudioFormat} == {f.value: f.extension for f in AudioFormat}
     assert api_contract.MAX_WAIT_S == constants.MAX_WAIT_S
 

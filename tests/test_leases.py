@@ -18,7 +18,7 @@ from kombu import Connection
 
 from cli.processes import wait_until
 from ttsq.broker import make_producer
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 from workers.leases import UNACKED_INDEX_KEY, LeaseKeeper
 

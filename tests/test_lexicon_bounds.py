@@ -21,7 +21,7 @@ from api.voicevox.user_dict import router
 from cli.processes import ManagedProcess
 from tests.conftest import IdleQueueApi, enqueue, serve, wait_for_job
 from ttsq.constants import KEY_PREFIX
-from ttsq.jobs import utcnow
+from ttsq.job_record import utcnow
 from ttsq.quotas import Quotas, usage_day
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore

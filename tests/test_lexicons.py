@@ -34,7 +34,7 @@ from tts_core.lexicon.lexicon import Lexicon, LexiconEntry
 from tts_core.marks.speech_marks import Mark, marks_from_json
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.voices.voice_info import VoiceInfo
-from ttsq.jobs import JobOptions, JobRecord, LexiconUse, NormalizeOption, utcnow
+from ttsq.job_record import JobOptions, JobRecord, LexiconUse, NormalizeOption, utcnow
 from ttsq.lexicons import LexiconStore
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore

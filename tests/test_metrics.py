@@ -13,7 +13,7 @@ from api.main import create_app
 from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import default_worker
 from tests.conftest import IdleQueueApi, create_record, enqueue, serve, wait_for, wait_for_job
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -20,7 +20,7 @@ from tests.conftest import wait_for_job
 from tts_core.marks.speech_marks import Mark, check_marks, marks_from_json
 from tts_core.marks.visemes import SIL, viseme_of
 from tts_core.voices.kokoro_engine import KokoroEngine
-from ttsq.jobs import TextType
+from ttsq.job_record import TextType
 
 STILL = {"noise_scale": 0.0, "noise_w": 0.0, "format": "wav"}
 """No sampling noise: the same text gives the same audio, run after run."""

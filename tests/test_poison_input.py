@@ -22,7 +22,7 @@ from tts_core.frontend.phonemes import MAX_TOKEN_CHARS
 from tts_core.text.sentences import bounded_pieces, split_long_tokens
 from tts_core.voices.kokoro import front_end
 from tts_core.voices.kokoro_package import data_dir
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 
 def random_word(letters: int, seed: int, alphabet: str = string.ascii_lowercase) -> str:

@@ -16,7 +16,7 @@ from tts_core.base.plan import PlannedUtterance
 from tts_core.base.timing import SegmentTiming
 from ttsq.constants import job_part_key, job_plan_draft_key, job_segments_key, part_object_key
 from ttsq.errors import SegmentLost
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.parts import PartRef, RedisPartStore, S3PartStore
 from ttsq.segment_store import PLAN_CHUNK_SEGMENTS, SegmentStore
 from ttsq.settings import Settings

@@ -19,7 +19,7 @@ import yaml
 from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, enqueue, wait_for_job
 from tests.test_cli import DevProcess, clean_env, dev_args, free_dev_ports
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

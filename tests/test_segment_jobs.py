@@ -30,7 +30,7 @@ from tts_core.voices.piper_engine import piper_source
 from tts_core.voices.voice import Voice
 from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 from ttsq.settings import Settings
 
 PARAGRAPH = (

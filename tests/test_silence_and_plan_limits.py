@@ -25,7 +25,7 @@ from tts_core.text.speech_markup import parse_ssml
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.voices.piper_engine import piper_source
 from ttsq.constants import KEY_PREFIX
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore
 

@@ -25,7 +25,8 @@ from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import create_record, enqueue, holds_throughout, start_workers, stop_all
 from ttsq.constants import SYNTHESIZE_TASK, consumed_queues
 from ttsq.errors import StorageRefused, StorageUnavailable
-from ttsq.jobs import JobRecord, JobStore
+from ttsq.job_record import JobRecord
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 from ttsq.storage import storage_error
 from workers.fitness import UNABLE_RECHECK_S

@@ -28,7 +28,7 @@ from tests.test_sweeper import create_batch
 from ttsq.batches import BatchRecord, BatchStore
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import SERVICE_UNACKED_PREFIX, SWEEP_LEADER_KEY
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 from ttsq.settings import settings_env
 
 pytestmark = pytest.mark.faults

@@ -18,7 +18,8 @@ import redis
 from cli.processes import wait_until
 from tests.conftest import create_record
 from ttsq.broker import TaskPublisher, make_producer
-from ttsq.jobs import JobStatus, JobStore
+from ttsq.job_record import JobStatus
+from ttsq.job_store import JobStore
 from ttsq.leader import Elector, Fence, LeaseLost
 from ttsq.maintenance import Sweeper
 from ttsq.settings import Settings

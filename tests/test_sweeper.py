@@ -37,7 +37,8 @@ from ttsq.constants import (
     model_queue,
     part_object_key,
 )
-from ttsq.jobs import JobRecord, JobStatus, JobStore, Priority, utcnow
+from ttsq.job_record import JobRecord, JobStatus, Priority, utcnow
+from ttsq.job_store import JobStore
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
 from ttsq.segment_store import SegmentStore

@@ -25,7 +25,7 @@ from tests.conftest import wait_for
 from tests.test_wyoming import SENTENCE, Served, read_until
 from tests.test_wyoming import tenant_key as tenant_key  # a fixture the server needs
 from tests.test_wyoming import wyoming as wyoming  # the Wyoming server, for this module
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 SUBMIT_S = 15.0
 """Longest a submit of 150,000 characters may take: well under a second of work now, where the

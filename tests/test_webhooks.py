@@ -22,7 +22,7 @@ from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
 from tests.conftest import TEST_WEBHOOK_RETRIES, TEST_WEBHOOK_SECRET, create_record, enqueue, serve, wait_for
 from tests.receiver import Receiver
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 
 SENTENCE = "Tell my receiver when this is done."

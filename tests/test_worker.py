@@ -26,7 +26,8 @@ from tests.conftest import (
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.constants import SYNTHESIZE_TASK, job_events_channel
 from ttsq.events import EventKind, JobEvent, parse_event
-from ttsq.jobs import JobStatus, JobStore, utcnow
+from ttsq.job_record import JobStatus, utcnow
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 
 

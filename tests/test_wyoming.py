@@ -46,7 +46,8 @@ from tests.conftest import wait_for
 from tests.test_segment_jobs import PARAGRAPH
 from tests.voices import MULTI_SPEAKER_VOICE_ID
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from ttsq.jobs import JobRecord, JobStatus, JobStore
+from ttsq.job_record import JobRecord, JobStatus
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import Limits, TenantStore
 

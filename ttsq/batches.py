@@ -37,7 +37,8 @@ from ttsq.constants import (
     tenant_batches_key,
 )
 from ttsq.errors import BatchNotFound
-from ttsq.jobs import JobRecord, JobStatus, JobStore, WebhookDelivery, expiry_of, newest_page, utcnow
+from ttsq.job_record import JobRecord, JobStatus, WebhookDelivery, expiry_of, utcnow
+from ttsq.job_store import JobStore, newest_page
 from ttsq.storage import ObjectStore
 from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 

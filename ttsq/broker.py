@@ -34,7 +34,7 @@ from ttsq.constants import (
     model_queue,
 )
 from ttsq.errors import QueueUnavailable
-from ttsq.jobs import Priority
+from ttsq.job_record import Priority
 from ttsq.redis_clients import sentinel_kwargs
 from ttsq.settings import Settings
 

@@ -24,7 +24,7 @@ from ttsq.errors import PlanTooLong
 
 if TYPE_CHECKING:
     from tts_core.text.speech_markup import SsmlDocument
-    from ttsq.jobs import JobOptions
+    from ttsq.job_record import JobOptions
     from ttsq.settings import Settings
 
 SECONDS_PER_LETTER: Final = 0.07

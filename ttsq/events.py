@@ -1,6 +1,6 @@
 """Announcements of job changes over Redis pub/sub, so waiting clients are pushed, not polling.
 
-Every status change is published by :meth:`ttsq.jobs.JobStore.transition_by` in the same MULTI as
+Every status change is published by :meth:`ttsq.job_store.JobStore.transition_by` in the same MULTI as
 the write, and every counted segment by :meth:`ttsq.segment_store.SegmentStore.mark_done` in the same
 script as the count, on the job's channel (:func:`ttsq.constants.job_events_channel`). A message
 only says *what* changed; a listener that needs the job reads the record itself, so a missed
@@ -28,7 +28,7 @@ class JobEvent(BaseModel):
 
     kind: EventKind
     status: str | None = None
-    """The new status (``status`` events), a :class:`ttsq.jobs.JobStatus` value."""
+    """The new status (``status`` events), a :class:`ttsq.job_record.JobStatus` value."""
     index: int | None = None
     """The segment counted (``segment`` events)."""
     done: int | None = None

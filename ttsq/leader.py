@@ -9,7 +9,7 @@ takes the key once it expires: the work it leads waits the lease at most.
 before. Each taking draws a new token, and a renewal only extends the key while it holds that token,
 so the key holding the token at some moment proves that nobody else led since the token was drawn.
 A write that must not come from a lost term names its :class:`Fence`: it is checked inside the
-write's own ``WATCH``/``MULTI`` transaction (``ttsq.jobs.JobStore.update_by``), which fails if the
+write's own ``WATCH``/``MULTI`` transaction (``ttsq.job_store.JobStore.update_by``), which fails if the
 key changed or expired meanwhile, and raises :class:`LeaseLost`.
 """
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from ttsq.constants import job_objects_prefix
 from ttsq.errors import InvalidCursor
-from ttsq.jobs import TERMINAL_STATUSES, JobError, JobRecord, JobStatus, JobStore, finish_changes, utcnow
+from ttsq.job_record import TERMINAL_STATUSES, JobError, JobRecord, JobStatus, finish_changes, utcnow
+from ttsq.job_store import JobStore
 from ttsq.parts import PartStore, counted_parts
 from ttsq.segment_store import SegmentStore
 from ttsq.storage import ObjectStore

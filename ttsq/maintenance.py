@@ -35,7 +35,7 @@ from ttsq.batch_sweep import BatchSweeper, BatchSweepReport
 from ttsq.broker import TaskPublisher, ids_in_messages, synthesis_queues
 from ttsq.constants import OBJECT_EXPIRY_KEY, SWEEP_CONFIRM_S, SWEEP_SUSPECTS_KEY
 from ttsq.errors import ServiceError, Stalled
-from ttsq.jobs import JobError, JobRecord, JobStatus
+from ttsq.job_record import JobError, JobRecord, JobStatus
 from ttsq.leader import Fence
 from ttsq.lifecycle import Lifecycle, fail_job
 from ttsq.storage import ObjectStore

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ttsq.batches import BatchCounts, BatchRecord, BatchStatus
-from ttsq.jobs import (
+from ttsq.job_record import (
     JobError,
     JobOptions,
     JobProgress,

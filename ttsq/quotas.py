@@ -5,7 +5,7 @@ At submit, one Lua script checks a tenant's active jobs, characters today and au
 job: it joins the tenant's active set and its characters and estimated audio are charged to the day.
 When the worker has planned the job, the estimate is replaced by the plan's (:func:`replan`), which
 may refuse a job over the remaining quota before any synthesis. When the job finishes, the
-:class:`~ttsq.jobs.JobStore` settles it in the same transaction as its terminal status: it leaves
+:class:`~ttsq.job_store.JobStore` settles it in the same transaction as its terminal status: it leaves
 the active set and the day is charged the audio actually delivered (none for a failed or canceled
 job) instead of the reservation. Requests per second are counted in one-second windows.
 """

@@ -33,7 +33,7 @@ from ttsq.constants import (
     job_timings_key,
 )
 from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 
 _MARK_DONE = """
 local added = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[6])

@@ -12,7 +12,7 @@ from typing import Final
 import redis
 
 from ttsq.batches import BatchStore
-from ttsq.jobs import JobStore
+from ttsq.job_store import JobStore
 from ttsq.lexicons import LexiconStore
 from ttsq.lifecycle import Lifecycle
 from ttsq.pacing import SubmitPacer

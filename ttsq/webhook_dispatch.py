@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from ttsq.constants import HEARTBEAT_INTERVAL_S
-from ttsq.jobs import WebhookState, utcnow
+from ttsq.job_record import WebhookState, utcnow
 from ttsq.settings import Settings
 from ttsq.webhook_delivery import Attempt, deliver
 from ttsq.webhook_events import Event, EventStore, next_state

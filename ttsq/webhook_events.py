@@ -17,7 +17,8 @@ from typing import Any
 
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore
 from ttsq.errors import BatchNotFound, JobNotFound
-from ttsq.jobs import TERMINAL_STATUSES, JobRecord, JobStore, WebhookDelivery, WebhookState, utcnow
+from ttsq.job_record import TERMINAL_STATUSES, JobRecord, WebhookDelivery, WebhookState, utcnow
+from ttsq.job_store import JobStore
 from ttsq.public import public_batch, public_job
 from ttsq.segment_store import SegmentStore
 from ttsq.storage import ObjectStore

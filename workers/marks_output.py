@@ -22,7 +22,7 @@ from tts_core.marks.speech_marks import SOUND_MARK_TYPES, Mark, MarkType, marks_
 from tts_core.marks.subtitles import Cue, build_cues, to_srt, to_webvtt
 from tts_core.voices.batching import BatchResult
 from ttsq.constants import job_object_key
-from ttsq.jobs import JobRecord, JobResult
+from ttsq.job_record import JobRecord, JobResult
 from ttsq.storage import ObjectStore
 
 MARKS_NAME: Final = "marks.json"

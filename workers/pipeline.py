@@ -44,7 +44,7 @@ from ttsq.broker import TaskPublisher
 from ttsq.constants import OBJECT_STEPS, result_key
 from ttsq.errors import QuotaExceeded, SegmentLost, ServiceError, TransientError, error_code
 from ttsq.estimate import planned_audio_s
-from ttsq.jobs import JobError, JobRecord, JobResult, JobStatus, Priority, finish_changes, utcnow
+from ttsq.job_record import JobError, JobRecord, JobResult, JobStatus, Priority, finish_changes, utcnow
 from ttsq.parts import PartRef, counted_parts, iter_parts
 from ttsq.quotas import usage_day
 from ttsq.settings import Settings

@@ -28,7 +28,7 @@ from tts_core.lexicon.lexicon_match import GraphemeIndex
 from tts_core.lexicon.pronunciation import Normalizer, Pronunciation
 from tts_core.text.normalization import NormalizeOptions, spoken_edits
 from tts_core.voices.voice_info import VoiceInfo
-from ttsq.jobs import JobRecord, NormalizeOption
+from ttsq.job_record import JobRecord, NormalizeOption
 from ttsq.lexicons import LexiconRef, LexiconStore
 from workers.metrics import LEXICON_INDEXES
 

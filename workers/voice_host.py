@@ -39,7 +39,7 @@ from ttsq import broker_transport
 from ttsq.constants import model_queue
 from ttsq.cpu_priority import BULK_NICENESS, lower_thread_for_good, normal_thread
 from ttsq.errors import PlanTooLong
-from ttsq.jobs import Priority, TextType
+from ttsq.job_record import Priority, TextType
 from ttsq.settings import Settings, get_settings
 from workers import metrics
 from workers.models import LoadedModels, ModelEvents

@@ -32,7 +32,7 @@ from api.submission import Repeatable, draft_job, submit_job
 from api.waiting import RESYNC_S
 from ttsq.constants import MAX_WAIT_S
 from ttsq.events import EventKind
-from ttsq.jobs import JobRecord, JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 from ttsq.lifecycle import cancel_job, list_jobs, parse_cursor
 from ttsq.public import public_job
 from ttsq.tenants import Tenant

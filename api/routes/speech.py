@@ -36,7 +36,7 @@ from tts_core.base.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.base.errors import UnsupportedFormat
 from tts_core.mastering.encoding import StreamEncoder, encode
 from tts_core.mastering.formats import AudioFormat, AudioOutput
-from ttsq.jobs import NormalizeOption, Priority
+from ttsq.job_record import NormalizeOption, Priority
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from tts_core.base.config import PAUSE_RANGE, SPEED_RANGE
 from tts_core.mastering.formats import AudioFormat
 from tts_core.mastering.resampling import OUTPUT_RATES
 from tts_core.text.speech_markup import VOLUME_RANGE_DB
-from ttsq.jobs import Priority
+from ttsq.job_record import Priority
 from ttsq.tenants import Tenant
 
 router = APIRouter(tags=["voicevox"])

@@ -19,7 +19,7 @@ from api.state import AppState
 from api.streamed_job import StreamedJob
 from api.submission import draft_job
 from tts_core.mastering.formats import AudioFormat
-from ttsq.jobs import TextType
+from ttsq.job_record import TextType
 from ttsq.tenants import Tenant
 
 SAMPLES_PER_CHUNK: Final = 1024

@@ -22,7 +22,7 @@ from bench.soak.checks import (
 )
 from bench.soak.client import Request
 from bench.stack_audit import JOBS_PREFIX, job_ids_in_redis, objects_per_job, records, tmp_parts
-from ttsq.jobs import JobRecord
+from ttsq.job_record import JobRecord
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
 from ttsq.tenants import ANONYMOUS_TENANT

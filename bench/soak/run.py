@@ -27,7 +27,7 @@ from bench.soak.reckoning import Holdings, read_holdings, reckon
 from bench.soak.report import FaultRun, table, write_json
 from bench.soak.schedule import DEFAULT_EVERY_S, DEFAULT_PAUSE_S, Fault, FaultKind, fault_schedule, parse_range
 from bench.soak.stack import SoakStack, soak_stack
-from ttsq.jobs import JobStatus
+from ttsq.job_record import JobStatus
 
 RESULTS_DIR: Final = Path(__file__).resolve().parents[1] / "results"
 SUBMIT_GRACE_S: Final = 600.0
