@@ -24,7 +24,8 @@ from ttsq.job_record import JobStatus, Priority
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 from ttsq.stores import Stores
-from workers.pipeline import FAN_OUT_CHUNK, JobContext, assemble_job, run_segment, start_job
+from workers.job_context import JobContext
+from workers.pipeline import FAN_OUT_CHUNK, assemble_job, run_segment, start_job
 from workers.steps import StepRun, new_attempt_id
 from workers.voice_host import VoiceHost
 

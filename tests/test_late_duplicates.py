@@ -40,7 +40,8 @@ from ttsq.quotas import usage_day
 from ttsq.settings import Settings
 from ttsq.storage import ObjectStore
 from ttsq.stores import Stores
-from workers.pipeline import JobContext, _claim_planned, assemble_job, run_segment, start_job
+from workers.job_context import JobContext
+from workers.pipeline import _claim_planned, assemble_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
 from workers.voice_host import VoiceHost
 

@@ -14,83 +14,40 @@ deletes only its own. Parts are deleted only after the job succeeded or ended.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
-import redis
 
-from tts_core.base.audio import PCM16, gain_of, timed_pcm
-from tts_core.base.config import SPEED_RANGE, SynthesisConfig
+from tts_core.base.audio import PCM16
 from tts_core.base.errors import TTSError
 from tts_core.base.plan import PlannedUtterance
-from tts_core.base.timing import SegmentTiming, UtteranceTiming
-from tts_core.lexicon.pronunciation import Pronunciation
+from tts_core.base.timing import UtteranceTiming
 from tts_core.mastering.encoding import encode, encode_stream
-from tts_core.mastering.formats import AudioFormat
-from tts_core.mastering.level_meter import LevelSummary, measure
+from tts_core.mastering.level_meter import LevelSummary
 from tts_core.mastering.leveling import Leveling, leveling_for, spread_sample
-from tts_core.mastering.limiter import PeakLimiter
 from tts_core.text.pauses import Silence
-from tts_core.text.speech_markup import VOLUME_RANGE_DB
-from tts_core.voices.batching import BatchResult
 from ttsq import lifecycle
-from ttsq.broker import TaskPublisher
-from ttsq.constants import OBJECT_STEPS, result_key
-from ttsq.errors import QuotaExceeded, SegmentLost, ServiceError, TransientError, error_code
+from ttsq.constants import result_key
+from ttsq.errors import QuotaExceeded, SegmentLost, ServiceError, error_code
 from ttsq.estimate import planned_audio_s
-from ttsq.job_record import JobError, JobRecord, JobResult, JobStatus, Priority, finish_changes, utcnow
+from ttsq.job_record import JobError, JobRecord, JobResult, JobStatus, finish_changes, utcnow
 from ttsq.parts import PartRef, counted_parts, iter_parts
 from ttsq.quotas import usage_day
-from ttsq.settings import Settings
-from ttsq.stores import Stores
 from ttsq.tenants import Limits
-from workers.marks_output import marks_keys, segment_timing, store_marks, wants_phonemes
-from workers.pronunciations import job_pronunciation
+from workers.job_context import JobContext
+from workers.marks_output import marks_keys, store_marks
+from workers.owned_objects import OwnedObjects, owned_objects
+from workers.speaking import SegmentAudio, plan_segments, pronunciation_of, speak, synthesis_config
 from workers.steps import StepRun
-
-if TYPE_CHECKING:
-    from workers.voice_host import VoiceHost
 
 log = logging.getLogger(__name__)
 
 _STARTABLE = tuple(status for status in JobStatus if not status.terminal)
 """Where a job may be (re)started and failed from: every status but the terminal ones."""
-
-
-@dataclass(frozen=True)
-class JobContext:
-    """What a job needs from its worker process: its stores, its engine, its task sender."""
-
-    stores: Stores
-    engine: VoiceHost
-    send: TaskPublisher
-
-    @property
-    def settings(self) -> Settings:
-        return self.stores.settings
-
-    @property
-    def lifecycle(self) -> lifecycle.Lifecycle:
-        return self.stores.lifecycle(self.send.finish_batch)
-
-
-@dataclass(frozen=True)
-class SegmentAudio:
-    """One segment's PCM and what it cost."""
-
-    pcm: PCM16
-    synthesis_ms: float
-    audio_s: float
-    timing: SegmentTiming | None = None
-    """Where its utterances and words lie, for a job with marks."""
-    level: LevelSummary | None = None
-    """Its measured level, for a job with a loudness target that is leveled whole at the end."""
 
 
 def _mark_started(record: JobRecord, taken_at: datetime, segments_total: int | None = None) -> dict[str, Any]:
@@ -100,21 +57,6 @@ def _mark_started(record: JobRecord, taken_at: datetime, segments_total: int | N
     progress = record.progress.model_copy(update={"queued_ms": queued_ms, **planned})
     return {"started_at": started_at, "attempts": record.attempts + 1, "progress": progress}
 
-
-def synthesis_config(record: JobRecord, settings: Settings) -> SynthesisConfig:
-    return SynthesisConfig(
-        speed=record.options.speed,
-        noise_scale=record.options.noise_scale,
-        noise_w=record.options.noise_w,
-        sentence_pause_s=(
-            settings.sentence_pause_s if record.options.sentence_pause_s is None else record.options.sentence_pause_s
-        ),
-        speaker_id=record.options.speaker_id,
-    )
-
-
-MAX_GAIN: Final = gain_of(VOLUME_RANGE_DB[1])
-"""The loudest a piece of speech is made, however the job's volume and its SSML volumes add up."""
 
 FAN_OUT_CHUNK: Final = 4
 """Segment tasks a bulk job's entry sends between two looks for interactive work (``make_way``):
@@ -127,57 +69,6 @@ STREAM_INLINE_SEGMENTS: Final = 3
 sentence, maybe one more) is made whole by its entry task, segment after segment, and assembled
 there: a worker's batcher makes one call at a time on CPU anyway, and the segment tasks' hops and
 the assembly's were time the answer waited."""
-
-
-def _speak(
-    ctx: JobContext, record: JobRecord, utterances: list[PlannedUtterance], tag: str, last: bool
-) -> SegmentAudio:
-    """Synthesise one segment's utterances through the batcher (those of one rate share calls) and
-    join them with their pauses; a segment that is not the job's last ends with the pause after its
-    last utterance, so parts are simply concatenated."""
-    config = synthesis_config(record, ctx.settings)
-    results: dict[int, BatchResult] = {}
-    for rate, indexes in _by_rate(utterances).items():
-        rated = replace(config, speed=min(max(config.speed * rate, SPEED_RANGE[0]), SPEED_RANGE[1]))
-        ids = [utterances[i].ids for i in indexes]
-        results.update(zip(indexes, ctx.engine.synthesize(record.voice, rated, ids, tag, record.priority), strict=True))
-    ordered = [results[i] for i in range(len(utterances))]
-    after = [config.sentence_pause_s if u.pause_after_s is None else u.pause_after_s for u in utterances]
-    if last and utterances[-1].pause_after_s is None:
-        after[-1] = 0.0
-    sample_rate = ctx.engine.sample_rate(record.voice)
-    before = [u.pause_before_s for u in utterances]
-    job_gain = gain_of(record.options.volume_db or 0.0)
-    gains = [min(u.gain * job_gain, MAX_GAIN) for u in utterances]  # the job's and SSML's add up to +12 dB
-    pcm = timed_pcm([r.audio for r in ordered], before, after, sample_rate, gains)
-    timing = None
-    if record.options.marks:
-        word_ids = ctx.engine.word_ids(record.voice)
-        phonemes = wants_phonemes(record.options.marks)
-        timing = segment_timing(utterances, ordered, before, after, sample_rate, word_ids, phonemes)
-    pcm, level = _level_segment(ctx, record, pcm, sample_rate)
-    return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate, timing, level)
-
-
-def _level_segment(
-    ctx: JobContext, record: JobRecord, pcm: PCM16, sample_rate: int
-) -> tuple[PCM16, LevelSummary | None]:
-    """A job with a loudness target: a streamed one's segment leveled now with the voice's calibrated
-    gain (its first bytes leave before the rest exists); any other's measured, to be leveled whole."""
-    if record.options.loudness is None:
-        return pcm, None
-    if not record.stream:
-        return pcm, measure(pcm, sample_rate)
-    leveling = ctx.engine.stream_leveling(record.voice, record.options.loudness.target())
-    limiter = PeakLimiter(leveling.gain_db, leveling.true_peak_db, sample_rate)
-    return np.concatenate((limiter.push(pcm), limiter.finish())), None
-
-
-def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
-    groups: dict[float, list[int]] = {}
-    for index, utterance in enumerate(utterances):
-        groups.setdefault(utterance.rate, []).append(index)
-    return groups
 
 
 def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
@@ -196,7 +87,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         log.info("job %s is no longer runnable; skipping", job_id)
         return
     try:
-        segments = _plan(record, ctx)
+        segments = plan_segments(record, ctx)
         run.ensure_current()
         claimed = _claim_planned(record, segments, taken_at, ctx)
     except (TTSError, ServiceError):  # the job fails as one this worker took, started and tried once
@@ -207,7 +98,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         return
     record = claimed
     if len(segments) == 1:  # no fan-out
-        audio = _speak(ctx, record, segments[0], f"{job_id}/0", last=True)
+        audio = speak(ctx, record, segments[0], f"{job_id}/0", last=True)
         if record.stream:  # the API sends this part while the object is encoded and stored
             _store_part(ctx, run, PartRef(job_id, 0, run.attempt), audio)
         _finish_single(job_id, record, segments[0], audio, ctx, run)
@@ -228,34 +119,6 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     for start in range(first, len(segments), FAN_OUT_CHUNK):
         ctx.engine.make_way(record.priority)
         ctx.send.segments(job_id, range(start, min(start + FAN_OUT_CHUNK, len(segments))), record.priority, model)
-
-
-def _plan(record: JobRecord, ctx: JobContext) -> list[list[PlannedUtterance]]:
-    settings = ctx.settings
-    return ctx.engine.plan_segments(
-        record.voice,
-        ctx.stores.jobs.text(record.id),
-        settings.segment_max_ids,
-        record.text_type,
-        record.options.paragraph_pause_s,
-        synthesis_config(record, settings).sentence_pause_s,
-        max_segments=settings.max_job_segments,  # stops planning there
-        pronunciation=_pronunciation(record, ctx),
-        stream=_streams_clauses(record),
-        defer=record.priority is Priority.BULK,
-    )
-
-
-def _streams_clauses(record: JobRecord) -> bool:
-    """A streamed job starts with a short clause, unless its format is FLAC: a streamed FLAC has no
-    length in its header (decoders that need one refuse it), so a one-sentence FLAC answer stays one
-    whole file, as before."""
-    return record.stream and record.output.format is not AudioFormat.FLAC
-
-
-def _pronunciation(record: JobRecord, ctx: JobContext) -> Pronunciation:
-    voice = ctx.engine.catalog.get(record.voice)
-    return job_pronunciation(record, voice, ctx.stores.lexicons, ctx.settings.voice_lexicons)
 
 
 def _store_part(ctx: JobContext, run: StepRun, part: PartRef, audio: SegmentAudio) -> tuple[bool, int]:
@@ -350,67 +213,6 @@ def _finish_single(
             owned.commit()
 
 
-class OwnedObjects:
-    """The objects one run of a job's final step stores, each under the run's attempt prefix."""
-
-    def __init__(self, ctx: JobContext, record: JobRecord, run: StepRun) -> None:
-        self._ctx = ctx
-        self._record = record
-        self.run = run
-        self.keys: list[str] = []
-
-    def claim(self, *keys: str) -> None:
-        """Call before storing ``keys``: the run checks it still holds its step, and the cleanup task
-        will delete them when the job expires, whatever becomes of this run."""
-        self.run.ensure_current()
-        self._ctx.stores.jobs.schedule_objects(self._record, keys)
-        self.keys.extend(keys)
-
-    def commit(self) -> None:
-        """The job's success write names these objects: they are the job's now. What runs that started
-        and never ended stored under the same names (a worker killed between storing and committing)
-        is deleted: none of them can commit any more, and nothing else would delete it before the job
-        expires. Runs of every step that stores a job's objects count, not only this run's step: a
-        streamed job's entry that died while storing its object, and whose assembly the sweeper then
-        queued (soak seed 11774874), left its copy beside the assembly's. A run only paused still
-        deletes its own when it loses."""
-        jobs = self._ctx.stores.jobs
-        dead = set().union(*(jobs.step_attempts(self.run.job_id, step) for step in OBJECT_STEPS)) - {self.run.attempt}
-        mine = f"/{self.run.attempt}/"
-        leftovers = [key.replace(mine, f"/{attempt}/") for attempt in sorted(dead) for key in self.keys]
-        self.keys.clear()
-        if not leftovers:
-            return
-        log.info("job %s: deleting what %d dead runs stored", self._record.id, len(dead))
-        try:
-            self._ctx.stores.objects.delete_many(leftovers)
-            self._ctx.stores.jobs.forget_object(*leftovers)
-        except (TransientError, redis.RedisError) as e:  # the cleanup task deletes them when the job expires
-            log.warning("job %s: leftovers of dead runs kept until the job expires: %s", self._record.id, e)
-
-    def discard(self) -> None:
-        """Delete this run's own objects (never another run's: their keys differ)."""
-        if self.keys:
-            log.info(
-                "job %s: %s did not commit; deleting its own %d objects", self._record.id, self.run.step, len(self.keys)
-            )
-            self._ctx.stores.objects.delete_many(self.keys)
-            self._ctx.stores.jobs.forget_object(*self.keys)
-            self.keys.clear()
-
-
-@contextlib.contextmanager
-def owned_objects(ctx: JobContext, record: JobRecord, run: StepRun) -> Iterator[OwnedObjects]:
-    """Objects the block stores; unless it commits them (its success write named them), they are
-    deleted on the way out, so a loser, a job canceled meanwhile or a failed step leaves nothing of
-    its own behind, and touches nothing of the winner's."""
-    owned = OwnedObjects(ctx, record, run)
-    try:
-        yield owned
-    finally:
-        owned.discard()
-
-
 def _succeed(
     job_id: str, record: JobRecord, result: JobResult | None, synthesis_ms: int, audio_s: float, ctx: JobContext
 ) -> bool:
@@ -451,7 +253,7 @@ def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun, assemble
         if utterances is None:
             raise SegmentLost(f"job {job_id} has no plan for segment {index}")
         ctx.engine.make_way(record.priority)
-        audio = _speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
+        audio = speak(ctx, record, utterances, f"{job_id}/{index}", last=index == total - 1)
         ctx.engine.make_way(record.priority)
         part = PartRef(job_id, index, run.attempt)
         counted, done = _store_part(ctx, run, part, audio)
@@ -554,7 +356,7 @@ def _store_marks(
     result: JobResult,
     owned: OwnedObjects,
 ) -> JobResult:
-    weigh = ctx.engine.word_weight(record.voice, _pronunciation(record, ctx))
+    weigh = ctx.engine.word_weight(record.voice, pronunciation_of(record, ctx))
     keys = marks_keys(record, owned.run.attempt)
     owned.claim(*keys.values())
     return store_marks(

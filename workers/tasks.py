@@ -63,8 +63,9 @@ from workers.exclusive import exclusive
 from workers.fitness import FITNESS, ConsumerGate, check_store, store_and_engine
 from workers.heartbeat import Heartbeat
 from workers.held_models import HeldModels, worker_id
+from workers.job_context import JobContext
 from workers.leases import LeaseKeeper
-from workers.pipeline import JobContext, assemble_job, fail_job, run_segment, start_job
+from workers.pipeline import assemble_job, fail_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
 
 log = logging.getLogger(__name__)
