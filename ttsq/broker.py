@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 from urllib.parse import quote
 
@@ -20,6 +20,7 @@ from celery.signals import before_task_publish
 from kombu.exceptions import OperationalError
 
 from ttsq import broker_transport
+from ttsq.celery_signals import connect_once
 from ttsq.constants import (
     ASSEMBLE_TASK,
     FINISH_BATCH_TASK,
@@ -221,12 +222,42 @@ def _publishing() -> Iterator[None]:
 
 
 def make_producer(settings: Settings) -> Celery:
-    """A Celery client that only sends tasks by name and broadcasts control commands."""
+    """A Celery client that only sends tasks by name and broadcasts control commands; every task it
+    sends is stamped with its send time."""
+    connect_once([ENQUEUE_STAMP])
     return Celery("ttsq", config_source=celery_config(settings), set_as_current=False)
 
 
-@before_task_publish.connect
 def _stamp_enqueue_time(headers: dict[str, Any] | None = None, **_: Any) -> None:
     """Every task any ttsq process sends carries its send time (a retry gets a new one)."""
     if headers is not None:
         headers[ENQUEUED_AT_HEADER] = time.time()
+
+
+ENQUEUE_STAMP: Final = (before_task_publish, _stamp_enqueue_time)
+"""Connected by every process that sends tasks, as it starts (:func:`make_producer`, the workers'
+start steps)."""
+
+
+class LazyConfig(Mapping[str, Any]):
+    """A Celery configuration built at its first read (when the app is configured, as its process
+    starts), not when the module that makes the app is imported: importing reads no setting."""
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build = build
+        self._values: dict[str, Any] | None = None
+
+    @property
+    def _config(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = self._build()
+        return self._values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._config[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._config)
+
+    def __len__(self) -> int:
+        return len(self._config)

@@ -1,5 +1,6 @@
 """The Celery application of the workers (and of Flower); its configuration is ``celeryconfig``,
-which lists the task module to import (``workers.tasks``)."""
+which lists the task module to import (``workers.tasks``). Nothing here reads a setting: the
+configuration is read when a process first uses the app."""
 
 from __future__ import annotations
 
@@ -10,3 +11,4 @@ from workers.interactive_slot import InteractiveSlot
 app = Celery("ttsq")
 app.config_from_object("celeryconfig")
 app.steps["consumer"].add(InteractiveSlot)
+app.steps["worker"].add("workers.tasks:SynthesisWorkerStart")  # by name: the tasks module imports this one

@@ -12,8 +12,9 @@ import redis
 from ttsq.batches import finish_batch
 from ttsq.constants import FINISH_BATCH_TASK
 from ttsq.errors import BatchNotFound
+from ttsq.settings import get_settings
 from workers.exclusive import exclusive
-from workers.service import app, service_leases, service_stores, settings
+from workers.service import app, service_leases, service_stores
 from workers.steps import new_attempt_id
 
 log = logging.getLogger(__name__)
@@ -25,12 +26,11 @@ log = logging.getLogger(__name__)
     autoretry_for=(redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError),  # read-only: a demoted master
     retry_backoff=2,
     retry_jitter=True,
-    max_retries=settings.task_max_retries,
 )
 def finish(batch_id: str) -> None:
     """Write the batch's manifest and mark it finished (its webhook event, if any, queued with it)."""
     stores = service_stores()
-    claim = stores.batches.step_lock(batch_id, "finish", settings.step_lease_s)
+    claim = stores.batches.step_lock(batch_id, "finish", get_settings().step_lease_s)
     with exclusive(claim, f"batch {batch_id}: finish") as mine:
         if not mine:
             return

@@ -14,8 +14,9 @@ from redis.lock import Lock
 from ttsq.constants import CLEANUP_TASK, SWEEP_TASK, maintenance_lock_key
 from ttsq.errors import ServiceError
 from ttsq.maintenance import TMP_PREFIX, cleanup
+from ttsq.settings import get_settings
 from workers.exclusive import exclusive
-from workers.service import app, service_leases, service_stores, settings
+from workers.service import app, service_leases, service_stores
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,9 @@ def _lock(task: str) -> Lock:
     step lease past its last renewal (``workers.service.service_leases``, every second while the
     run lasts), so a killed or frozen service worker holds up no later run for long."""
     key = maintenance_lock_key(task)
-    lock: Lock = service_stores().redis.lock(key, timeout=settings.step_lease_s, blocking=False, thread_local=False)
+    lock: Lock = service_stores().redis.lock(
+        key, timeout=get_settings().step_lease_s, blocking=False, thread_local=False
+    )
     return lock
 
 
@@ -42,7 +45,7 @@ def sweep() -> None:
 def _tmp_lifecycle_rule() -> bool:
     """Once per process: ask the store to expire ``tmp/`` itself too (a backstop if no cleanup
     runs); a store without lifecycle rules is left to the cleanup task alone."""
-    days = max(1, math.ceil(settings.part_ttl_s / 86400))
+    days = max(1, math.ceil(get_settings().part_ttl_s / 86400))
     try:
         service_stores().objects.expire_prefix(TMP_RULE_ID, TMP_PREFIX, days)
     except ServiceError as e:
@@ -60,4 +63,4 @@ def cleanup_store() -> None:
         with service_leases().holding(claim):
             _tmp_lifecycle_rule()
             stores = service_stores()
-            cleanup(stores.redis, stores.objects, settings.part_ttl_s)
+            cleanup(stores.redis, stores.objects, get_settings().part_ttl_s)

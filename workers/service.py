@@ -19,8 +19,7 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.worker import WorkController
 
-import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
-from ttsq.broker import celery_config, transport_options, unacked_index_key
+from ttsq.broker import LazyConfig, celery_config, transport_options, unacked_index_key
 from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX
 from ttsq.redis_clients import redis_client
 from ttsq.settings import Settings, get_settings
@@ -28,10 +27,9 @@ from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers.leases import LeaseKeeper
 from workers.sweeping import SweepLeadership
 from workers.webhooks import WebhookDispatch
+from workers.worker_start import WorkerStart
 
 log = logging.getLogger(__name__)
-
-settings = get_settings()
 
 TASK_MODULES = ["workers.maintenance", "workers.batches"]
 
@@ -43,6 +41,7 @@ def service_config(settings: Settings) -> dict[str, Any]:
     return {
         **celery_config(settings),
         "imports": TASK_MODULES,
+        "task_default_queue": MAINTENANCE_QUEUE,
         "broker_transport_options": options,
         "beat_schedule": beat_schedule(settings),
     }
@@ -57,8 +56,7 @@ def beat_schedule(settings: Settings) -> dict[str, Any]:
     return {CLEANUP_TASK: {"task": CLEANUP_TASK, "schedule": interval, "options": options}}
 
 
-app = Celery("ttsq-service", config_source=service_config(settings), set_as_current=False)
-app.conf.task_default_queue = MAINTENANCE_QUEUE
+app = Celery("ttsq-service", config_source=LazyConfig(lambda: service_config(get_settings())), set_as_current=False)
 
 
 class HeldMessageLeases(bootsteps.StartStopStep):
@@ -74,18 +72,23 @@ class HeldMessageLeases(bootsteps.StartStopStep):
         self.stop(parent)
 
 
-app.steps["worker"].update({WebhookDispatch, SweepLeadership, HeldMessageLeases})
+class ServiceWorkerStart(WorkerStart):
+    """The service worker's log handlers and send-time stamp, connected as it is built."""
+
+
+app.steps["worker"].update({ServiceWorkerStart, WebhookDispatch, SweepLeadership, HeldMessageLeases})
 
 
 @lru_cache
 def service_stores() -> Stores:
     """The stores of this process's tasks, built once."""
-    return Stores.connect(settings, WORKER_SOCKET_TIMEOUT_S)
+    return Stores.connect(get_settings(), WORKER_SOCKET_TIMEOUT_S)
 
 
 @lru_cache
 def service_leases() -> LeaseKeeper:
     """This process's renewer of its held messages and batches' finish claims (``workers.leases``),
     on a connection of its own so that a renewal never waits behind a task's calls."""
+    settings = get_settings()
     client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
     return LeaseKeeper(client, settings.step_lease_s, unacked_index_key(SERVICE_UNACKED_PREFIX))

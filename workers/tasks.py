@@ -25,7 +25,6 @@ from celery.exceptions import Reject
 from celery.signals import celeryd_after_setup, worker_process_init, worker_ready, worker_shutdown
 from celery.worker.control import inspect_command
 
-import workers.log_context  # noqa: F401  (importing it connects the log signal handlers)
 from tts_core.base.errors import TTSError
 from tts_core.voices.catalog import VoiceCatalog
 from ttsq.broker import TaskPublisher, register_model_queues
@@ -67,21 +66,20 @@ from workers.job_context import JobContext
 from workers.leases import LeaseKeeper
 from workers.pipeline import assemble_job, fail_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
+from workers.worker_start import WorkerStart
 
 log = logging.getLogger(__name__)
 
-_settings = get_settings()
-
 
 class JobTask(Task):  # type: ignore[type-arg]
-    """A step of a job: outages are retried with backoff; a failure that escapes is recorded on the job."""
+    """A step of a job: outages are retried with backoff; a failure that escapes is recorded on the job.
+    How often and how long at most come from the settings, as the configuration's task annotations
+    (``ttsq.broker.celery_config``), applied when the worker binds its tasks."""
 
     autoretry_for = (TransientError,)
     retry_backoff = 2
     """The first retry waits up to 2 s, each next one up to twice as long (full jitter)."""
-    retry_backoff_max = _settings.task_retry_backoff_max_s
     retry_jitter = True
-    max_retries = _settings.task_max_retries
 
     def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         """The step failed for good (an outage outlasting its retries, or a bug): fail the job."""
@@ -98,18 +96,18 @@ def job_context() -> JobContext:
     """Stores and engine of this process, built once (the engine loads the inference runtime)."""
     from workers.voice_host import get_voice_host
 
-    stores = Stores.connect(_settings, WORKER_SOCKET_TIMEOUT_S)
-    return JobContext(stores, get_voice_host(), TaskPublisher(app, _settings.queue))
+    settings = get_settings()
+    stores = Stores.connect(settings, WORKER_SOCKET_TIMEOUT_S)
+    return JobContext(stores, get_voice_host(), TaskPublisher(app, settings.queue))
 
 
 @lru_cache
 def lease_keeper() -> LeaseKeeper:
     """This process's renewer of step claims and held messages (see :mod:`workers.leases`)."""
-    client = redis_client(_settings, 10, CONNECT_TIMEOUT_S)
-    return LeaseKeeper(client, _settings.step_lease_s)
+    settings = get_settings()
+    return LeaseKeeper(redis_client(settings, 10, CONNECT_TIMEOUT_S), settings.step_lease_s)
 
 
-@worker_process_init.connect
 def _load_model_in_pool_process(**_: Any) -> None:
     """Prefork children and the solo pool: load once per process, after fork; each process checks
     what it needs itself (a prefork child's tasks see its own verdict)."""
@@ -117,13 +115,13 @@ def _load_model_in_pool_process(**_: Any) -> None:
     _check_fitness()
 
 
-@celeryd_after_setup.connect
 def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
     """Thread pools share the main process, which gets no ``worker_process_init``: load here,
     after logging is set up and before the consumer takes its first task. The metrics and probe
     server starts first, so ``/healthz`` answers while the model loads."""
-    if _settings.worker.metrics_port is not None:
-        metrics.serve(_settings.worker.metrics_port, _settings.worker.metrics_host)
+    worker = get_settings().worker
+    if worker.metrics_port is not None:
+        metrics.serve(worker.metrics_port, worker.metrics_host)
     pool = get_implementation(getattr(instance, "pool_cls", "prefork"))
     if not (isinstance(pool, type) and issubclass(pool, PreforkPool | SoloPool)):
         engine = job_context().engine
@@ -131,7 +129,6 @@ def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
         engine.warm_up()
 
 
-@celeryd_after_setup.connect
 def _consume_model_queues(instance: Any = None, **_: Any) -> None:
     """A worker reading the interactive queue, or the bulk segments queue, reads the model queues of
     that class for every model of its catalog too (voice affinity); the transport asks for those of
@@ -141,14 +138,15 @@ def _consume_model_queues(instance: Any = None, **_: Any) -> None:
         return
     queues = instance.app.amqp.queues
     reading = set(queues.consume_from)
-    models = VoiceCatalog.discover(_settings.voices_dir).model_keys()
+    settings = get_settings()
+    models = VoiceCatalog.discover(settings.voices_dir).model_keys()
     for interactive, fixed in (
-        (True, interactive_queue(_settings.queue)),
-        (False, bulk_segments_queue(_settings.queue)),
+        (True, interactive_queue(settings.queue)),
+        (False, bulk_segments_queue(settings.queue)),
     ):
         if fixed in reading:
             for key in models:
-                queues.select_add(model_queue(_settings.queue, key, interactive))
+                queues.select_add(model_queue(settings.queue, key, interactive))
     _model_queues_read.extend(name for name in queues.consume_from if is_model_queue(name))
 
 
@@ -158,16 +156,18 @@ _model_queues_read: list[str] = []
 @lru_cache
 def held_models() -> HeldModels:
     """This process's exchange of held models with the other workers (voice affinity)."""
-    client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
-    return HeldModels(client, _settings.queue, job_context().engine.models.loaded)
+    settings = get_settings()
+    client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
+    return HeldModels(client, settings.queue, job_context().engine.models.loaded)
 
 
 @lru_cache
 def heartbeat() -> Heartbeat:
     """This process's proof of life for ``/readyz`` (and for whoever gives a dead worker's work back)."""
-    client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
+    settings = get_settings()
+    client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
     engine = job_context().engine
-    return Heartbeat(WorkerLiveness(client, _settings.queue), worker_id(), lambda: engine.healthy and FITNESS.able)
+    return Heartbeat(WorkerLiveness(client, settings.queue), worker_id(), lambda: engine.healthy and FITNESS.able)
 
 
 def _check_fitness() -> None:
@@ -175,7 +175,7 @@ def _check_fitness() -> None:
     ctx = job_context()
     engine = ctx.engine
     check = store_and_engine(ctx.stores.objects, worker_id(), lambda: engine.healthy)
-    FITNESS.start(check, _settings.worker.check_interval_s)
+    FITNESS.start(check, get_settings().worker.check_interval_s)
 
 
 def _watch_fitness(consumer: Any) -> None:
@@ -189,14 +189,13 @@ def _watch_fitness(consumer: Any) -> None:
         FITNESS.listen(gate)
 
 
-@worker_ready.connect
 def _mark_ready(sender: Any = None, **_: Any) -> None:
     """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200
     if the worker is able (``workers.fitness``). The model queues it reads are registered for the
     sweeper."""
     _watch_fitness(sender)
     try:
-        client = redis_client(_settings, 5, CONNECT_TIMEOUT_S)
+        client = redis_client(get_settings(), 5, CONNECT_TIMEOUT_S)
         with client:
             register_model_queues(client, _model_queues_read)
     except redis.RedisError as e:  # the sweeper may then send such work again: a late duplicate, skipped
@@ -207,7 +206,6 @@ def _mark_ready(sender: Any = None, **_: Any) -> None:
     heartbeat().start()
 
 
-@worker_shutdown.connect
 def _stop_batcher(**_: Any) -> None:
     FITNESS.stop()
     heartbeat().stop()
@@ -357,3 +355,15 @@ def synthesize_segment(job_id: str, index: int) -> None:
 def assemble(job_id: str) -> None:
     """Join a job's parts in order into its final object."""
     _run_step(job_id, ASSEMBLE_STEP, lambda ctx, run: assemble_job(job_id, ctx, run))
+
+
+class SynthesisWorkerStart(WorkerStart):
+    """The synthesis worker's handlers, connected as it is built (``workers.app`` names this step)."""
+
+    handlers = (
+        (worker_process_init, _load_model_in_pool_process),
+        (celeryd_after_setup, _load_model_in_main_process),
+        (celeryd_after_setup, _consume_model_queues),
+        (worker_ready, _mark_ready),
+        (worker_shutdown, _stop_batcher),
+    )
