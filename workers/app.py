@@ -8,7 +8,7 @@ from celery import Celery
 
 from workers.interactive_slot import InteractiveSlot
 
-app = Celery("ttsq")
+app = Celery("ttsq", log="workers.log_context:ProcessLogging")
 app.config_from_object("celeryconfig")
 app.steps["consumer"].add(InteractiveSlot)
 app.steps["worker"].add("workers.tasks:SynthesisWorkerStart")  # by name: the tasks module imports this one

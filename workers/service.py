@@ -56,7 +56,12 @@ def beat_schedule(settings: Settings) -> dict[str, Any]:
     return {CLEANUP_TASK: {"task": CLEANUP_TASK, "schedule": interval, "options": options}}
 
 
-app = Celery("ttsq-service", config_source=LazyConfig(lambda: service_config(get_settings())), set_as_current=False)
+app = Celery(
+    "ttsq-service",
+    config_source=LazyConfig(lambda: service_config(get_settings())),
+    set_as_current=False,
+    log="workers.log_context:ProcessLogging",
+)
 
 
 class HeldMessageLeases(bootsteps.StartStopStep):
@@ -73,7 +78,7 @@ class HeldMessageLeases(bootsteps.StartStopStep):
 
 
 class ServiceWorkerStart(WorkerStart):
-    """The service worker's log handlers and send-time stamp, connected as it is built."""
+    """The service worker's job id handlers, connected as it is built."""
 
 
 app.steps["worker"].update({ServiceWorkerStart, WebhookDispatch, SweepLeadership, HeldMessageLeases})
