@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults soak lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity clean
+.PHONY: help setup dev test faults recovery soak lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -99,6 +99,11 @@ test: lint
 
 faults: setup
 	$(BIN)/pytest -m faults -v
+
+# The recovery checks (pyproject.toml's `recovery` marker): a process or service stopped, frozen,
+# refused or failed over under a running stack. About 3 minutes; CI runs them after `make test`.
+recovery: setup
+	$(BIN)/pytest -m recovery --numprocesses $(TEST_PROCESSES) --dist loadfile
 
 # The chaos soak (docs/RELIABILITY.md, "Chaos soak"): about 30 minutes of load and faults, then the
 # drain (up to 15). SEED= repeats a run's faults and texts; the report is bench/results/soak-<seed>.json.

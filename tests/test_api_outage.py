@@ -18,6 +18,8 @@ from cli.embedded import LOOPBACK, RedisService, SeaweedService, stack_settings
 from cli.processes import ManagedProcess, wait_until
 from tests.conftest import serve, start_worker, wait_for_job
 
+pytestmark = pytest.mark.recovery
+
 HELLO = "Redis went away and came back."
 SPEECH = {"model": "tts-1", "input": HELLO, "voice": "alloy", "response_format": "wav"}
 RECOVERY_TIMEOUT_S = 60.0

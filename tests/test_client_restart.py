@@ -17,6 +17,8 @@ from narration.client import RESTART_GRACE_S, ClientError, TTSQClient
 from tests.conftest import ThreadedServer
 from ttsq.settings import Settings
 
+pytestmark = pytest.mark.recovery
+
 DOWN_S = 3.0
 """How long the API stays down: longer than one retry pause, shorter than the client's grace."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
+import pytest
 from celery.utils.timer2 import Timer
 from celery.worker.consumer import Consumer
 from kombu.common import QoS
@@ -142,6 +143,7 @@ def test_without_the_slot_an_interactive_job_waits_for_a_task_thread(settings: S
     assert "interactive slot" not in (tmp_path / "worker.log").read_text()
 
 
+@pytest.mark.recovery
 def test_the_slot_reconnects_after_a_redis_restart(tmp_path: Path) -> None:
     """Redis SIGKILLed and restarted on the same port and data: the slot's own connection is lost and
     taken again by its own drain thread (its log says so), the worker lives, and interactive jobs

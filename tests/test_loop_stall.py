@@ -32,6 +32,8 @@ from tests.conftest import paused, serve
 from tests.redis_proxy import RedisProxy
 from ttsq.tenants import Limits, TenantStore
 
+pytestmark = pytest.mark.recovery
+
 SLOW_COMMAND_S: Final = 2.0
 """How long each Redis command is held by the proxy while Redis is slow."""
 SLOW_WINDOW_S: Final = 16.0

@@ -207,6 +207,7 @@ def test_request_ids_are_echoed_or_made(client: httpx.Client) -> None:
     assert client.get("/healthz").headers["x-request-id"] != made.headers["x-request-id"]
 
 
+@pytest.mark.recovery
 def test_metrics_answer_while_redis_is_down(settings: Settings) -> None:
     """A scrape during a Redis outage still answers, saying Redis is down, with the process's figures."""
     unreachable = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"})

@@ -29,6 +29,7 @@ def test_ready_with_the_whole_stack(client: httpx.Client) -> None:
     assert body["checks"]["workers"] == "ok"
 
 
+@pytest.mark.recovery
 def test_not_ready_while_the_synthesis_worker_is_frozen(
     settings: Settings, worker: ManagedProcess, webhook_worker: ManagedProcess
 ) -> None:

@@ -245,6 +245,7 @@ def crash_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProce
         yield stack
 
 
+@pytest.mark.recovery
 def test_worker_killed_mid_job_the_job_still_succeeds_once(
     crash_stack: SideStack, voice: Voice, s3_client: S3Client, redis_client: redis.Redis
 ) -> None:

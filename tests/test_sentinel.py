@@ -139,6 +139,7 @@ def cluster(tmp_path: Path) -> Iterator[SentinelCluster]:
         yield started
 
 
+@pytest.mark.recovery
 def test_clients_and_broker_follow_the_master_through_a_failover(cluster: SentinelCluster) -> None:
     settings = Settings(
         _env_file=None, redis_url=f"redis://{LOOPBACK}:{free_port()}/0", redis_sentinel=cluster.settings()
@@ -295,6 +296,7 @@ def stack(cluster: SentinelCluster, s3_service: SeaweedService, tmp_path: Path) 
         stop_all(processes)
 
 
+@pytest.mark.recovery
 @pytest.mark.timeout(300)
 def test_a_stack_on_sentinel_survives_a_master_failover(cluster: SentinelCluster, stack: str) -> None:
     api_url = stack

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
@@ -19,6 +20,8 @@ from cli.processes import wait_until
 from tests.conftest import serve, start_worker, wait_for_job
 from ttsq.constants import SEGMENT_TASK
 from ttsq.settings import Settings
+
+pytestmark = pytest.mark.recovery
 
 RECOVERY_LIMIT_S = 120.0
 """Far below the visibility timeout (7,200 s): a message lost in the dying worker's hands would only

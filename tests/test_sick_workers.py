@@ -28,6 +28,8 @@ from ttsq.liveness import WorkerLiveness
 from ttsq.settings import Settings
 from workers.fitness import UNABLE_RECHECK_S
 
+pytestmark = pytest.mark.recovery
+
 UNABLE = "this worker cannot do the work, so it takes no messages until it can"
 NO_AWS_FALLBACK = {
     "AWS_EC2_METADATA_DISABLED": "true",

@@ -281,6 +281,7 @@ def pool_storm(tmp_path: Path, rng: random.Random, signals: int, within_s: float
     return sent
 
 
+@pytest.mark.recovery
 def test_a_worker_pool_stops_cleanly_on_signals_at_random_moments(tmp_path: Path) -> None:
     """A few storms, each at a random moment in the pool's first second and a half (its children
     starting, or running with one busy): exit 0, and no child left running."""

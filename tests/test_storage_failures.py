@@ -86,6 +86,7 @@ def finished(store: JobStore, record: JobRecord) -> JobRecord:
     return store.get(record.id)
 
 
+@pytest.mark.recovery
 @pytest.mark.parametrize("broken_worker", [unknown_key, wrong_secret], indirect=True)
 def test_a_refusing_store_keeps_its_worker_from_taking_jobs(
     broken_worker: BrokenWorker, store: JobStore, redis_client: redis.Redis
@@ -106,6 +107,7 @@ def test_a_refusing_store_keeps_its_worker_from_taking_jobs(
         redis_client.delete(*queues)
 
 
+@pytest.mark.recovery
 @pytest.mark.parametrize("broken_worker", [unreachable_store], indirect=True)
 def test_an_unreachable_store_is_retried_then_fails_the_job(broken_worker: BrokenWorker, store: JobStore) -> None:
     record = create_record(store)
