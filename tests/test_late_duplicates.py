@@ -77,8 +77,8 @@ def engine(settings: Settings) -> Iterator[VoiceHost]:
 
 
 def context(settings: Settings, engine: Any) -> JobContext:
-    """What a worker process builds (``workers.tasks.job_context``), around ``engine``; tasks it sends
-    go to a queue no worker reads."""
+    """What a worker process builds (``workers.synthesis_process.SynthesisProcess.context``), around
+    ``engine``; tasks it sends go to a queue no worker reads."""
     quiet = settings.model_copy(update={"queue": "late-duplicates-unread"})
     return JobContext(Stores.connect(quiet, 30), engine, TaskPublisher(make_producer(quiet), quiet.queue))
 

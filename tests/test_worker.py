@@ -24,6 +24,7 @@ from tests.conftest import (
     wait_for_tasks,
 )
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
+from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, job_events_channel
 from ttsq.events import EventKind, JobEvent, parse_event
 from ttsq.job_record import JobStatus, utcnow
@@ -158,3 +159,24 @@ def test_a_job_record_is_written_once_per_state_change(
     assert [event.status for event in messages if event.kind is EventKind.STATUS] == ["running", "succeeded"]
     ticks = [event for event in messages if event.kind is EventKind.SEGMENT]
     assert len(ticks) == (segments if segments > 1 else 0)
+
+
+def test_celery_inspect_batches_reports_the_workers_batching_and_its_recent_calls(
+    settings: Settings, client: httpx.Client, worker: ManagedProcess
+) -> None:
+    """``celery inspect batches`` reads the process's voice host, built as the worker started."""
+    job = client.post("/v1/jobs", json={"text": "Counted in the batch history."}).json()
+    assert wait_for_job(client, job["id"])["status"] == "succeeded"
+    producer = make_producer(settings)
+    try:
+        replies = producer.control.inspect(timeout=5)._request("batches", limit=3) or {}
+    finally:
+        producer.close()
+    mine = [answer for node, answer in replies.items() if "main-worker" in node]
+    assert len(mine) == 1, replies
+    answer = mine[0]
+    assert answer["device"] == "cpu", answer
+    assert answer["max_batch"] >= 1, answer
+    assert answer["calls"] >= 1, answer
+    assert answer["items"] >= answer["calls"], answer
+    assert 1 <= len(answer["recent"]) <= 3, answer

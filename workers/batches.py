@@ -12,9 +12,8 @@ import redis
 from ttsq.batches import finish_batch
 from ttsq.constants import FINISH_BATCH_TASK
 from ttsq.errors import BatchNotFound
-from ttsq.settings import get_settings
 from workers.exclusive import exclusive
-from workers.service import app, service_leases, service_stores
+from workers.service import SERVICE, app
 from workers.steps import new_attempt_id
 
 log = logging.getLogger(__name__)
@@ -29,15 +28,16 @@ log = logging.getLogger(__name__)
 )
 def finish(batch_id: str) -> None:
     """Write the batch's manifest and mark it finished (its webhook event, if any, queued with it)."""
-    stores = service_stores()
-    claim = stores.batches.step_lock(batch_id, "finish", get_settings().step_lease_s)
+    process = SERVICE.get()
+    stores = process.stores
+    claim = stores.batches.step_lock(batch_id, "finish", process.settings.step_lease_s)
     with exclusive(claim, f"batch {batch_id}: finish") as mine:
         if not mine:
             return
         try:
             # The claim lives a step lease past its last renewal (every second while this runs), so
             # a killed or frozen service worker's batch is finished by another within seconds.
-            with service_leases().holding(claim):
+            with process.leases.holding(claim):
                 finished = finish_batch(batch_id, stores.batches, stores.jobs, stores.objects, new_attempt_id())
         except BatchNotFound:
             log.warning("batch %s has no record (expired); nothing to finish", batch_id)

@@ -50,8 +50,9 @@ from kombu.common import QoS, ignore_errors
 from kombu.exceptions import OperationalError
 
 from ttsq.constants import INTERACTIVE_QUEUE_SUFFIX, interactive_queue, is_model_queue
-from ttsq.settings import get_settings
 from workers.fitness import FITNESS
+from workers.synthesis_process import SYNTHESIS
+from workers.worker_start import WORKER_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -305,11 +306,11 @@ class InteractiveSlot(bootsteps.StartStopStep):
         self._drain: _Drain | None = None
 
     def include_if(self, parent: Consumer) -> bool:
-        return get_settings().worker.interactive_slot
+        return WORKER_SETTINGS.get().worker.interactive_slot
 
     def start(self, parent: Consumer) -> None:
         if self._drain is None:
-            queue = interactive_queue(get_settings().queue)
+            queue = interactive_queue(WORKER_SETTINGS.get().queue)
             queues = parent.app.amqp.queues
             if queue not in queues.consume_from:
                 log.info("interactive slot off: this worker does not take %s", queue)
@@ -341,7 +342,4 @@ def _models_interactive(name: str) -> bool:
 
 def _interactive_coming() -> Callable[[], None]:
     """Tell the engine's interactive lane that the slot's task is about to submit to it."""
-    # Imported here: Flower loads this module with the worker's app, and must not load ONNX Runtime.
-    from workers.voice_host import get_voice_host
-
-    return get_voice_host().interactive.expect()
+    return SYNTHESIS.get().engine.interactive.expect()

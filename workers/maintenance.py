@@ -14,9 +14,8 @@ from redis.lock import Lock
 from ttsq.constants import CLEANUP_TASK, SWEEP_TASK, maintenance_lock_key
 from ttsq.errors import ServiceError
 from ttsq.maintenance import TMP_PREFIX, cleanup
-from ttsq.settings import get_settings
 from workers.exclusive import exclusive
-from workers.service import app, service_leases, service_stores
+from workers.service import SERVICE, app
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +24,12 @@ TMP_RULE_ID: Final = "ttsq-tmp-parts"
 
 def _lock(task: str) -> Lock:
     """One run at a time across service workers (several beats, or a slow run overtaken). It lives a
-    step lease past its last renewal (``workers.service.service_leases``, every second while the
+    step lease past its last renewal (``workers.service.ServiceProcess.leases``, every second while the
     run lasts), so a killed or frozen service worker holds up no later run for long."""
     key = maintenance_lock_key(task)
-    lock: Lock = service_stores().redis.lock(
-        key, timeout=get_settings().step_lease_s, blocking=False, thread_local=False
+    process = SERVICE.get()
+    lock: Lock = process.stores.redis.lock(
+        key, timeout=process.settings.step_lease_s, blocking=False, thread_local=False
     )
     return lock
 
@@ -45,9 +45,10 @@ def sweep() -> None:
 def _tmp_lifecycle_rule() -> bool:
     """Once per process: ask the store to expire ``tmp/`` itself too (a backstop if no cleanup
     runs); a store without lifecycle rules is left to the cleanup task alone."""
-    days = max(1, math.ceil(get_settings().part_ttl_s / 86400))
+    process = SERVICE.get()
+    days = max(1, math.ceil(process.settings.part_ttl_s / 86400))
     try:
-        service_stores().objects.expire_prefix(TMP_RULE_ID, TMP_PREFIX, days)
+        process.stores.objects.expire_prefix(TMP_RULE_ID, TMP_PREFIX, days)
     except ServiceError as e:
         log.info("the object store keeps no lifecycle rule for %s (%s); the cleanup task deletes it", TMP_PREFIX, e)
         return False
@@ -60,7 +61,8 @@ def cleanup_store() -> None:
     with exclusive(claim, "cleanup") as mine:
         if not mine:
             return
-        with service_leases().holding(claim):
+        process = SERVICE.get()
+        with process.leases.holding(claim):
             _tmp_lifecycle_rule()
-            stores = service_stores()
-            cleanup(stores.redis, stores.objects, get_settings().part_ttl_s)
+            stores = process.stores
+            cleanup(stores.redis, stores.objects, process.settings.part_ttl_s)

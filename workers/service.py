@@ -13,18 +13,22 @@ second worker while this one lives, and a killed or frozen one's messages come b
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery, bootsteps
+from celery.utils.dispatch import Signal
 from celery.worker import WorkController
 
 from ttsq.broker import LazyConfig, celery_config, transport_options, unacked_index_key
+from ttsq.celery_signals import Handler
 from ttsq.constants import CLEANUP_TASK, MAINTENANCE_QUEUE, SERVICE_UNACKED_PREFIX
 from ttsq.redis_clients import redis_client
 from ttsq.settings import Settings, get_settings
 from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers.leases import LeaseKeeper
+from workers.process_scope import ProcessScope
 from workers.sweeping import SweepLeadership
 from workers.webhooks import WebhookDispatch
 from workers.worker_start import WorkerStart
@@ -36,7 +40,7 @@ TASK_MODULES = ["workers.maintenance", "workers.batches"]
 
 def service_config(settings: Settings) -> dict[str, Any]:
     """The shared configuration with this worker's held messages under kombu keys of their own (see
-    ``ttsq.broker.transport_options``), renewed by its own lease keeper (:func:`service_leases`)."""
+    ``ttsq.broker.transport_options``), renewed by its own lease keeper (:attr:`ServiceProcess.leases`)."""
     options = transport_options(settings, settings.visibility_timeout_s, SERVICE_UNACKED_PREFIX)
     return {
         **celery_config(settings),
@@ -64,36 +68,48 @@ app = Celery(
 )
 
 
+@dataclass(frozen=True)
+class ServiceProcess:
+    """What the service worker's tasks and threads share, built once as the worker is built."""
+
+    settings: Settings
+    stores: Stores
+    """The stores of this process's tasks."""
+    leases: LeaseKeeper
+    """Renews this process's held messages and batches' finish claims (``workers.leases``), on a
+    connection of its own so that a renewal never waits behind a task's calls."""
+
+    @classmethod
+    def build(cls, settings: Settings) -> ServiceProcess:
+        client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
+        leases = LeaseKeeper(client, settings.step_lease_s, unacked_index_key(SERVICE_UNACKED_PREFIX))
+        return cls(settings, Stores.connect(settings, WORKER_SOCKET_TIMEOUT_S), leases)
+
+
+SERVICE: ProcessScope[ServiceProcess] = ProcessScope("the service worker's process")
+"""This process's :class:`ServiceProcess`, once its start step built it."""
+
+
 class HeldMessageLeases(bootsteps.StartStopStep):
     """Renews this worker's held messages and finish claims while the worker runs."""
 
     def start(self, parent: WorkController) -> None:
-        service_leases().start()
+        SERVICE.get().leases.start()
 
     def stop(self, parent: WorkController) -> None:
-        service_leases().stop()
+        SERVICE.get().leases.stop()
 
     def shutdown(self, parent: WorkController) -> None:
         self.stop(parent)
 
 
 class ServiceWorkerStart(WorkerStart):
-    """The service worker's job id handlers, connected as it is built."""
+    """The service worker's job id handlers, connected as it is built, and its
+    :class:`ServiceProcess`, built then for its other steps and its tasks."""
+
+    def handlers(self, settings: Settings) -> Sequence[tuple[Signal, Handler]]:
+        SERVICE.start(lambda: ServiceProcess.build(settings))
+        return ()
 
 
 app.steps["worker"].update({ServiceWorkerStart, WebhookDispatch, SweepLeadership, HeldMessageLeases})
-
-
-@lru_cache
-def service_stores() -> Stores:
-    """The stores of this process's tasks, built once."""
-    return Stores.connect(get_settings(), WORKER_SOCKET_TIMEOUT_S)
-
-
-@lru_cache
-def service_leases() -> LeaseKeeper:
-    """This process's renewer of its held messages and batches' finish claims (``workers.leases``),
-    on a connection of its own so that a renewal never waits behind a task's calls."""
-    settings = get_settings()
-    client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
-    return LeaseKeeper(client, settings.step_lease_s, unacked_index_key(SERVICE_UNACKED_PREFIX))

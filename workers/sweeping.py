@@ -26,9 +26,10 @@ from ttsq.errors import ServiceError
 from ttsq.leader import Elector, Fence, LeaseLost
 from ttsq.maintenance import Sweeper, SweepReport
 from ttsq.redis_clients import redis_client
-from ttsq.settings import Settings, get_settings
+from ttsq.settings import Settings
 from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
 from workers.held_models import worker_id
+from workers.worker_start import WORKER_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class SweepLeadership(bootsteps.StartStopStep):
         self.loop: SweepLoop | None = None
 
     def start(self, parent: WorkController) -> None:
-        self.loop = make_sweep_loop(get_settings())
+        self.loop = make_sweep_loop(WORKER_SETTINGS.get())
         self.loop.start()
 
     def stop(self, parent: WorkController) -> None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
-from functools import lru_cache
 from typing import Any
 
 import redis
@@ -23,11 +22,13 @@ from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.concurrency.solo import TaskPool as SoloPool
 from celery.exceptions import Reject
 from celery.signals import celeryd_after_setup, worker_process_init, worker_ready, worker_shutdown
+from celery.utils.dispatch import Signal
 from celery.worker.control import inspect_command
 
 from tts_core.base.errors import TTSError
 from tts_core.voices.catalog import VoiceCatalog
-from ttsq.broker import TaskPublisher, register_model_queues
+from ttsq.broker import register_model_queues
+from ttsq.celery_signals import Handler
 from ttsq.constants import (
     ASSEMBLE_STEP,
     ASSEMBLE_TASK,
@@ -52,20 +53,18 @@ from ttsq.errors import (
     WorkerCrashed,
     error_code,
 )
-from ttsq.liveness import WorkerLiveness
 from ttsq.redis_clients import redis_client, redis_outage
-from ttsq.settings import get_settings
-from ttsq.stores import CONNECT_TIMEOUT_S, WORKER_SOCKET_TIMEOUT_S, Stores
+from ttsq.settings import Settings
+from ttsq.stores import CONNECT_TIMEOUT_S
 from workers import metrics
 from workers.app import app
 from workers.exclusive import exclusive
 from workers.fitness import FITNESS, ConsumerGate, check_store, store_and_engine
-from workers.heartbeat import Heartbeat
-from workers.held_models import HeldModels, worker_id
+from workers.held_models import worker_id
 from workers.job_context import JobContext
-from workers.leases import LeaseKeeper
 from workers.pipeline import assemble_job, fail_job, run_segment, start_job
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
+from workers.synthesis_process import SYNTHESIS, SynthesisProcess
 from workers.worker_start import WorkerStart
 
 log = logging.getLogger(__name__)
@@ -86,138 +85,122 @@ class JobTask(Task):  # type: ignore[type-arg]
         job_id = str(args[0])
         metrics.TASK_FAILURES.labels(error_code(exc)).inc()
         try:
-            fail_job(job_id, job_context(), exc)
+            fail_job(job_id, SYNTHESIS.get().context, exc)
         except Exception:  # Redis may be the outage itself; the traceback is in the log either way
             log.exception("job %s: could not record its failure", job_id)
 
 
-@lru_cache
-def job_context() -> JobContext:
-    """Stores and engine of this process, built once (the engine loads the inference runtime)."""
-    from workers.voice_host import get_voice_host
+class SynthesisStart:
+    """The synthesis worker's start handlers, on the settings the worker read as it was built: each
+    builds what it needs of this process's :class:`SynthesisProcess` (once) and starts it."""
 
-    settings = get_settings()
-    stores = Stores.connect(settings, WORKER_SOCKET_TIMEOUT_S)
-    return JobContext(stores, get_voice_host(), TaskPublisher(app, settings.queue))
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model_queues: list[str] = []
+        """The model queues this worker reads, registered for the sweeper once it is ready."""
 
+    def process(self) -> SynthesisProcess:
+        return SYNTHESIS.start(lambda: SynthesisProcess.build(self.settings, app))
 
-@lru_cache
-def lease_keeper() -> LeaseKeeper:
-    """This process's renewer of step claims and held messages (see :mod:`workers.leases`)."""
-    settings = get_settings()
-    return LeaseKeeper(redis_client(settings, 10, CONNECT_TIMEOUT_S), settings.step_lease_s)
+    def handlers(self) -> tuple[tuple[Signal, Handler], ...]:
+        return (
+            (worker_process_init, self.load_model_in_pool_process),
+            (celeryd_after_setup, self.load_model_in_main_process),
+            (celeryd_after_setup, self.consume_model_queues),
+            (worker_ready, self.mark_ready),
+            (worker_shutdown, self.stop),
+        )
 
+    def load_model_in_pool_process(self, **_: Any) -> None:
+        """Prefork children and the solo pool: load once per process, after fork; each process checks
+        what it needs itself (a prefork child's tasks see its own verdict)."""
+        self.process().engine.warm_up()
+        self.check_fitness()
 
-def _load_model_in_pool_process(**_: Any) -> None:
-    """Prefork children and the solo pool: load once per process, after fork; each process checks
-    what it needs itself (a prefork child's tasks see its own verdict)."""
-    job_context().engine.warm_up()
-    _check_fitness()
+    def load_model_in_main_process(self, instance: Any = None, **_: Any) -> None:
+        """Thread pools share the main process, which gets no ``worker_process_init``: load here,
+        after logging is set up and before the consumer takes its first task. The metrics and probe
+        server starts first, so ``/healthz`` answers while the model loads."""
+        worker = self.settings.worker
+        if worker.metrics_port is not None:
+            metrics.serve(worker.metrics_port, worker.metrics_host)
+        pool = get_implementation(getattr(instance, "pool_cls", "prefork"))
+        if not (isinstance(pool, type) and issubclass(pool, PreforkPool | SoloPool)):
+            engine = self.process().engine
+            metrics.PROBES.healthy = lambda: engine.healthy
+            engine.warm_up()
 
+    def consume_model_queues(self, instance: Any = None, **_: Any) -> None:
+        """A worker reading the interactive queue, or the bulk segments queue, reads the model queues
+        of that class for every model of its catalog too (voice affinity); the transport asks for
+        those of the models it holds first (``ttsq.broker_transport``). Whatever ``model_affinity``
+        says here (it decides where work is sent), so that no process sending to a model queue finds
+        it unread."""
+        if instance is None:
+            return
+        queues = instance.app.amqp.queues
+        reading = set(queues.consume_from)
+        settings = self.settings
+        models = VoiceCatalog.discover(settings.voices_dir).model_keys()
+        for interactive, fixed in (
+            (True, interactive_queue(settings.queue)),
+            (False, bulk_segments_queue(settings.queue)),
+        ):
+            if fixed in reading:
+                for key in models:
+                    queues.select_add(model_queue(settings.queue, key, interactive))
+        self.model_queues = [name for name in queues.consume_from if is_model_queue(name)]
 
-def _load_model_in_main_process(instance: Any = None, **_: Any) -> None:
-    """Thread pools share the main process, which gets no ``worker_process_init``: load here,
-    after logging is set up and before the consumer takes its first task. The metrics and probe
-    server starts first, so ``/healthz`` answers while the model loads."""
-    worker = get_settings().worker
-    if worker.metrics_port is not None:
-        metrics.serve(worker.metrics_port, worker.metrics_host)
-    pool = get_implementation(getattr(instance, "pool_cls", "prefork"))
-    if not (isinstance(pool, type) and issubclass(pool, PreforkPool | SoloPool)):
-        engine = job_context().engine
-        metrics.PROBES.healthy = lambda: engine.healthy
-        engine.warm_up()
+    def check_fitness(self) -> None:
+        """Check what this process needs now, then every ``check_interval_s`` (``workers.fitness``)."""
+        process = self.process()
+        engine = process.engine
+        check = store_and_engine(process.context.stores.objects, worker_id(), lambda: engine.healthy)
+        FITNESS.start(check, self.settings.worker.check_interval_s)
 
+    def watch_fitness(self, consumer: Any) -> None:
+        """Check what this worker needs before its consumer takes a message (this runs on the
+        consumer's thread, before its loop's first read), and every few seconds after: consume only
+        while able."""
+        self.check_fitness()
+        metrics.PROBES.able = lambda: FITNESS.able
+        if consumer is not None and hasattr(consumer, "task_consumer"):
+            gate = ConsumerGate(consumer)
+            gate.sync()
+            FITNESS.listen(gate)
 
-def _consume_model_queues(instance: Any = None, **_: Any) -> None:
-    """A worker reading the interactive queue, or the bulk segments queue, reads the model queues of
-    that class for every model of its catalog too (voice affinity); the transport asks for those of
-    the models it holds first (``ttsq.broker_transport``). Whatever ``model_affinity`` says here (it
-    decides where work is sent), so that no process sending to a model queue finds it unread."""
-    if instance is None:
-        return
-    queues = instance.app.amqp.queues
-    reading = set(queues.consume_from)
-    settings = get_settings()
-    models = VoiceCatalog.discover(settings.voices_dir).model_keys()
-    for interactive, fixed in (
-        (True, interactive_queue(settings.queue)),
-        (False, bulk_segments_queue(settings.queue)),
-    ):
-        if fixed in reading:
-            for key in models:
-                queues.select_add(model_queue(settings.queue, key, interactive))
-    _model_queues_read.extend(name for name in queues.consume_from if is_model_queue(name))
+    def mark_ready(self, sender: Any = None, **_: Any) -> None:
+        """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is
+        200 if the worker is able (``workers.fitness``). The model queues it reads are registered for
+        the sweeper."""
+        self.watch_fitness(sender)
+        try:
+            client = redis_client(self.settings, 5, CONNECT_TIMEOUT_S)
+            with client:
+                register_model_queues(client, self.model_queues)
+        except redis.RedisError as e:  # the sweeper may then send such work again: a late duplicate, skipped
+            log.warning("could not register the model queues this worker reads: %s", e)
+        metrics.PROBES.ready.set()
+        process = self.process()
+        process.leases.start()
+        process.held.start()
+        process.heartbeat.start()
 
-
-_model_queues_read: list[str] = []
-
-
-@lru_cache
-def held_models() -> HeldModels:
-    """This process's exchange of held models with the other workers (voice affinity)."""
-    settings = get_settings()
-    client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
-    return HeldModels(client, settings.queue, job_context().engine.models.loaded)
-
-
-@lru_cache
-def heartbeat() -> Heartbeat:
-    """This process's proof of life for ``/readyz`` (and for whoever gives a dead worker's work back)."""
-    settings = get_settings()
-    client = redis_client(settings, 5, CONNECT_TIMEOUT_S)
-    engine = job_context().engine
-    return Heartbeat(WorkerLiveness(client, settings.queue), worker_id(), lambda: engine.healthy and FITNESS.able)
-
-
-def _check_fitness() -> None:
-    """Check what this process needs now, then every ``check_interval_s`` (``workers.fitness``)."""
-    ctx = job_context()
-    engine = ctx.engine
-    check = store_and_engine(ctx.stores.objects, worker_id(), lambda: engine.healthy)
-    FITNESS.start(check, get_settings().worker.check_interval_s)
-
-
-def _watch_fitness(consumer: Any) -> None:
-    """Check what this worker needs before its consumer takes a message (this runs on the consumer's
-    thread, before its loop's first read), and every few seconds after: consume only while able."""
-    _check_fitness()
-    metrics.PROBES.able = lambda: FITNESS.able
-    if consumer is not None and hasattr(consumer, "task_consumer"):
-        gate = ConsumerGate(consumer)
-        gate.sync()
-        FITNESS.listen(gate)
-
-
-def _mark_ready(sender: Any = None, **_: Any) -> None:
-    """The consumer is about to take tasks, and (thread pool) the model is loaded: ``/readyz`` is 200
-    if the worker is able (``workers.fitness``). The model queues it reads are registered for the
-    sweeper."""
-    _watch_fitness(sender)
-    try:
-        client = redis_client(get_settings(), 5, CONNECT_TIMEOUT_S)
-        with client:
-            register_model_queues(client, _model_queues_read)
-    except redis.RedisError as e:  # the sweeper may then send such work again: a late duplicate, skipped
-        log.warning("could not register the model queues this worker reads: %s", e)
-    metrics.PROBES.ready.set()
-    lease_keeper().start()
-    held_models().start()
-    heartbeat().start()
-
-
-def _stop_batcher(**_: Any) -> None:
-    FITNESS.stop()
-    heartbeat().stop()
-    held_models().stop()
-    lease_keeper().stop()
-    job_context().engine.close()
+    def stop(self, **_: Any) -> None:
+        FITNESS.stop()
+        if not SYNTHESIS.started:
+            return
+        process = SYNTHESIS.get()
+        process.heartbeat.stop()
+        process.held.stop()
+        process.leases.stop()
+        process.engine.close()
 
 
 @inspect_command(args=[("limit", int)], signature="[limit=100]")
 def batches(state: Any, limit: int = 100) -> dict[str, Any]:
     """``celery inspect batches``: this worker's batching settings and its most recent calls."""
-    engine = job_context().engine
+    engine = SYNTHESIS.get().engine
     batcher = engine.batcher
     records = engine.records()
     recent = records[-limit:] if limit > 0 else []
@@ -237,13 +220,14 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
     permanent error; let outages through to be retried. A worker that cannot do the work
     (``workers.fitness``) gives the message back for another."""
     _able_or_give_back(job_id, step)
-    ctx = job_context()
+    process = SYNTHESIS.get()
+    ctx = process.context
     lock = ctx.stores.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
     try:
         with exclusive(lock, f"job {job_id}: {step}") as mine:
             if not mine:
                 return
-            with lease_keeper().holding(lock), _step_class(ctx):
+            with process.leases.holding(lock), _step_class(ctx):
                 _run_counted(ctx, StepRun(job_id, step, new_attempt_id(), lock), work)
     except JobNotFound:
         log.warning("job %s has no record (expired or deleted); dropping task", job_id)
@@ -360,10 +344,5 @@ def assemble(job_id: str) -> None:
 class SynthesisWorkerStart(WorkerStart):
     """The synthesis worker's handlers, connected as it is built (``workers.app`` names this step)."""
 
-    handlers = (
-        (worker_process_init, _load_model_in_pool_process),
-        (celeryd_after_setup, _load_model_in_main_process),
-        (celeryd_after_setup, _consume_model_queues),
-        (worker_ready, _mark_ready),
-        (worker_shutdown, _stop_batcher),
-    )
+    def handlers(self, settings: Settings) -> Sequence[tuple[Signal, Handler]]:
+        return SynthesisStart(settings).handlers()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -34,13 +33,13 @@ from tts_core.voices.batching import MAX_DEFER_S, BatchResult, CallRecord, CallS
 from tts_core.voices.calibration import calibrated_leveling
 from tts_core.voices.catalog import VoiceCatalog
 from tts_core.voices.engines import SpeechModel, engine_of
-from tts_core.voices.runtime import resolve_device, stoppable_run
+from tts_core.voices.runtime import stoppable_run
 from ttsq import broker_transport
 from ttsq.constants import model_queue
 from ttsq.cpu_priority import BULK_NICENESS, lower_thread_for_good, normal_thread
 from ttsq.errors import PlanTooLong
 from ttsq.job_record import Priority, TextType
-from ttsq.settings import Settings, get_settings
+from ttsq.settings import Settings
 from workers import metrics
 from workers.models import LoadedModels, ModelEvents
 from workers.tuning import batch_plan
@@ -297,19 +296,3 @@ class VoiceHost:
     def close(self) -> None:
         self.interactive.close()
         self.batcher.close()
-
-
-_engine: VoiceHost | None = None
-_engine_pid: int | None = None
-_engine_lock = threading.Lock()
-
-
-def get_voice_host() -> VoiceHost:
-    """This process's engine; a forked child never reuses its parent's sessions."""
-    global _engine, _engine_pid
-    with _engine_lock:
-        if _engine is None or _engine_pid != os.getpid():
-            settings = get_settings()
-            _engine = VoiceHost(settings, resolve_device(settings.worker.device))
-            _engine_pid = os.getpid()
-        return _engine

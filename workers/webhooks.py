@@ -13,11 +13,12 @@ from typing import Any, Final
 from celery import bootsteps
 from celery.worker import WorkController
 
-from ttsq.settings import Settings, get_settings
+from ttsq.settings import Settings
 from ttsq.stores import WORKER_SOCKET_TIMEOUT_S, Stores
 from ttsq.webhook_dispatch import Dispatcher, DispatcherThread
 from ttsq.webhook_events import EventStore
 from ttsq.webhook_schedule import DeliverySchedule
+from workers.worker_start import WORKER_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,11 @@ class WebhookDispatch(bootsteps.StartStopStep):
         self.thread: DispatcherThread | None = None
 
     def start(self, parent: WorkController) -> None:
-        self.thread = DispatcherThread(make_dispatcher(get_settings())).start()
+        self.thread = DispatcherThread(make_dispatcher(WORKER_SETTINGS.get())).start()
 
     def stop(self, parent: WorkController) -> None:
         if self.thread is not None:
-            self.thread.stop(get_settings().webhook_timeout_s + STOP_GRACE_S)
+            self.thread.stop(WORKER_SETTINGS.get().webhook_timeout_s + STOP_GRACE_S)
             self.thread = None
 
     def shutdown(self, parent: WorkController) -> None:
