@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import cast
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -169,7 +169,7 @@ def test_celery_inspect_batches_reports_the_workers_batching_and_its_recent_call
     assert wait_for_job(client, job["id"])["status"] == "succeeded"
     producer = make_producer(settings)
     try:
-        replies = producer.control.inspect(timeout=5)._request("batches", limit=3) or {}
+        replies = cast(dict[str, Any], producer.control.inspect(timeout=5)._request("batches", limit=3) or {})
     finally:
         producer.close()
     mine = [answer for node, answer in replies.items() if "main-worker" in node]
