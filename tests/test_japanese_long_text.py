@@ -23,7 +23,11 @@ from api.voicevox.query_routes import MAX_QUERY_CHARS
 from cli.embedded import RedisService, SeaweedService, stack_settings
 from tests.conftest import serve, start_worker, wait_for, wait_for_job
 from tests.test_voicevox import style_of
+from tts_core.frontend.openjtalk_input import MAX_G2P_CHARS, openjtalk_pieces
 from tts_core.lexicon.kokoro_dictionary import MAX_DICTIONARY_FILES
+from tts_core.text.first_part import FIRST_PART_SCAN_CHARS, PhraseBreak, PhraseBreaker, first_cuts
+from tts_core.voices.kokoro import front_end
+from tts_core.voices.kokoro_package import data_dir
 
 JAPANESE: Final = "ja_JP-kokoro-jf_alpha"
 KANA_KANJI: Final = (
@@ -103,39 +107,77 @@ def drain(client: httpx.Client) -> None:
 
 
 @pytest.mark.timeout(3 * DRAIN_S)
-@pytest.mark.parametrize("length", [3_000, 9_000])
-def test_long_unpunctuated_japanese_streams_its_first_audio_soon(urls: tuple[str, str], length: int) -> None:
+def test_long_unpunctuated_japanese_streams_its_first_audio_soon(urls: tuple[str, str]) -> None:
     """One sentence without punctuation: 9,000 characters were a 500 (OpenJTalk refused the whole
     sentence) and 3,000 a first byte after 36 s; now only its first 200 characters are analysed for
-    the first part (the plan still reads all of it, in bounded pieces)."""
-    short = first_audio_s(urls[0], "今日は良い天気です。")  # the voice loaded
-    elapsed = first_audio_s(urls[0], unpunctuated(length))
-    print(f"first audio: {short:.1f} s for a short sentence, {elapsed:.1f} s for {length:,} characters")
+    the first part (the plan still reads all of it, in bounded pieces; other lengths: the unit test
+    below)."""
+    with httpx.Client(base_url=urls[0], timeout=30) as client:
+        drain(client)  # the voice loaded
+    elapsed = first_audio_s(urls[0], unpunctuated(9_000))
+    print(f"first audio: {elapsed:.1f} s for 9,000 characters")
     assert elapsed < FIRST_AUDIO_S, elapsed
 
 
-def long_query(facade: httpx.Client, style: int, pieces: int) -> dict[str, Any]:
-    """One AudioQuery of many accent phrases and no pause: the phrases of several queries joined
-    (a query's own text is bounded by the length of a URL)."""
-    query: dict[str, Any] = {}
-    for seed in range(pieces):
-        answer = facade.post("/audio_query", params={"text": unpunctuated(1_500, seed), "speaker": style})
-        assert answer.status_code == 200, answer.text[:500]
-        found = answer.json()
-        for phrase in found["accent_phrases"]:
-            phrase["pause_mora"] = None
-        query.setdefault("accent_phrases", []).extend(found["accent_phrases"])
-        query = {**found, "accent_phrases": query["accent_phrases"]}
-    return query
+class HeadReader:
+    """The Kokoro front end's phrase breaks, noting the length of every text asked about."""
+
+    def __init__(self) -> None:
+        folder = data_dir()
+        assert folder is not None
+        self.front_end = front_end(folder)
+        self.first_part_limits = self.front_end.first_part_limits
+        self.read: list[int] = []
+
+    def phrase_breaks(self, sentence: str) -> list[PhraseBreak]:
+        self.read.append(len(sentence))
+        return self.front_end.phrase_breaks(sentence)
+
+
+@pytest.mark.parametrize("length", [3_000, 9_000, 30_000])
+def test_a_long_unpunctuated_sentence_is_cut_for_its_first_part_from_its_head_alone(length: int) -> None:
+    """The first part of a sentence of any length is found in its first 200 characters, and every
+    OpenJTalk call of its plan gets a bounded piece (the pieces join back into the sentence)."""
+    sentence = unpunctuated(length)
+    reader = HeadReader()
+    assert isinstance(reader, PhraseBreaker)
+    (cut,) = first_cuts(sentence, reader)
+    assert 0 < cut < FIRST_PART_SCAN_CHARS
+    assert reader.read == [FIRST_PART_SCAN_CHARS]
+    pieces = openjtalk_pieces(sentence)
+    assert "".join(pieces) == sentence
+    assert max(len(piece) for piece in pieces) <= MAX_G2P_CHARS
+
+
+@pytest.fixture(scope="module")
+def long_piece(urls: tuple[str, str]) -> tuple[int, str, dict[str, Any]]:
+    """The style, and the AudioQuery of 1,500 unpunctuated characters: as long as a query string
+    takes (uvicorn reads at most 16 KiB of request line; each kanji is 9 bytes of it)."""
+    with httpx.Client(base_url=urls[1], timeout=120) as facade:
+        style = style_of(facade, JAPANESE)
+        text = unpunctuated(1_500)
+        answer = facade.post("/audio_query", params={"text": text, "speaker": style})
+    assert answer.status_code == 200, answer.text[:500]
+    query: dict[str, Any] = answer.json()
+    return style, text, query
+
+
+def long_query(piece: dict[str, Any], pieces: int) -> dict[str, Any]:
+    """One AudioQuery of many accent phrases and no pause: the phrases of a long query said
+    ``pieces`` times over (a query's own text is bounded by the length of a URL)."""
+    phrases = [{**phrase, "pause_mora": None} for _ in range(pieces) for phrase in piece["accent_phrases"]]
+    return {**piece, "accent_phrases": phrases}
 
 
 @pytest.mark.timeout(3 * DRAIN_S)
-def test_a_synthesis_of_many_accent_phrases_starts_speaking(urls: tuple[str, str], facade: httpx.Client) -> None:
+def test_a_synthesis_of_many_accent_phrases_starts_speaking(
+    urls: tuple[str, str], facade: httpx.Client, long_piece: tuple[int, str, dict[str, Any]]
+) -> None:
     """VOICEVOX /synthesis of one sentence of thousands of phrases (a streamed job, like
     /v1/audio/speech) failed as an internal error; now its first part is made. Its whole audio would
     take minutes: the job is canceled once its first part is there."""
-    style = style_of(facade, JAPANESE)
-    query = long_query(facade, style, 6)
+    style, _, piece = long_piece
+    query = long_query(piece, 6)
     with httpx.Client(base_url=urls[0], timeout=30) as main, ThreadPoolExecutor(1) as pool:
         before = {job["id"] for job in main.get("/v1/jobs").json()["jobs"]}
         synthesis = pool.submit(facade.post, "/cancellable_synthesis", params={"speaker": style}, json=query)
@@ -157,14 +199,12 @@ def test_a_synthesis_of_many_accent_phrases_starts_speaking(urls: tuple[str, str
         drain(main)
 
 
-def test_a_query_of_long_unpunctuated_text_covers_all_of_it(facade: httpx.Client) -> None:
-    """As long as a query string takes (uvicorn reads at most 16 KiB of request line; each kanji is
-    9 bytes of it), read in bounded pieces and joined."""
-    text = unpunctuated(1_500)
-    style = style_of(facade, JAPANESE)
-    answer = facade.post("/audio_query", params={"text": text, "speaker": style})
-    assert answer.status_code == 200, answer.text[:500]
-    moras = sum(len(phrase["moras"]) for phrase in answer.json()["accent_phrases"])
+def test_a_query_of_long_unpunctuated_text_covers_all_of_it(
+    facade: httpx.Client, long_piece: tuple[int, str, dict[str, Any]]
+) -> None:
+    """As long as a query string takes, read in bounded pieces and joined."""
+    style, text, query = long_piece
+    moras = sum(len(phrase["moras"]) for phrase in query["accent_phrases"])
     assert moras > len(text)
     phrases = facade.post("/accent_phrases", params={"text": text, "speaker": style})
     assert phrases.status_code == 200, phrases.text[:500]

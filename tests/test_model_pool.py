@@ -5,7 +5,6 @@ the voice it asked for, and the worker's metrics count each load and eviction.""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ import redis
 
 from api.main import create_app
 from cli.processes import ManagedProcess
-from tests.conftest import FOLDER_VOICE_ID, serve, start_worker, wait_for_job
+from tests.conftest import FOLDER_VOICE_ID, serve, start_worker, wait_for, wait_for_job
 from tests.test_metrics import scrape, total, value, worker_url
 from tests.test_segment_jobs import PARAGRAPH
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
@@ -51,12 +50,22 @@ def pool(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def speak(client: httpx.Client, voice: str, text: str) -> bytes:
     """The job's audio (WAV), once it succeeded with that voice."""
-    job = client.post("/v1/jobs", json={"text": text, "voice": voice}).json()
-    done = wait_for_job(client, job["id"])
-    assert (done["status"], done["voice"]) == ("succeeded", voice), done
-    response = client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True)
-    assert response.status_code == 200
-    return response.content
+    (audio,) = speak_together(client, [(voice, text)])
+    return audio
+
+
+def speak_together(client: httpx.Client, asked: list[tuple[str, str]]) -> list[bytes]:
+    """:func:`speak` of each voice and text, the jobs submitted together and then awaited: for jobs
+    whose order does not matter to what the worker loads and evicts."""
+    ids = [client.post("/v1/jobs", json={"text": text, "voice": voice}).json()["id"] for voice, text in asked]
+    audio = []
+    for job_id, (voice, _) in zip(ids, asked, strict=True):
+        done = wait_for_job(client, job_id)
+        assert (done["status"], done["voice"]) == ("succeeded", voice), done
+        response = client.get(f"/v1/jobs/{job_id}/audio", follow_redirects=True)
+        assert response.status_code == 200
+        audio.append(response.content)
+    return audio
 
 
 def loads(worker: ManagedProcess, model: str) -> float:
@@ -72,7 +81,7 @@ def test_japanese_voices_share_one_model_and_others_evict_the_least_recent(
     assert value(start, "ttsq_model_loads_total", device="cpu", model=DEFAULT_VOICE_ID) == 1
     assert value(start, "ttsq_models_loaded", device="cpu") == 1
 
-    alpha, kumo = speak(client, ALPHA, JAPANESE), speak(client, KUMO, JAPANESE)
+    alpha, kumo = speak_together(client, [(ALPHA, JAPANESE), (KUMO, JAPANESE)])
     assert alpha != kumo  # two styles of one model: two voices
     after_japanese = scrape(metrics_url)
     assert value(after_japanese, "ttsq_model_loads_total", device="cpu", model="kokoro") == 1
@@ -81,8 +90,7 @@ def test_japanese_voices_share_one_model_and_others_evict_the_least_recent(
 
     # Two more models through a budget of two: each evicts the least recently used unpinned model.
     speak(client, FOLDER_VOICE_ID, ENGLISH)
-    speak(client, MULTI_SPEAKER_VOICE_ID, ENGLISH)
-    speak(client, DEFAULT_VOICE_ID, ENGLISH)  # pinned: still loaded
+    speak_together(client, [(MULTI_SPEAKER_VOICE_ID, ENGLISH), (DEFAULT_VOICE_ID, ENGLISH)])  # pinned: still loaded
     after_english = scrape(metrics_url)
     evictions = {
         model: value(after_english, "ttsq_model_evictions_total", device="cpu", model=model)
@@ -106,10 +114,11 @@ def test_bulk_segments_wait_in_their_model_queue_which_its_holder_asks_for_first
     holds, then the other model queues of its catalog."""
     client, queue = pool.client, pool.queue
     commands: list[list[str]] = []
-    done = threading.Event()
+    listening, done = threading.Event(), threading.Event()
 
     def listen() -> None:
         with redis_client.monitor() as monitor:  # type: ignore[no-untyped-call]
+            listening.set()  # MONITOR answered: every command from now on is seen
             for entry in monitor.listen():
                 words = entry["command"].split()
                 if any(w.startswith(queue) for w in words):
@@ -119,16 +128,21 @@ def test_bulk_segments_wait_in_their_model_queue_which_its_holder_asks_for_first
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
-    time.sleep(0.5)
-    job = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 2), "priority": "bulk"}).json()
+    assert listening.wait(10), "MONITOR did not start"
+    job = client.post("/v1/jobs", json={"text": PARAGRAPH, "priority": "bulk"}).json()
     finished = wait_for_job(client, job["id"])
     assert finished["status"] == "succeeded"
     client.post("/v1/jobs", json={"text": "One more, to see the next BRPOP."}).json()
-    time.sleep(1)
+    own, own_interactive = model_queue(queue, DEFAULT_VOICE_ID), model_queue(queue, DEFAULT_VOICE_ID, True)
+
+    def brpop_after_the_short_job(seen: list[list[str]]) -> bool:
+        pushes = [i for i, w in enumerate(seen) if w[:2] == ["LPUSH", own_interactive]]
+        return bool(pushes) and any(w[0] == "BRPOP" and queue in w for w in seen[pushes[-1] :])
+
+    wait_for(lambda: list(commands), brpop_after_the_short_job, 30, "a BRPOP after the short job's entry")
     done.set()
     listener.join(10)
 
-    own, own_interactive = model_queue(queue, DEFAULT_VOICE_ID), model_queue(queue, DEFAULT_VOICE_ID, True)
     pushed = [w[1] for w in commands if w[0] == "LPUSH"]
     assert pushed.count(own) == finished["progress"]["segments_total"] > 1
     assert own_interactive in pushed  # the short job's entry: its model's interactive queue

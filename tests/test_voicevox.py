@@ -30,7 +30,9 @@ from vvclient.errors import HTTPException as VoicevoxHTTPError
 from api.main import create_app, voicevox_app
 from api.voicevox.models import AudioQuery
 from api.voicevox.queries import spoken_text
-from api.voicevox.speakers import SPEAKER_NAMESPACE, speakers_of
+from api.voicevox.speakers import SPEAKER_NAMESPACE, Style, speakers_of
+from api.voicevox.synthesis import Rendering, job_request, render
+from api.voicevox.waves import wav_bytes
 from cli.commands import api_argv
 from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve, wait_for
@@ -171,18 +173,28 @@ def test_initialize_speaker_loads_the_voice_with_a_job(facade: Facade, http: htt
 # --- audio_query and synthesis ----------------------------------------------------------------
 
 
-def test_japanese_round_trip(facade: Facade, http: httpx.Client) -> None:
-    style = style_of(http, JAPANESE)
+@pytest.fixture(scope="module")
+def plain_ja(facade: Facade) -> tuple[dict[str, Any], np.ndarray, int]:
+    """JA_TEXT through vvclient with the default query: the query and its audio, made once for the
+    round trip and for the tests that change settings against it (Kokoro gives the same audio for
+    the same text, so lengths and levels compare)."""
+    with httpx.Client(base_url=facade.url, timeout=120) as http:
+        style = style_of(http, JAPANESE)
 
     async def call(client: vvclient.Client) -> tuple[dict[str, Any], bytes]:
         query = await client.create_audio_query(JA_TEXT, style)
         return query.data, await query.synthesis(style)
 
     query, wav = vv(facade, call)
+    audio, rate = read_wav(wav)
+    return query, audio, rate
+
+
+def test_japanese_round_trip(plain_ja: tuple[dict[str, Any], np.ndarray, int]) -> None:
+    query, audio, rate = plain_ja
     moras = [m for p in query["accent_phrases"] for m in p["moras"]]
     assert len(moras) > 15
     assert all(m["vowel"] for m in moras)
-    audio, rate = read_wav(wav)
     assert rate == 24000 == query["outputSamplingRate"]
     assert 1.5 < audio.shape[0] / rate < 8
     assert rms_db(audio) > -40  # speech, not silence
@@ -204,16 +216,15 @@ def test_english_round_trip(facade: Facade, http: httpx.Client) -> None:
     assert rms_db(audio) > -40
 
 
-@pytest.fixture(scope="module")
-def plain_ja(facade: Facade) -> tuple[np.ndarray, int]:
-    """JA_TEXT with the default query, made once for the tests that change one setting against it
-    (Kokoro gives the same audio for the same text, so lengths and levels compare)."""
-    with httpx.Client(base_url=facade.url, timeout=120) as http:
-        return synthesize(facade, JA_TEXT, style_of(http, JAPANESE))
+def energy_db(audio: np.ndarray, rate: int) -> float:
+    """Energy per second of the first channel: the same for a signal at any sampling rate."""
+    return 10 * math.log10(float(np.sum(audio[:, 0].astype(np.float64) ** 2)) / rate)
 
 
-def test_speed_scale_shortens_the_audio(facade: Facade, http: httpx.Client, plain_ja: tuple[np.ndarray, int]) -> None:
-    base, rate = plain_ja
+def test_speed_scale_shortens_the_audio(
+    facade: Facade, http: httpx.Client, plain_ja: tuple[dict[str, Any], np.ndarray, int]
+) -> None:
+    _, base, rate = plain_ja
     edge = round(0.1 * rate)  # the default pre- and post-phoneme silence, digital zeros
     normal = base[edge:-edge]
     fast, _ = synthesize(
@@ -222,41 +233,96 @@ def test_speed_scale_shortens_the_audio(facade: Facade, http: httpx.Client, plai
     assert 1.4 <= normal.shape[0] / fast.shape[0] <= 1.6
 
 
-def test_volume_scale_half_is_six_db_quieter_and_zero_is_silence(
-    facade: Facade, http: httpx.Client, plain_ja: tuple[np.ndarray, int]
+def test_a_query_s_volume_rate_channels_edges_and_unapplied_settings_reach_the_wav(
+    http: httpx.Client, plain_ja: tuple[dict[str, Any], np.ndarray, int]
 ) -> None:
-    style = style_of(http, JAPANESE)
-    normal, _ = plain_ja
-    half, _ = synthesize(facade, JA_TEXT, style, volumeScale=0.5)
-    assert rms_db(normal) - rms_db(half) == pytest.approx(6.02, abs=0.5)
-    silent, _ = synthesize(facade, JA_TEXT, style, volumeScale=0)
-    assert silent.shape == normal.shape
-    assert not silent.any()
+    """One query with every setting changed that the job or the facade applies, speed aside (above),
+    and two it does not apply: each shows in the answer (their variants: the unit tests below)."""
+    query, base, rate = plain_ja
+    changed = query | {
+        "volumeScale": 0.5,
+        "outputSamplingRate": 48000,
+        "outputStereo": True,
+        "prePhonemeLength": 1.0,
+        "postPhonemeLength": 0.5,
+        "pitchScale": 0.1,
+        "intonationScale": 1.5,
+    }
+    answer = http.post("/synthesis", params={"speaker": style_of(http, JAPANESE)}, json=changed)
+    assert answer.status_code == 200, answer.text[:500]
+    assert answer.headers["x-ttsq-not-applied"] == "pitchScale, intonationScale"
+    audio, out_rate = read_wav(answer.content)
+    assert out_rate == 48000
+    assert audio.shape[1] == 2
+    assert np.array_equal(audio[:, 0], audio[:, 1])
+    assert audio.shape[0] / out_rate == pytest.approx(base.shape[0] / rate + 1.3, abs=0.01)  # defaults: 0.1 each
+    lead = audio[: round(0.95 * out_rate)]  # a second of silence before the speech; resampled, an LSB
+    assert np.abs(lead).max() <= 1 / 32768, np.abs(lead).max()  # of ringing (digital zeros: the unit test)
+    assert energy_db(base, rate) - energy_db(audio, out_rate) == pytest.approx(6.02, abs=0.5)
 
 
-def test_rate_stereo_and_edge_silence(facade: Facade, http: httpx.Client, plain_ja: tuple[np.ndarray, int]) -> None:
-    style = style_of(http, JAPANESE)
-    base, rate = plain_ja
-    high, high_rate = synthesize(facade, JA_TEXT, style, outputSamplingRate=48000, outputStereo=True)
+def a_query(**changes: Any) -> AudioQuery:
+    """A default query of one accent phrase ("ネコ"), as plain data."""
+    moras = [
+        {"text": "ネ", "consonant": "n", "consonant_length": 0.05, "vowel": "e", "vowel_length": 0.1, "pitch": 5.0},
+        {"text": "コ", "consonant": "k", "consonant_length": 0.05, "vowel": "o", "vowel_length": 0.1, "pitch": 5.0},
+    ]
+    fields: dict[str, Any] = {
+        "accent_phrases": [{"moras": moras, "accent": 1}],
+        "speedScale": 1.0,
+        "pitchScale": 0.0,
+        "intonationScale": 1.0,
+        "volumeScale": 1.0,
+        "prePhonemeLength": 0.1,
+        "postPhonemeLength": 0.1,
+        "outputSamplingRate": 24000,
+        "outputStereo": False,
+    }
+    return AudioQuery.model_validate(fields | changes)
+
+
+def japanese_style() -> Style:
+    return Style(1, "normal", VoiceCatalog.discover().get(JAPANESE), None)
+
+
+def test_a_query_s_settings_become_the_job_s_and_the_rendering_s() -> None:
+    """speedScale and volumeScale go to the job (volume in dB; 0 and 1 as none), the rest to the
+    rendering; only pitchScale and intonationScale given other than their defaults are named."""
+    style = japanese_style()
+    plain, rendering = job_request(a_query(), style, 0.4, ("body",))
+    assert (plain.text, plain.voice, plain.speed, plain.volume_db) == ("ネコ。", JAPANESE, 1.0, None)
+    assert rendering == Rendering(0.1, 0.1, 24000, False, False, ())
+    half, half_rendering = job_request(a_query(volumeScale=0.5, speedScale=1.5), style, 0.4, ("body",))
+    assert half.volume_db == pytest.approx(-6.02, abs=0.01)
+    assert half.speed == 1.5
+    assert not half_rendering.silent
+    silent, silent_rendering = job_request(a_query(volumeScale=0), style, 0.4, ("body",))
+    assert silent.volume_db is None
+    assert silent_rendering.silent
+    _, pitched = job_request(a_query(pitchScale=0.1, intonationScale=1.5), style, 0.4, ("body",))
+    assert pitched.not_applied == ("pitchScale", "intonationScale")
+    _, intoned = job_request(a_query(intonationScale=0.5), style, 0.4, ("body",))
+    assert intoned.not_applied == ("intonationScale",)
+
+
+def test_the_rendering_adds_edges_resamples_doubles_channels_and_silences() -> None:
+    speech = (np.sin(np.arange(24000) / 5) * 8000).astype(np.int16)
+    plain, rate = read_wav(render(speech, 24000, Rendering()))
+    assert rate == 24000
+    assert np.array_equal(np.round(plain[:, 0] * 32768).astype(np.int16), speech)
+    padded, _ = read_wav(render(speech, 24000, Rendering(pre_s=1.0, post_s=0.5)))
+    assert padded.shape[0] == 24000 + 36000
+    assert not padded[:24000].any()
+    assert not padded[-12000:].any()
+    high, high_rate = read_wav(render(speech, 24000, Rendering(rate=48000, stereo=True)))
     assert high_rate == 48000
     assert high.shape[1] == 2
+    assert abs(high.shape[0] - 48000) <= 2
     assert np.array_equal(high[:, 0], high[:, 1])
-    assert high.shape[0] / high_rate == pytest.approx(base.shape[0] / rate, abs=0.01)
-    padded, _ = synthesize(facade, JA_TEXT, style, prePhonemeLength=1.0, postPhonemeLength=0.5)
-    assert (padded.shape[0] - base.shape[0]) / rate == pytest.approx(1.3, abs=0.01)  # defaults: 0.1 each
-    assert not padded[:rate].any()
-
-
-def test_unapplied_settings_are_named_in_a_header(facade: Facade, http: httpx.Client) -> None:
-    style = style_of(http, JAPANESE)
-    query = http.post("/audio_query", params={"text": "はい。", "speaker": style}).json()
-    plain = http.post("/synthesis", params={"speaker": style}, json=query)
-    assert plain.status_code == 200
-    assert "x-ttsq-not-applied" not in plain.headers
-    query.update(pitchScale=0.1, intonationScale=1.5)
-    pitched = http.post("/synthesis", params={"speaker": style}, json=query)
-    assert pitched.status_code == 200
-    assert pitched.headers["x-ttsq-not-applied"] == "pitchScale, intonationScale"
+    assert rms_db(high) == pytest.approx(rms_db(plain), abs=0.1)
+    silent, _ = read_wav(render(speech, 24000, Rendering(silent=True)))
+    assert silent.shape == plain.shape
+    assert not silent.any()
 
 
 def test_edited_mora_text_is_spoken(facade: Facade, http: httpx.Client) -> None:
@@ -297,15 +363,15 @@ def test_a_job_failing_in_multi_synthesis_is_answered_in_voicevox_shape(http: ht
 
 
 def test_connect_waves_joins_and_refuses_mismatches(http: httpx.Client) -> None:
-    style = style_of(http, JAPANESE)
-    query = http.post("/audio_query", params={"text": "はい。", "speaker": style}).json()
-    wav = http.post("/synthesis", params={"speaker": style}, json=query).content
-    query["outputSamplingRate"] = 48000
-    wav48 = http.post("/synthesis", params={"speaker": style}, json=query).content
+    """Waves as /synthesis writes them (``wav_bytes``), made here: joining needs no job."""
+    pcm = (np.sin(np.arange(12000) / 7) * 6000).astype(np.int16)
+    wav, wav48 = wav_bytes(pcm, 24000, False), wav_bytes(pcm, 48000, False)
     one = base64.b64encode(wav).decode()
     joined = http.post("/connect_waves", json=[one, one])
     assert joined.status_code == 200
-    assert read_wav(joined.content)[0].shape[0] == 2 * read_wav(wav)[0].shape[0]
+    joined_audio, joined_rate = read_wav(joined.content)
+    assert joined_rate == 24000
+    assert np.array_equal(np.round(joined_audio[:, 0] * 32768).astype(np.int16), np.concatenate([pcm, pcm]))
     mismatched = http.post("/connect_waves", json=[one, base64.b64encode(wav48).decode()])
     assert mismatched.status_code == 422
     assert mismatched.json()["detail"][0]["loc"] == ["body", 1]

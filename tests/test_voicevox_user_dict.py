@@ -19,8 +19,8 @@ from api.deps import get_state
 from api.main import create_app
 from api.voicevox.user_dict import router
 from cli.processes import ManagedProcess
-from tests.conftest import serve
-from tests.test_lexicons import JAPANESE_VOICE, finished, marks_of
+from tests.conftest import serve, wait_for_job
+from tests.test_lexicons import JAPANESE_VOICE, STILL, finished, marks_of
 from ttsq.settings import Settings
 from ttsq.tenants import Limits, TenantStore
 
@@ -48,6 +48,13 @@ def tenant_client(app_url: str, settings: Settings) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture
+def other_tenant_client(app_url: str, settings: Settings) -> Iterator[httpx.Client]:
+    """A second tenant's client, for what one tenant's words must not reach."""
+    with _keyed(app_url, settings) as client:
+        yield client
+
+
 def _keyed(url: str, settings: Settings) -> httpx.Client:
     key, _ = TenantStore(redis.Redis.from_url(settings.redis_url)).create(f"vv-{uuid.uuid4().hex[:6]}", Limits())
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
@@ -59,14 +66,37 @@ def add(client: httpx.Client, **params: Any) -> httpx.Response:
 
 def heard(client: httpx.Client, text: str) -> list[str]:
     """The phonemes a Japanese job with no lexicon named speaks for the text."""
-    job = finished(client, {"text": text, "voice": JAPANESE_VOICE, "marks": ["word", "phoneme"]})
-    return [m.value for m in marks_of(job) if m.type == "phoneme"]
+    (phonemes,) = heard_together([(client, text)])
+    return phonemes
 
 
-def test_a_word_is_listed_said_by_every_job_changed_and_deleted(tenant_client: httpx.Client) -> None:
-    client = tenant_client
-    default, written = heard(client, SENTENCE), heard(client, WRITTEN)
+def heard_together(asked: list[tuple[httpx.Client, str]]) -> list[list[str]]:
+    """:func:`heard` of each client and text, the jobs submitted together and then awaited."""
+    submitted = []
+    for client, text in asked:
+        body = {**STILL, "text": text, "voice": JAPANESE_VOICE, "marks": ["word", "phoneme"]}
+        answer = client.post("/v1/jobs", json=body)
+        assert answer.status_code == 202, answer.text
+        submitted.append((client, answer.json()["id"], text))
+    heard_each = []
+    for client, job_id, text in submitted:
+        done = wait_for_job(client, job_id)
+        assert done["status"] == "succeeded", (text, done)
+        heard_each.append([m.value for m in marks_of(done) if m.type == "phoneme"])
+    return heard_each
+
+
+def test_a_word_is_listed_said_by_every_job_of_its_tenant_alone_changed_and_deleted(
+    tenant_client: httpx.Client, other_tenant_client: httpx.Client
+) -> None:
+    """One tenant's word: its jobs say it so, another tenant's jobs do not, and the other tenant can
+    neither list nor delete it."""
+    client, other = tenant_client, other_tenant_client
+    default, written, toukairin = heard_together(
+        [(client, SENTENCE), (client, WRITTEN), (client, "トウカイリンさんが来ます。")]
+    )
     assert default != written
+    assert toukairin not in (default, written)
     answer = add(client, surface="東海林", pronunciation="アズマ", accent_type=1)
     assert answer.status_code == 200, answer.text
     word_uuid = answer.json()
@@ -91,7 +121,11 @@ def test_a_word_is_listed_said_by_every_job_changed_and_deleted(tenant_client: h
             "accent_associative_rule": "*",
         }
     }
-    assert heard(client, SENTENCE) == written  # no lexicon named
+    assert other.get(f"{PREFIX}/user_dict").json() == {}
+    assert other.delete(f"{PREFIX}/user_dict_word/{word_uuid}").status_code == 422
+    owners, others = heard_together([(client, SENTENCE), (other, SENTENCE)])
+    assert owners == written  # no lexicon named
+    assert others == default  # another tenant's job
     lexicons = {item["name"]: item for item in client.get("/v1/lexicons").json()["lexicons"]}
     assert lexicons["userdict"]["language"] == "ja"
 
@@ -101,7 +135,7 @@ def test_a_word_is_listed_said_by_every_job_changed_and_deleted(tenant_client: h
     )
     assert changed.status_code == 204, changed.text
     assert client.get(f"{PREFIX}/user_dict").json()[word_uuid]["part_of_speech_detail_1"] == "一般"
-    assert heard(client, SENTENCE) == heard(client, "トウカイリンさんが来ます。")
+    assert heard(client, SENTENCE) == toukairin
 
     assert client.delete(f"{PREFIX}/user_dict_word/{word_uuid}").status_code == 204
     assert client.get(f"{PREFIX}/user_dict").json() == {}
@@ -186,13 +220,3 @@ def test_concurrent_additions_all_land_in_the_words_and_the_lexicon(tenant_clien
     assert sorted(w["surface"] for w in words.values()) == sorted(surfaces)
     lexicon = tenant_client.get("/v1/lexicons/userdict").json()
     assert sorted(e["graphemes"][0] for e in lexicon["entries"]) == sorted(surfaces)
-
-
-def test_one_tenants_words_never_reach_another(app_url: str, settings: Settings) -> None:
-    with _keyed(app_url, settings) as owner, _keyed(app_url, settings) as other:
-        default = heard(other, SENTENCE)
-        word_uuid = add(owner, surface="東海林", pronunciation="アズマ", accent_type=1).json()
-        assert other.get(f"{PREFIX}/user_dict").json() == {}
-        assert other.delete(f"{PREFIX}/user_dict_word/{word_uuid}").status_code == 422
-        assert heard(other, SENTENCE) == default
-        assert heard(owner, SENTENCE) == heard(owner, WRITTEN)
