@@ -170,6 +170,17 @@ def test_a_failed_job_sends_job_failed(
     assert body["data"]["error"]["code"] == "voice_not_found"
 
 
+@pytest.fixture(scope="module")
+def guarded_api(settings: Settings) -> Iterator[tuple[str, Settings]]:
+    """An API with the guard on (production's default), on queues no worker reads: one for the
+    module, each app starting its own helper processes."""
+    guarded = settings.model_copy(
+        update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}", "model_affinity": False}
+    )
+    with serve(create_app(guarded)) as api:
+        yield api, guarded
+
+
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
@@ -181,12 +192,10 @@ def test_a_failed_job_sends_job_failed(
     ],
 )
 def test_private_receivers_are_refused_at_submit_with_the_guard_on(
-    settings: Settings, url: str, reason: str, redis_client: Any
+    guarded_api: tuple[str, Settings], url: str, reason: str, redis_client: Any
 ) -> None:
-    guarded = settings.model_copy(
-        update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}", "model_affinity": False}
-    )
-    with serve(create_app(guarded)) as api, httpx.Client(base_url=api) as http:
+    api, guarded = guarded_api
+    with httpx.Client(base_url=api) as http:
         response = http.post("/v1/jobs", json={"text": SENTENCE, "webhook_url": url})
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "webhook_url_refused"
