@@ -32,9 +32,9 @@ def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(
     asked = client.post("/v1/jobs", json={"text": just_over, "priority": "interactive"}).json()
     assert (short["priority"], long["priority"], asked["priority"]) == ("interactive", "bulk", "interactive")
     bulk_queue = idle_queue_api.queue.removesuffix(".interactive")
-    waiting = {queue: b"".join(redis_client.lrange(queue, 0, -1)) for queue in (idle_queue_api.queue, bulk_queue)}
-    assert [job["id"].encode() in waiting[idle_queue_api.queue] for job in (short, long, asked)] == [True, False, True]
-    assert [job["id"].encode() in waiting[bulk_queue] for job in (short, long, asked)] == [False, True, False]
+    waiting = {queue: str(redis_client.lrange(queue, 0, -1)) for queue in (idle_queue_api.queue, bulk_queue)}
+    assert [job["id"] in waiting[idle_queue_api.queue] for job in (short, long, asked)] == [True, False, True]
+    assert [job["id"] in waiting[bulk_queue] for job in (short, long, asked)] == [False, True, False]
 
 
 def test_an_interactive_job_overtakes_a_running_bulk_job(client: httpx.Client) -> None:
