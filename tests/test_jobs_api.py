@@ -29,37 +29,22 @@ def job_keys(redis_client: redis.Redis) -> set[bytes]:
     return set(redis_client.scan_iter("ttsq:job:*"))
 
 
-FORMATS = [
-    ("wav", "audio/wav"),
-    ("flac", "audio/flac"),
-    ("ogg", "audio/ogg"),
-    ("mp3", "audio/mpeg"),
-    ("opus", "audio/ogg"),
-    ("aac", "audio/aac"),
-    ("m4a", "audio/mp4"),
-]
-
-
-@pytest.fixture(scope="module")
-def format_jobs(api_url: str) -> dict[str, httpx.Response]:
-    """Each format's submit answer, all sent before the first test waits for its job: the worker
-    runs them side by side rather than one test after another."""
-    with httpx.Client(base_url=api_url, timeout=30) as http:
-        return {
-            audio_format: http.post("/v1/jobs", json={"text": HELLO, "format": audio_format, "metadata": {"ref": 7}})
-            for audio_format, _ in FORMATS
-        }
-
-
-@pytest.mark.parametrize(("audio_format", "content_type"), FORMATS)
+@pytest.mark.parametrize(
+    ("audio_format", "content_type"),
+    [
+        ("wav", "audio/wav"),
+        ("flac", "audio/flac"),
+        ("ogg", "audio/ogg"),
+        ("mp3", "audio/mpeg"),
+        ("opus", "audio/ogg"),
+        ("aac", "audio/aac"),
+        ("m4a", "audio/mp4"),
+    ],
+)
 def test_job_succeeds_in_every_format(
-    client: httpx.Client,
-    s3_client: S3Client,
-    format_jobs: dict[str, httpx.Response],
-    audio_format: str,
-    content_type: str,
+    client: httpx.Client, s3_client: S3Client, audio_format: str, content_type: str
 ) -> None:
-    response = format_jobs[audio_format]
+    response = client.post("/v1/jobs", json={"text": HELLO, "format": audio_format, "metadata": {"ref": 7}})
     assert response.status_code == 202
     job = response.json()
     assert job["status"] == "queued"
@@ -97,41 +82,29 @@ def test_job_succeeds_in_every_format(
     assert float(np.sqrt(np.mean(decoded.samples**2))) > 0.02, "audio is (nearly) silent"
 
 
-RATES = [
-    ("flac", 16000, None, "flac", 16000),
-    ("wav", 48000, None, "pcm_s16le", 48000),
-    ("m4a", 44100, None, "aac", 44100),
-    ("opus", 8000, None, "opus", 48000),  # Opus decodes at 48 kHz whatever it was encoded at
-    ("mulaw", None, "mulaw", "pcm_mulaw", 8000),  # G.711: 8 kHz by default
-    ("wav_alaw", 8000, None, "pcm_alaw", 8000),
-]
-
-
-@pytest.fixture(scope="module")
-def rate_jobs(api_url: str) -> dict[str, dict[str, Any]]:
-    """Each format's job at its rate (none given: the format's own), all submitted at once as
-    :func:`format_jobs`'s are."""
-    jobs = {}
-    with httpx.Client(base_url=api_url, timeout=30) as http:
-        for audio_format, sample_rate, *_ in RATES:
-            body: dict[str, Any] = {"text": HELLO, "format": audio_format}
-            if sample_rate is not None:
-                body["sample_rate"] = sample_rate
-            jobs[audio_format] = http.post("/v1/jobs", json=body).json()
-    return jobs
-
-
-@pytest.mark.parametrize(("audio_format", "sample_rate", "demuxer", "codec", "decoded_rate"), RATES)
+@pytest.mark.parametrize(
+    ("audio_format", "sample_rate", "demuxer", "codec", "decoded_rate"),
+    [
+        ("flac", 16000, None, "flac", 16000),
+        ("wav", 48000, None, "pcm_s16le", 48000),
+        ("m4a", 44100, None, "aac", 44100),
+        ("opus", 8000, None, "opus", 48000),  # Opus decodes at 48 kHz whatever it was encoded at
+        ("mulaw", None, "mulaw", "pcm_mulaw", 8000),  # G.711: 8 kHz by default
+        ("wav_alaw", 8000, None, "pcm_alaw", 8000),
+    ],
+)
 def test_a_job_at_another_sample_rate(
     client: httpx.Client,
-    rate_jobs: dict[str, dict[str, Any]],
     audio_format: str,
     sample_rate: int | None,
     demuxer: str | None,
     codec: str,
     decoded_rate: int,
 ) -> None:
-    job = rate_jobs[audio_format]
+    body: dict[str, Any] = {"text": HELLO, "format": audio_format}
+    if sample_rate is not None:
+        body["sample_rate"] = sample_rate
+    job = client.post("/v1/jobs", json=body).json()
     assert job["options"]["sample_rate"] == sample_rate
     done = wait_for_job(client, job["id"])
     assert done["status"] == "succeeded", done["error"]
