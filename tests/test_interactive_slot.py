@@ -13,7 +13,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,7 +27,7 @@ from kombu.common import QoS
 from api.main import create_app
 from bench.corpus import narration
 from cli.processes import ManagedProcess, wait_until
-from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, wait_for, wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, serve, start_workers, stop_all, wait_for, wait_for_job
 from tests.faults_support import fault_stack, wait_terminal
 from tts_core.base.device import Device
 from ttsq.broker import make_producer
@@ -58,10 +59,13 @@ BULK_CHARS = 2500
 sent (which takes well under one), and short enough that up to three rounds stay cheap."""
 
 
-def interactive_beside_bulk(client: httpx.Client, settings: Settings, worker: ManagedProcess) -> tuple[int, list[Any]]:
+def interactive_beside_bulk(
+    client: httpx.Client, settings: Settings, worker: ManagedProcess, *, bulk_to_the_end: bool = True
+) -> tuple[int, list[Any]]:
     """A bulk job keeping every task thread busy, an interactive job submitted meanwhile; both must
-    succeed. Returns the bulk segments in hand when the interactive task came, and the worker's
-    records of the bulk job's inference calls."""
+    succeed (without ``bulk_to_the_end``, the bulk job is canceled once the interactive one is done,
+    and no records are read). Returns the bulk segments in hand when the interactive task came, and
+    the worker's records of the bulk job's inference calls."""
     assert worker.log_path is not None
     before = worker.log_path.stat().st_size
     bulk = client.post("/v1/jobs", json={"text": narration()[:BULK_CHARS], "priority": "bulk"}).json()
@@ -74,10 +78,14 @@ def interactive_beside_bulk(client: httpx.Client, settings: Settings, worker: Ma
     quick = client.post("/v1/jobs", json={"text": "Me first, please.", "priority": "interactive"}).json()
     assert client.get(f"/v1/jobs/{quick['id']}", params={"wait": 60}).json()["status"] == "succeeded"
     assert client.get(f"/v1/jobs/{bulk['id']}").json()["status"] == "running", "the bulk job ended too soon"
-    assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
+    if not bulk_to_the_end:
+        assert client.delete(f"/v1/jobs/{bulk['id']}").status_code == 200
+    assert wait_for_job(client, bulk["id"])["status"] == ("succeeded" if bulk_to_the_end else "canceled")
     with worker.log_path.open() as log:
         log.seek(before)
         in_hand = bulk_in_hand_when_interactive_received(log.read())
+    if not bulk_to_the_end:
+        return in_hand, []
     producer = make_producer(settings)
     try:
         replies = producer.control.broadcast("batches", reply=True, arguments={"limit": 1000}, timeout=5)
@@ -95,16 +103,37 @@ def threads(settings: Settings) -> int:
     return batch_plan(settings.worker, Device.CPU).concurrency
 
 
-def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(settings: Settings, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class OwnWorker:
+    """A worker of this module's, on a queue of its own, and the settings it runs on."""
+
+    settings: Settings
+    process: ManagedProcess
+    log_path: Path
+
+
+@pytest.fixture(scope="module")
+def own_workers(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, OwnWorker]]:
+    """The two workers of the tests below, one with the slot and one without, started at once so that
+    their start-ups overlap (``start_workers``); each test uses its own, the other waits idle on a
+    queue of its own."""
+    slot = {"interactive_slot": True, "preempt_bulk": True}
+    own = {
+        name: settings.model_copy(
+            update={"queue": f"{name}-{uuid.uuid4().hex[:8]}", "worker": settings.worker.model_copy(update=worker)}
+        )
+        for name, worker in (("slot", slot), ("noslot", {"interactive_slot": False}))
+    }
+    folder = tmp_path_factory.mktemp("slot-workers")
+    started = start_workers(folder, own)
+    yield {name: OwnWorker(own[name], started[name], folder / f"{name}.log") for name in own}
+    stop_all(started.values())
+
+
+def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(own_workers: dict[str, OwnWorker]) -> None:
     """With the slot, the interactive job was taken while all ``concurrency`` task threads had bulk
     segments in hand; bulk calls it stopped ran again (none failed)."""
-    own = settings.model_copy(
-        update={
-            "queue": f"slot-{uuid.uuid4().hex[:8]}",
-            "worker": settings.worker.model_copy(update={"interactive_slot": True, "preempt_bulk": True}),
-        }
-    )
-    worker = start_worker(own, tmp_path / "worker.log", "slot")
+    own, worker = own_workers["slot"].settings, own_workers["slot"].process
     seen: list[int] = []
     try:
         with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -121,26 +150,18 @@ def test_an_interactive_job_runs_while_every_task_thread_holds_bulk(settings: Se
         worker.stop()
     assert worker.returncode == 0, "no warm shutdown: the slot's thread held the worker until SIGKILL"
     assert threads(own) in seen, seen
-    assert "interactive slot consuming" in (tmp_path / "worker.log").read_text()
+    assert "interactive slot consuming" in own_workers["slot"].log_path.read_text()
 
 
-def test_without_the_slot_an_interactive_job_waits_for_a_task_thread(settings: Settings, tmp_path: Path) -> None:
+def test_without_the_slot_an_interactive_job_waits_for_a_task_thread(own_workers: dict[str, OwnWorker]) -> None:
     """``TTSQ_WORKER__INTERACTIVE_SLOT=false``: the old behaviour, the interactive job took one of the
     task threads' channel, which took it only with a thread free of bulk work."""
-    own = settings.model_copy(
-        update={
-            "queue": f"noslot-{uuid.uuid4().hex[:8]}",
-            "worker": settings.worker.model_copy(update={"interactive_slot": False}),
-        }
-    )
-    worker = start_worker(own, tmp_path / "worker.log", "noslot")
-    try:
-        with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
-            beside, _ = interactive_beside_bulk(client, own, worker)
-    finally:
-        worker.stop()
+    own, worker = own_workers["noslot"].settings, own_workers["noslot"].process
+    with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        # What the bulk job does after the interactive one came is the test above's.
+        beside, _ = interactive_beside_bulk(client, own, worker, bulk_to_the_end=False)
     assert beside < threads(own)
-    assert "interactive slot" not in (tmp_path / "worker.log").read_text()
+    assert "interactive slot" not in own_workers["noslot"].log_path.read_text()
 
 
 @pytest.mark.recovery

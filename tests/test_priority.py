@@ -13,20 +13,28 @@ import psutil
 import redis
 
 from cli.processes import ManagedProcess
-from tests.conftest import JOB_TIMEOUT_S, wait_for, wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, IdleQueueApi, wait_for, wait_for_job
 from tests.test_segment_jobs import PARAGRAPH
 from ttsq.cpu_priority import threads_can_come_back
 from ttsq.settings import Settings
 
 
-def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(client: httpx.Client, settings: Settings) -> None:
+def test_short_jobs_default_to_interactive_and_long_ones_to_bulk(
+    idle_queue_api: IdleQueueApi, redis_client: redis.Redis, settings: Settings
+) -> None:
+    """Each job's entry message waits in the queue of its class (no worker reads these): interactive
+    first, bulk behind. That such jobs then run is every other test's business
+    (``test_bulk_work_steps_back…`` below runs a bulk job)."""
     just_over = " ".join([PARAGRAPH] * 2)[: settings.interactive_max_chars + 1]
+    client = idle_queue_api.client
     short = client.post("/v1/jobs", json={"text": "Quick."}).json()
     long = client.post("/v1/jobs", json={"text": just_over}).json()
     asked = client.post("/v1/jobs", json={"text": just_over, "priority": "interactive"}).json()
     assert (short["priority"], long["priority"], asked["priority"]) == ("interactive", "bulk", "interactive")
-    for job in (short, long, asked):
-        assert wait_for_job(client, job["id"])["status"] == "succeeded"
+    bulk_queue = idle_queue_api.queue.removesuffix(".interactive")
+    waiting = {queue: str(redis_client.lrange(queue, 0, -1)) for queue in (idle_queue_api.queue, bulk_queue)}
+    assert [job["id"] in waiting[idle_queue_api.queue] for job in (short, long, asked)] == [True, False, True]
+    assert [job["id"] in waiting[bulk_queue] for job in (short, long, asked)] == [False, True, False]
 
 
 def test_an_interactive_job_overtakes_a_running_bulk_job(client: httpx.Client) -> None:
@@ -45,7 +53,10 @@ def test_an_interactive_job_overtakes_a_running_bulk_job(client: httpx.Client) -
     bulk_then = client.get(f"/v1/jobs/{bulk['id']}").json()
     assert bulk_then["status"] == "running", "the bulk job finished first: nothing was overtaken"
     assert bulk_then["progress"]["segments_done"] < bulk_then["progress"]["segments_total"]
-    assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
+    # Its rest is not needed: a bulk job that an interactive one overtook goes on to succeed, which
+    # tests/test_interactive_slot.py checks on a worker of these settings (the slot, preemption).
+    assert client.delete(f"/v1/jobs/{bulk['id']}").status_code == 200
+    assert wait_for_job(client, bulk["id"])["status"] == "canceled"
 
 
 def test_the_worker_asks_redis_for_interactive_work_first(redis_client: redis.Redis, worker: ManagedProcess) -> None:
@@ -105,7 +116,7 @@ def test_bulk_work_steps_back_on_the_cores_and_gives_its_threads_back(
     stays lowered, and an interactive job runs with nothing of its own lowered (``ttsq.cpu_priority``)."""
     during_bulk: list[int] = []
     with _sampled(worker.pid, during_bulk):
-        bulk = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 2), "priority": "bulk"}).json()
+        bulk = client.post("/v1/jobs", json={"text": PARAGRAPH, "priority": "bulk"}).json()  # four segments
         assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
     assert max(during_bulk) >= (2 if threads_can_come_back() else 1), "no bulk task thread was lowered"
     wait_for(lambda: _lowered_threads(worker.pid), lambda n: n == 1, 10, "only the bulk batcher's thread lowered")

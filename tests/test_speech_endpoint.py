@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+import redis
 import soundfile
 
 from api import part_reader
@@ -24,6 +25,9 @@ from ttsq.settings import Settings
 SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects of a server like this one."
 """Long enough (17 words) for a streamed job to cut its first clause."""
 SAMPLE_RATE = 22050
+TWO_SEGMENTS = PARAGRAPH[: PARAGRAPH.index(" We had")]
+"""The paragraph's first three sentences: two segments at the default budget, where a test needs
+more than one and not their length (half the paragraph's synthesis)."""
 
 
 @pytest.fixture
@@ -96,9 +100,12 @@ def test_the_speech_job_is_a_job_like_any_other(openai_client: openai.OpenAI, cl
         assert np.abs(heard[:delay]).max(initial=0) < 0.01  # the delay is silence, not audio
 
 
-def test_long_input_streams_segments_in_order(openai_client: openai.OpenAI, client: httpx.Client) -> None:
-    """A multi-segment text arrives in several chunks, and the streamed WAV holds what the job stored."""
-    text = PARAGRAPH  # four segments
+def test_long_input_streams_segments_in_order(
+    openai_client: openai.OpenAI, client: httpx.Client, redis_client: redis.Redis
+) -> None:
+    """A multi-segment text arrives in several chunks, and the streamed WAV holds what the job stored;
+    the parts it was streamed from are deleted once sent."""
+    text = TWO_SEGMENTS
     chunks: list[bytes] = []
     with openai_client.audio.speech.with_streaming_response.create(
         model="tts-1", voice="alloy", input=text, response_format="wav"
@@ -112,14 +119,8 @@ def test_long_input_streams_segments_in_order(openai_client: openai.OpenAI, clie
     stored, rate = soundfile.read(io.BytesIO(httpx.get(job["result"]["url"]).content), dtype="int16")
     assert rate == SAMPLE_RATE
     assert np.array_equal(pcm_streamed, stored)
-
-
-def test_streamed_parts_are_deleted_once_sent(openai_client: openai.OpenAI, client: httpx.Client, redis_client) -> None:
-    text = PARAGRAPH  # four segments
-    raw = openai_client.audio.speech.with_raw_response.create(model="tts-1", voice="alloy", input=text)
-    job = wait_for_job(client, raw.headers["x-ttsq-job-id"])
     assert job["status"] == "succeeded"
-    assert not list(redis_client.scan_iter(f"ttsq:job:{job['id']}:part:*"))
+    assert not list(redis_client.scan_iter(f"ttsq:job:{job_id}:part:*")), "parts left after they were sent"
 
 
 def test_keep_false_streams_without_storing(openai_client: openai.OpenAI, client: httpx.Client) -> None:
@@ -142,7 +143,7 @@ def test_long_input_streams_opus_and_aac_whole(
     with openai_client.audio.speech.with_streaming_response.create(
         model="tts-1",
         voice="alloy",
-        input=PARAGRAPH,
+        input=TWO_SEGMENTS,
         response_format=response_format,  # type: ignore[arg-type]
     ) as response:
         job_id = response.headers["x-ttsq-job-id"]

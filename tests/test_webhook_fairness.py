@@ -59,14 +59,18 @@ class TenantApi:
         return tenant.id, httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
 
-@pytest.fixture
-def tenant_api(settings: Settings, redis_client: redis.Redis, webhook_worker: ManagedProcess) -> Iterator[TenantApi]:
+@pytest.fixture(scope="module")
+def tenant_api(settings: Settings, webhook_worker: ManagedProcess) -> Iterator[TenantApi]:
+    """One for the module (each app starts its own helper processes): every test makes tenants of its
+    own, and its jobs, canceled while queued, leave only their messages in the idle queues."""
     queue = f"idle-{uuid.uuid4()}"
+    client = redis.Redis.from_url(settings.redis_url)
     with serve(
         create_app(settings.model_copy(update={"auth_required": True, "queue": queue, "model_affinity": False}))
     ) as url:
-        yield TenantApi(url, TenantStore(redis_client))
-    redis_client.delete(*consumed_queues(queue))
+        yield TenantApi(url, TenantStore(client))
+    client.delete(*consumed_queues(queue))
+    client.close()
 
 
 @pytest.fixture(scope="module")

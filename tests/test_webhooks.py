@@ -20,7 +20,15 @@ import pytest
 
 from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
-from tests.conftest import TEST_WEBHOOK_RETRIES, TEST_WEBHOOK_SECRET, create_record, enqueue, serve, wait_for
+from tests.conftest import (
+    TEST_WEBHOOK_RETRIES,
+    TEST_WEBHOOK_SECRET,
+    IdleQueueApi,
+    create_record,
+    enqueue,
+    serve,
+    wait_for,
+)
 from tests.receiver import Receiver
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings
@@ -118,19 +126,35 @@ def test_a_4xx_answer_is_not_retried(client: httpx.Client, receiver: Receiver) -
     assert len(receiver.at(url)) == 1
 
 
-def test_a_silent_receiver_times_out_without_holding_up_other_jobs(client: httpx.Client, receiver: Receiver) -> None:
-    silent, fine = receiver.path("hang"), receiver.path(200)
+def test_a_silent_receiver_times_out_without_holding_up_other_jobs(
+    client: httpx.Client, receiver: Receiver, idle_queue_api: IdleQueueApi
+) -> None:
+    """The receiver stays silent for two attempts, then refuses (a 4xx: no more attempts), so the
+    test need not wait out every attempt's timeout (``test_a_receiver_that_always_fails…`` checks
+    the last one). The other job is finished by a cancel while queued: its event is due at once,
+    while the silent receiver's attempt still hangs."""
+    silent, fine = receiver.path("hang", "hang", 400), receiver.path(200)
     stuck = submit(client, silent)
     wait_until(lambda: bool(receiver.at(silent)), 30, "the silent receiver's first request")
-    other = submit(client, fine)
-    other_done = wait_for_webhook(client, other["id"])
+    other = submit(idle_queue_api.client, fine)
+    assert idle_queue_api.client.delete(f"/v1/jobs/{other['id']}").status_code == 200
+    other_done = wait_for_webhook(idle_queue_api.client, other["id"])
     assert other_done["webhook"]["state"] == "delivered"
     stuck_now = client.get(f"/v1/jobs/{stuck['id']}").json()
     assert stuck_now["webhook"]["state"] == "pending", "the other job's event waited for the silent receiver"
+    timed_out = wait_for(
+        lambda: client.get(f"/v1/jobs/{stuck['id']}").json()["webhook"],
+        lambda hook: hook["attempts"] >= 1,
+        30,
+        "the silent receiver's first attempt ended",
+    )
+    # Read after the first or the second silent attempt: either one timed out, and one is to come.
+    assert (timed_out["state"], timed_out["last_status"]) == ("pending", None), timed_out
+    assert "timed out" in timed_out["last_error"].lower()
+    assert timed_out["next_attempt_at"] is not None
     stuck_done = wait_for_webhook(client, stuck["id"])
-    assert stuck_done["webhook"]["state"] == "failed"
-    assert "timed out" in stuck_done["webhook"]["last_error"].lower()
-    assert stuck_done["webhook"]["last_status"] is None
+    assert (stuck_done["webhook"]["state"], stuck_done["webhook"]["attempts"]) == ("failed", 3)
+    assert len(receiver.at(silent)) == 3
 
 
 def test_a_failed_job_sends_job_failed(
@@ -146,6 +170,17 @@ def test_a_failed_job_sends_job_failed(
     assert body["data"]["error"]["code"] == "voice_not_found"
 
 
+@pytest.fixture(scope="module")
+def guarded_api(settings: Settings) -> Iterator[tuple[str, Settings]]:
+    """An API with the guard on (production's default), on queues no worker reads: one for the
+    module, each app starting its own helper processes."""
+    guarded = settings.model_copy(
+        update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}", "model_affinity": False}
+    )
+    with serve(create_app(guarded)) as api:
+        yield api, guarded
+
+
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
@@ -157,12 +192,10 @@ def test_a_failed_job_sends_job_failed(
     ],
 )
 def test_private_receivers_are_refused_at_submit_with_the_guard_on(
-    settings: Settings, url: str, reason: str, redis_client: Any
+    guarded_api: tuple[str, Settings], url: str, reason: str, redis_client: Any
 ) -> None:
-    guarded = settings.model_copy(
-        update={"webhook_allow_private": False, "queue": f"guarded-{uuid.uuid4()}", "model_affinity": False}
-    )
-    with serve(create_app(guarded)) as api, httpx.Client(base_url=api) as http:
+    api, guarded = guarded_api
+    with httpx.Client(base_url=api) as http:
         response = http.post("/v1/jobs", json={"text": SENTENCE, "webhook_url": url})
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "webhook_url_refused"
