@@ -125,7 +125,7 @@ WORDS = ["a", "a ", "a, ", "1", "1 "]
 
 STEPS: dict[str, tuple[Callable[[str], object], list[str]]] = {
     "normalize_text": (normalize_text, [*LINES, "a. ", "\u200ba"]),
-    "check_text": (lambda text: check_text(text, MILLION), ["a. ", "a\n\n", "\x00a"]),
+    "check_text": (lambda text: check_text(text, MILLION), ["a. ", "Dr. ", "a\n\n", "\x00a"]),
     "split_sentences": (
         lambda text: split_sentences(normalize_text(text)),
         [*ABBREVIATIONS, *QUOTES_AND_BRACKETS, *PUNCTUATION, "a\n\n", "a", "1"],
@@ -144,7 +144,7 @@ STEPS: dict[str, tuple[Callable[[str], object], list[str]]] = {
     "spoken_edits_en": (lambda text: spoken_edits(text, "en"), ["$1 ", "Dr. ", "a.com/", "a@a.", "+1 "]),
     "spoken_edits_ja": (lambda text: spoken_edits(text, "ja"), ["1,000 ", "1", "３月"]),
     "text_silence": (lambda text: text_silence(text, 0.3, 0.8), ["a. ", "Dr. ", "a\n\n"]),
-    "estimate": (lambda text: (estimate_audio_s(text), PIPER.least_segments(text, 400)), ["1", "a. "]),
+    "estimate": (lambda text: (estimate_audio_s(text), PIPER.least_segments(text, 400)), ["1", "a. ", "Dr. "]),
     "scripts": (lambda text: (can_speak(text, frozenset({"Latin"})), letter_scripts(text)), ["あ", "a"]),
     "offset_map": (lambda text: OffsetMap(text, normalize_text(text)), ["a. ", "\x00a", "a\n\n"]),
     "word_breaks": (word_breaks, ["a, ", "and a "]),
