@@ -23,9 +23,10 @@ import soundfile
 import webvtt
 
 from cli.processes import ManagedProcess, free_port, wait_until
-from narration.books import Book, Chapter, read_book
+from narration.books import Book, BookError, Chapter, read_book
+from narration.client import ClientError
 from narration.m4b import ChapterAudio, write_m4b
-from narration.planning import MARKS, SIDE_FILES, NarrateOptions, batch_body, plan
+from narration.planning import MARKS, SIDE_FILES, NarrateOptions, batch_body, naming_chapters, plan
 from narration.state import STATE_FILE, Outcome, State
 from tests.conftest import idempotency_claim, paused
 from tests.test_cli import clean_env
@@ -299,23 +300,36 @@ def test_a_chapter_the_voice_cannot_read_refuses_the_batch_before_anything_runs(
     api_url: str, client: httpx.Client, tmp_path: Path
 ) -> None:
     """The batch API validates every item at submit (422 naming the item): nothing is narrated, and
-    the message names the chapter (by its file, in a folder book), not the batch item."""
-    book = tmp_path / "book.md"
-    book.write_text("# Book\n\n## One\n\nA quiet day came.\n\n## Two\n\n今日は静かな日です。\n")
+    the message names the chapter (by its file, in a folder book), not the batch item. A book in one
+    file, its chapters named by number and title: the test below."""
     folder = tmp_path / "chapters"
     folder.mkdir()
     (folder / "01-calm.md").write_text("# Calm\n\nA quiet day came.\n")
     (folder / "02-tokyo.md").write_text("# Tokyo\n\n今日は静かな日です。\n")
     before = batch_ids(client)
-    for source, name in [(book, 'chapter 2, "Two"'), (folder, '02-tokyo.md (chapter 2, "Tokyo")')]:
-        run = narrate(source, tmp_path / "out", api_url)
-        assert run.returncode == 1
-        assert "HTTP 422" in run.stderr
-        assert f"unsupported_text: {name}: " in " ".join(run.stderr.split())
-        assert "items[" not in run.stderr
-        assert "left out" not in run.stderr
+    run = narrate(folder, tmp_path / "out", api_url)
+    assert run.returncode == 1
+    assert "HTTP 422" in run.stderr
+    assert 'unsupported_text: 02-tokyo.md (chapter 2, "Tokyo"): ' in " ".join(run.stderr.split())
+    assert "items[" not in run.stderr
+    assert "left out" not in run.stderr
     assert batch_ids(client) == before
     assert not list((tmp_path / "out").glob("*.mp3"))
+
+
+def test_a_refusal_names_the_chapters_of_a_book_in_one_file_by_number_and_title(tmp_path: Path) -> None:
+    book = tmp_path / "book.md"
+    book.write_text("# Book\n\n## One\n\nA quiet day came.\n\n## Two\n\n今日は静かな日です。\n")
+    read = read_book(book)
+    assert read.left_out == []
+    planned = plan(read, NarrateOptions(voice=None, format="mp3", speed=None))
+    refusal = ClientError("HTTP 422: unsupported_text: items[1]: no voice reads it; items[0].speed: too fast", 422)
+    named = naming_chapters(refusal, planned)
+    assert (
+        str(named)
+        == 'HTTP 422: unsupported_text: chapter 2, "Two": no voice reads it; chapter 1, "One", speed: too fast'
+    )
+    assert named.status_code == 422
 
 
 def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
@@ -339,9 +353,8 @@ def test_an_empty_book_is_refused_before_anything_is_sent(
     run = narrate(book, tmp_path / "out", f"http://127.0.0.1:{free_port()}", timeout=60)
     assert run.returncode == 1
     assert f"{book}: {message}" in run.stderr
-    missing = narrate(tmp_path / "nothing.txt", tmp_path / "out", "http://127.0.0.1:1", timeout=60)
-    assert missing.returncode == 1
-    assert "nothing.txt: no such file or folder" in missing.stderr
+    with pytest.raises(BookError, match=r"nothing\.txt: no such file or folder$"):  # told as the above is
+        read_book(tmp_path / "nothing.txt")
 
 
 # --- Resuming trusts nothing on disk ---------------------------------------------------------------
