@@ -162,18 +162,18 @@ def add_word(client: httpx.Client, number: int) -> None:
 
 def test_voicevox_words_grow_redis_linearly(bounded_url: str, settings: Settings, redis_client: redis.Redis) -> None:
     """Each word rewrote the whole dictionary as a version kept for a week: 2,000 words took Redis
-    from 249 to 610 MiB. Now what the dictionary holds grows as its words do: its bytes at 400
-    words are about four times those at 100, not sixteen."""
+    from 249 to 610 MiB. Now what the dictionary holds grows as its words do: its bytes at 200
+    words are about four times those at 50, not sixteen."""
     client, tenant = keyed(bounded_url, settings)
     with client:
-        for number in range(100):
+        for number in range(50):
             add_word(client, number)
-        at_100 = stored_bytes(redis_client, tenant)
-        for number in range(100, 400):
+        at_50 = stored_bytes(redis_client, tenant)
+        for number in range(50, 200):
             add_word(client, number)
-        at_400 = stored_bytes(redis_client, tenant)
-        assert len(client.get(f"{VOICEVOX}/user_dict").json()) == 400
-    assert at_400 < 6 * at_100, (at_100, at_400)
+        at_200 = stored_bytes(redis_client, tenant)
+        assert len(client.get(f"{VOICEVOX}/user_dict").json()) == 200
+    assert at_200 < 6 * at_50, (at_50, at_200)
 
 
 # --- Finding 2: what a job speaks decides its priority, admission and charge ----------------------
