@@ -68,29 +68,39 @@ def json_lexicon(entries: int, alias: str = "w" * 40) -> bytes:
 # --- Finding 3: stored versions ------------------------------------------------------------------
 
 
+SMALL_CAP: Final = BYTES_CAP // 4
+"""The tenant's lexicon bytes of the API that stores large lexicons again and again: a quarter of
+``BYTES_CAP``, for lexicons a quarter of the finding's size (each store parses every entry)."""
+
+
 def test_replacing_a_lexicon_keeps_the_tenants_bytes_under_the_cap(
-    bounded_url: str, settings: Settings, redis_client: redis.Redis
+    settings: Settings, redis_client: redis.Redis
 ) -> None:
     """40 stores of a 737 KB lexicon (each version 1.5 MB with its entries) kept every replaced
     version for a week: 59 MB. Now the oldest kept ones go; the current ones alone are refused past
-    the cap, naming it."""
-    client, tenant = keyed(bounded_url, settings)
-    with client:
-        document = json_lexicon(9000)
-        for round_ in range(40):
-            answer = client.put("/v1/lexicons/big", content=document, headers={"Content-Type": "application/json"})
-            assert answer.status_code == 200, (round_, answer.text)
-        assert stored_bytes(redis_client, tenant) < BYTES_CAP * 1.5  # Redis's own overhead on top
-        assert client.get("/v1/lexicons/big").content == document
-        # a second name fits where the kept versions were; a third would not beside the current two
-        headers = {"Content-Type": "application/json"}
-        assert client.put("/v1/lexicons/other", content=document, headers=headers).status_code == 200
-        refused = client.put("/v1/lexicons/third", content=document, headers=headers)
-        assert refused.status_code == 422, refused.text
-        assert refused.json()["error"]["code"] == "lexicon_refused"
-        assert "TTSQ_LEXICON_BYTES_PER_TENANT" in refused.json()["error"]["message"]
-        assert {s["name"] for s in client.get("/v1/lexicons").json()["lexicons"]} == {"big", "other"}
-        assert stored_bytes(redis_client, tenant) < BYTES_CAP * 1.5
+    the cap, naming it. Here everything is a quarter of that (a 1 MiB cap, versions of about 0.4 MB),
+    and ten stores show it: kept whole they would hold more than the bound checked, and the third
+    store already has to drop a kept version to fit."""
+    small = settings.model_copy(update={"auth_required": True, "lexicon_bytes_per_tenant": SMALL_CAP})
+    with serve(create_app(small)) as url:
+        client, tenant = keyed(url, settings)
+        with client:
+            document = json_lexicon(2250)
+            headers = {"Content-Type": "application/json"}
+            for round_ in range(10):
+                answer = client.put("/v1/lexicons/big", content=document, headers=headers)
+                assert answer.status_code == 200, (round_, answer.text)
+            assert 10 * len(document) > SMALL_CAP * 1.5  # what kept versions would hold, documents alone
+            assert stored_bytes(redis_client, tenant) < SMALL_CAP * 1.5  # Redis's own overhead on top
+            assert client.get("/v1/lexicons/big").content == document
+            # a second name fits where the kept versions were; a third would not beside the current two
+            assert client.put("/v1/lexicons/other", content=document, headers=headers).status_code == 200
+            refused = client.put("/v1/lexicons/third", content=document, headers=headers)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"]["code"] == "lexicon_refused"
+            assert "TTSQ_LEXICON_BYTES_PER_TENANT" in refused.json()["error"]["message"]
+            assert {s["name"] for s in client.get("/v1/lexicons").json()["lexicons"]} == {"big", "other"}
+            assert stored_bytes(redis_client, tenant) < SMALL_CAP * 1.5
 
 
 def test_a_name_keeps_its_last_versions_only(bounded_url: str, settings: Settings, redis_client: redis.Redis) -> None:
@@ -152,18 +162,18 @@ def add_word(client: httpx.Client, number: int) -> None:
 
 def test_voicevox_words_grow_redis_linearly(bounded_url: str, settings: Settings, redis_client: redis.Redis) -> None:
     """Each word rewrote the whole dictionary as a version kept for a week: 2,000 words took Redis
-    from 249 to 610 MiB. Now what the dictionary holds grows as its words do: its bytes at 400
-    words are about four times those at 100, not sixteen."""
+    from 249 to 610 MiB. Now what the dictionary holds grows as its words do: its bytes at 200
+    words are about four times those at 50, not sixteen."""
     client, tenant = keyed(bounded_url, settings)
     with client:
-        for number in range(100):
+        for number in range(50):
             add_word(client, number)
-        at_100 = stored_bytes(redis_client, tenant)
-        for number in range(100, 400):
+        at_50 = stored_bytes(redis_client, tenant)
+        for number in range(50, 200):
             add_word(client, number)
-        at_400 = stored_bytes(redis_client, tenant)
-        assert len(client.get(f"{VOICEVOX}/user_dict").json()) == 400
-    assert at_400 < 6 * at_100, (at_100, at_400)
+        at_200 = stored_bytes(redis_client, tenant)
+        assert len(client.get(f"{VOICEVOX}/user_dict").json()) == 200
+    assert at_200 < 6 * at_50, (at_50, at_200)
 
 
 # --- Finding 2: what a job speaks decides its priority, admission and charge ----------------------

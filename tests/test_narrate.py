@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,11 @@ import soundfile
 import webvtt
 
 from cli.processes import ManagedProcess, free_port, wait_until
-from narration.books import read_book
+from narration.books import Book, BookError, Chapter, read_book
+from narration.client import ClientError
 from narration.m4b import ChapterAudio, write_m4b
-from narration.state import STATE_FILE
+from narration.planning import MARKS, SIDE_FILES, NarrateOptions, batch_body, naming_chapters, plan
+from narration.state import STATE_FILE, Outcome, State
 from tests.conftest import idempotency_claim, paused
 from tests.test_cli import clean_env
 from tests.test_marks import seconds
@@ -161,11 +164,11 @@ def test_a_book_is_narrated_into_files_manifest_and_playlist_then_reused(
     assert sorted(p.name for p in out.iterdir()) == sorted([*outputs, "the-small-book.m4b", "the-small-book.vtt"])
 
 
-def test_other_marks_narrate_again_and_word_marks_are_downloaded(
+def test_other_marks_narrate_again_and_word_and_viseme_marks_are_downloaded(
     api_url: str, client: httpx.Client, tmp_path: Path
 ) -> None:
     book = tmp_path / "tiny.md"
-    book.write_text("# Tiny\n\n## One\n\nA quiet day.\n\n## Two\n\nThe birds sang.\n")
+    book.write_text("# Tiny\n\n## One\n\nBob made a map.\n\n## Two\n\nThe birds sang all day.\n")
     out = tmp_path / "out"
     plain = narrate(book, out, api_url, "--marks", "none", "--format", "wav")
     assert plain.returncode == 0, plain.stderr
@@ -175,43 +178,59 @@ def test_other_marks_narrate_again_and_word_marks_are_downloaded(
     chapters = json.loads((out / "manifest.json").read_text())["chapters"]
     assert [(c["subtitles_file"], c["srt_file"], c["marks_file"]) for c in chapters] == [(None, None, None)] * 2
 
-    # The same book with word marks reuses nothing made without them: a new batch asks for marks.
+    # The same book with viseme marks (words and phonemes with them) reuses nothing made without
+    # them: a new batch asks for marks. ``--marks word`` asks for what it names in the test below.
     before = batch_ids(client)
-    worded = narrate(book, out, api_url, "--marks", "word", "--format", "wav")
-    assert worded.returncode == 0, worded.stderr
-    assert "already in" not in worded.stderr
+    lips = narrate(book, out, api_url, "--marks", "viseme", "--format", "wav")
+    assert lips.returncode == 0, lips.stderr
+    assert "already in" not in lips.stderr
     [new_batch] = [b for b in batch_ids(client) if b not in before]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["batch_id"] == new_batch
-    assert manifest["marks"] == ["sentence", "word"]
+    assert manifest["marks"] == ["sentence", "word", "phoneme", "viseme"]
     for chapter, source in zip(manifest["chapters"], read_book(book).chapters, strict=True):
         job = client.get(f"/v1/jobs/{chapter['job_id']}").json()
-        assert job["options"]["marks"] == ["sentence", "word"]
+        assert job["options"]["marks"] == ["sentence", "word", "phoneme", "viseme"]
         marks = json.loads((out / chapter["marks_file"]).read_text())
         words = [m["value"] for m in marks if m["type"] == "word"]
         assert words == source.text.rstrip(".").split()
         assert max(m["end_ms"] for m in marks) <= chapter["duration_s"] * 1000 + 50
         assert (out / chapter["subtitles_file"]).read_text().startswith("WEBVTT")
-
-
-def test_viseme_marks_are_narrated_with_their_phonemes_inside_the_words(api_url: str, tmp_path: Path) -> None:
-    book = tmp_path / "lips.md"
-    book.write_text("# Lips\n\n## One\n\nBob made a map.\n")
-    out = tmp_path / "out"
-    lips = narrate(book, out, api_url, "--marks", "viseme", "--format", "wav")
-    assert lips.returncode == 0, lips.stderr
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["marks"] == ["sentence", "word", "phoneme", "viseme"]
+        assert_visemes_inside_words(marks)
     marks = json.loads((out / manifest["chapters"][0]["marks_file"]).read_text())
+    assert [m["value"] for m in marks if m["type"] == "viseme" and m["text_start"] == 0] == ["p", "a", "p"]  # Bob
+
+
+def assert_visemes_inside_words(marks: list[dict[str, Any]]) -> None:
+    """Each viseme lies within the word whose text it spans, in text and in time."""
     words = {(m["text_start"], m["text_end"]): m for m in marks if m["type"] == "word"}
-    visemes = [m for m in marks if m["type"] == "viseme"]
-    assert [v["value"] for v in visemes if v["text_start"] == 0] == ["p", "a", "p"]  # Bob
-    for viseme in visemes:
+    for viseme in (m for m in marks if m["type"] == "viseme"):
         if viseme["value"] == "sil":  # a pause between two words (sampled durations may leave one mid-phrase)
             assert viseme["text_start"] not in {start for start, _ in words}
             continue
         word = words[viseme["text_start"], viseme["text_end"]]
         assert word["start_ms"] <= viseme["start_ms"] < viseme["end_ms"] <= word["end_ms"]
+
+
+def test_each_marks_choice_asks_for_its_marks_and_side_files_and_changes_the_refs() -> None:
+    """What ``--marks`` puts in the batch request and the plan, for every choice (the real service
+    sees ``none`` and ``viseme`` above, ``sentence`` in the first test)."""
+    book = Book("Tiny", [Chapter(1, "One", "A quiet day.")])
+    asked: dict[str, object] = {}
+    refs = set()
+    for choice in MARKS:
+        options = NarrateOptions(voice=None, format="wav", speed=None, marks=choice)
+        [planned] = plan(book, options)
+        asked[choice] = batch_body([planned], options)["defaults"].get("marks")
+        assert sorted(planned.side) == ([] if choice == "none" else sorted(SIDE_FILES)), choice
+        refs.add(planned.ref)
+    assert asked == {
+        "none": None,
+        "sentence": ["sentence"],
+        "word": ["sentence", "word"],
+        "viseme": ["sentence", "word", "phoneme", "viseme"],
+    }
+    assert len(refs) == len(MARKS)  # files made with other marks are never reused
 
 
 def test_ctrl_c_leaves_the_batch_running_and_the_printed_command_resumes_it(
@@ -281,23 +300,36 @@ def test_a_chapter_the_voice_cannot_read_refuses_the_batch_before_anything_runs(
     api_url: str, client: httpx.Client, tmp_path: Path
 ) -> None:
     """The batch API validates every item at submit (422 naming the item): nothing is narrated, and
-    the message names the chapter (by its file, in a folder book), not the batch item."""
-    book = tmp_path / "book.md"
-    book.write_text("# Book\n\n## One\n\nA quiet day came.\n\n## Two\n\n今日は静かな日です。\n")
+    the message names the chapter (by its file, in a folder book), not the batch item. A book in one
+    file, its chapters named by number and title: the test below."""
     folder = tmp_path / "chapters"
     folder.mkdir()
     (folder / "01-calm.md").write_text("# Calm\n\nA quiet day came.\n")
     (folder / "02-tokyo.md").write_text("# Tokyo\n\n今日は静かな日です。\n")
     before = batch_ids(client)
-    for source, name in [(book, 'chapter 2, "Two"'), (folder, '02-tokyo.md (chapter 2, "Tokyo")')]:
-        run = narrate(source, tmp_path / "out", api_url)
-        assert run.returncode == 1
-        assert "HTTP 422" in run.stderr
-        assert f"unsupported_text: {name}: " in " ".join(run.stderr.split())
-        assert "items[" not in run.stderr
-        assert "left out" not in run.stderr
+    run = narrate(folder, tmp_path / "out", api_url)
+    assert run.returncode == 1
+    assert "HTTP 422" in run.stderr
+    assert 'unsupported_text: 02-tokyo.md (chapter 2, "Tokyo"): ' in " ".join(run.stderr.split())
+    assert "items[" not in run.stderr
+    assert "left out" not in run.stderr
     assert batch_ids(client) == before
     assert not list((tmp_path / "out").glob("*.mp3"))
+
+
+def test_a_refusal_names_the_chapters_of_a_book_in_one_file_by_number_and_title(tmp_path: Path) -> None:
+    book = tmp_path / "book.md"
+    book.write_text("# Book\n\n## One\n\nA quiet day came.\n\n## Two\n\n今日は静かな日です。\n")
+    read = read_book(book)
+    assert read.left_out == []
+    planned = plan(read, NarrateOptions(voice=None, format="mp3", speed=None))
+    refusal = ClientError("HTTP 422: unsupported_text: items[1]: no voice reads it; items[0].speed: too fast", 422)
+    named = naming_chapters(refusal, planned)
+    assert (
+        str(named)
+        == 'HTTP 422: unsupported_text: chapter 2, "Two": no voice reads it; chapter 1, "One", speed: too fast'
+    )
+    assert named.status_code == 422
 
 
 def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
@@ -321,9 +353,8 @@ def test_an_empty_book_is_refused_before_anything_is_sent(
     run = narrate(book, tmp_path / "out", f"http://127.0.0.1:{free_port()}", timeout=60)
     assert run.returncode == 1
     assert f"{book}: {message}" in run.stderr
-    missing = narrate(tmp_path / "nothing.txt", tmp_path / "out", "http://127.0.0.1:1", timeout=60)
-    assert missing.returncode == 1
-    assert "nothing.txt: no such file or folder" in missing.stderr
+    with pytest.raises(BookError, match=r"nothing\.txt: no such file or folder$"):  # told as the above is
+        read_book(tmp_path / "nothing.txt")
 
 
 # --- Resuming trusts nothing on disk ---------------------------------------------------------------
@@ -429,24 +460,47 @@ def test_a_changed_empty_added_or_copied_chapter_file_in_a_folder_book(
     assert_files_match_manifest(out)
 
 
-@pytest.mark.parametrize(
-    ("damage", "problem"),
-    [
-        (lambda text: text[: len(text) // 2], "cannot be used"),
-        (lambda text: text.replace('"bytes": ', '"bytes": "many", "was": '), "chapters[0].bytes: Input should be"),
-        (lambda text: "[]", "cannot be used (not a JSON object)"),
-    ],
-    ids=["truncated", "edited", "another-shape"],
-)
-def test_a_damaged_state_file_is_named_and_nothing_is_kept_on_its_word(
-    api_url: str, tmp_path: Path, damage: Any, problem: str
+DAMAGES: dict[str, tuple[Callable[[str], str], str]] = {
+    "truncated": (lambda text: text[: len(text) // 2], "cannot be used"),
+    "edited": (
+        lambda text: text.replace('"bytes": ', '"bytes": "many", "was": '),
+        "chapters[0].bytes: Input should be",
+    ),
+    "another-shape": (lambda text: "[]", "cannot be used (not a JSON object)"),
+}
+"""Ways a state file is damaged, and what its problem then says."""
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_state_file_is_read_as_none_naming_its_problem(tmp_path: Path, damage: str) -> None:
+    """Each damage through ``State.load`` on a file ``State.save`` wrote; what ``ttsq narrate`` does
+    with any problem (names it, keeps nothing) is seen through the real service in the test below."""
+    outcome = Outcome(index=1, title="One", ref="r1", file="01-one.wav", job_id="j1", status="succeeded", bytes=100)
+    State(book="Tiny", batch_id="b1", chapters={"r1": outcome}).save(tmp_path)
+    assert State.load(tmp_path, "Tiny").chapters == {"r1": outcome}  # whole, it is read back as written
+    damaged, problem = DAMAGES[damage]
+    state = tmp_path / STATE_FILE
+    state.write_text(damaged(state.read_text()))
+    loaded = State.load(tmp_path, "Tiny")
+    assert loaded.problem is not None
+    assert loaded.problem.startswith(f"{state}: ")
+    assert problem in loaded.problem
+    assert (loaded.batch_id, loaded.chapters) == (None, {})
+
+
+def test_a_damaged_state_file_keeps_nothing_and_a_fresh_folder_after_the_batch_expired_gets_a_new_one(
+    api_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
+    """A truncated state file (the other damages: the test above). Then the batch's Idempotency-Key
+    outlives a batch that expired (or a job TTL under 24 h): the server answers it 404, and narrate
+    into a fresh folder submits a new batch instead of failing."""
     book = tmp_path / "tiny.md"
     book.write_text("# Tiny\n\n## One\n\nA quiet day.\n\n## Two\n\nThe birds sang.\n")
     out = tmp_path / "out"
     assert narrate(book, out, api_url, "--format", "wav").returncode == 0
     state = out / STATE_FILE
-    state.write_text(damage(state.read_text()))
+    damaged, problem = DAMAGES["truncated"]
+    state.write_text(damaged(state.read_text()))
     (out / "01-one.wav").write_bytes(b"RIFF" + bytes(100))  # a file the damaged state cannot vouch for
     again = narrate(book, out, api_url, "--format", "wav")
     assert again.returncode == 0, again.stderr
@@ -459,17 +513,7 @@ def test_a_damaged_state_file_is_named_and_nothing_is_kept_on_its_word(
     assert_files_match_manifest(out)
     assert decoded_s(out / "01-one.wav") > 0.5
 
-
-def test_a_fresh_folder_after_the_batch_expired_gets_a_new_batch(
-    api_url: str, client: httpx.Client, redis_client: redis.Redis, tmp_path: Path
-) -> None:
-    """The batch's Idempotency-Key outlives a batch that expired (or a job TTL under 24 h): the
-    server answers it 404, and narrate submits a new batch instead of failing."""
-    book = tmp_path / "gone.md"
-    book.write_text("# Gone\n\n## One\n\nThe batch expired long ago.\n")
-    first = tmp_path / "first"
-    assert narrate(book, first, api_url, "--format", "wav").returncode == 0
-    gone = manifest_of(first)["batch_id"]
+    gone = manifest_of(out)["batch_id"]
     redis_client.delete(batch_key(gone))
     run = narrate(book, tmp_path / "second", api_url, "--format", "wav")
     assert run.returncode == 0, run.stderr
@@ -491,7 +535,7 @@ def test_an_audiobook_from_an_undecodable_chapter_names_it_and_leaves_nothing(tm
 def test_loudness_levels_every_chapter_to_the_one_target(api_url: str, client: httpx.Client, tmp_path: Path) -> None:
     """``--loudness audiobook``: every chapter lands on ACX's RMS alone, whatever its length."""
     book = tmp_path / "levels.md"
-    long = " ".join(["The river ran on under the bridge, and the town slept beside it."] * 4)
+    long = " ".join(["The river ran on under the bridge, and the town slept beside it."] * 2)
     book.write_text(f"# Levels\n\n## Short\n\nA quiet day.\n\n## Long\n\n{long}\n")
     out = tmp_path / "out"
     done = narrate(book, out, api_url, "--marks", "none", "--format", "wav", "--loudness", "audiobook")
@@ -502,6 +546,9 @@ def test_loudness_levels_every_chapter_to_the_one_target(api_url: str, client: h
         audio, _ = soundfile.read(out / chapter["file"], dtype="float64")
         assert 10 * np.log10(np.mean(audio**2)) == pytest.approx(-20.0, abs=0.5)
         assert 20 * np.log10(np.abs(audio).max()) <= -3.0
-    refused = narrate(book, tmp_path / "other", api_url, "--loudness", "-5")
-    assert refused.returncode != 0
-    assert "loudness.target_lufs" in refused.stderr
+    # A target out of bounds: the batch narrate would send is refused naming it (how narrate prints a
+    # 422: test_a_chapter_the_voice_cannot_read_refuses_the_batch_before_anything_runs).
+    loud = NarrateOptions(voice=None, format="mp3", speed=None, loudness="-5")
+    refused = client.post("/v1/batches", json=batch_body(plan(read_book(book), loud), loud))
+    assert refused.status_code == 422, refused.text
+    assert "loudness.target_lufs" in refused.json()["error"]["message"]
