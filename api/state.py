@@ -53,13 +53,15 @@ class AppState:
     @classmethod
     def build(cls, settings: Settings, metrics: ApiMetrics) -> AppState:
         """Redis calls are bounded by ``ready_timeout_s``, so a request (and ``/readyz``) answers even
-        when Redis hangs; the helper processes for heavy requests start in the background."""
+        when Redis hangs; the helper processes for heavy requests start in the background (unless
+        ``heavy_processes_at_start`` is off: then with the first long request)."""
         stores = Stores.connect(settings, settings.ready_timeout_s, CONNECT_TIMEOUT_S)
         catalog = VoiceCatalog.discover(settings.voices_dir)
         models = [model_queue(settings.queue, key, i) for key in catalog.model_keys() for i in (True, False)]
         metrics.watch(stores.redis, [*consumed_queues(settings.queue), *models, MAINTENANCE_QUEUE])
         heavy = HeavyWork(Drafting(settings, catalog, stores.lexicons), CONNECT_TIMEOUT_S)
-        heavy.start()
+        if settings.heavy_processes_at_start:
+            heavy.start()
         return cls(
             settings=settings,
             stores=stores,

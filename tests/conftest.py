@@ -109,6 +109,9 @@ def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir
             "webhook_timeout_s": 2.0,
             "webhook_connect_timeout_s": 1.0,
             "sweep_grace_s": SUITE_SWEEP_GRACE_S,
+            # The suite builds dozens of short-lived APIs, most never sent a long text: their helper
+            # processes start with the first one (tests/test_heavy_requests.py shows both ways).
+            "heavy_processes_at_start": False,
         }
     )
 

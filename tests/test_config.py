@@ -287,6 +287,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         api_url="http://api.internal:8000",
         heavy_request_chars=5000,
         heavy_request_processes=3,
+        heavy_processes_at_start=False,
         heavy_requests_per_tenant=4,
         interactive_max_chars=200,
         openai_voices={"nova": "en_US-other-medium"},

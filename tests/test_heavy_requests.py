@@ -38,12 +38,12 @@ QUOTA_CODE: Final = "chars_per_day_exceeded"
 
 @pytest.fixture(scope="module")
 def shared_url(settings: Settings, worker: ManagedProcess) -> Iterator[str]:
-    """An API requiring keys, reading one heavy request of a tenant at once."""
+    """An API requiring keys, reading one heavy request of a tenant at once; its helper processes
+    started with it, as by default."""
     assert len(LONG_TEXT) >= settings.heavy_request_chars
     OTHER_CHILDREN.update(child.pid for child in spawned())
-    with serve(
-        create_app(settings.model_copy(update={"auth_required": True, "heavy_requests_per_tenant": SHARE}))
-    ) as url:
+    update = {"auth_required": True, "heavy_requests_per_tenant": SHARE, "heavy_processes_at_start": True}
+    with serve(create_app(settings.model_copy(update=update))) as url:
         yield url
 
 
@@ -152,10 +152,27 @@ def test_a_tenants_heavy_requests_past_its_share_are_refused_while_anothers_are_
     assert (b_answer.status_code, error_code(b_answer)) == (429, QUOTA_CODE), b_answer.text
 
 
+def test_without_a_start_the_helpers_start_with_the_first_long_text(settings: Settings) -> None:
+    """``heavy_processes_at_start`` off (the suite's setting): no helper until a long text comes,
+    which is then read in one, niced as at start."""
+    assert not settings.heavy_processes_at_start
+    before = {child.pid for child in spawned()}
+    with serve(create_app(settings)) as url, httpx.Client(base_url=url, timeout=120) as client:
+        assert client.get("/healthz").status_code == 200
+        assert [child for child in spawned() if child.pid not in before] == [], "helpers started with the API"
+        accepted = client.post("/v1/jobs", json={"text": LONG_TEXT, "priority": "bulk"})
+        assert accepted.status_code == 202, accepted.text
+        client.delete(f"/v1/jobs/{accepted.json()['id']}")
+        started = [child for child in spawned() if child.pid not in before]
+        assert started, "the long text was not read in a helper process"
+        niceness = min(19, os.getpriority(os.PRIO_PROCESS, 0) + HEAVY_NICE)
+        assert all(os.getpriority(os.PRIO_PROCESS, child.pid) == niceness for child in started)
+
+
 def test_the_helpers_end_with_a_killed_api(settings: Settings, tmp_path: Path) -> None:
     """An API process killed outright (SIGKILL, out of memory) closes no pool: its helpers see
     it gone and exit, instead of waiting for work forever."""
-    env = {**os.environ, **settings_env(settings)}
+    env = {**os.environ, **settings_env(settings.model_copy(update={"heavy_processes_at_start": True}))}
     port = free_port()
     api = ManagedProcess("api", api_argv(LOOPBACK, port), tmp_path / "api.log", env).start()
     try:

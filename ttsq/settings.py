@@ -299,7 +299,11 @@ class Settings(BaseSettings):
     against every other request of the process: another tenant's short job took 0.08-0.18 s to be
     answered instead of 0.01 s. Below it the round trip to a process would only add."""
     heavy_request_processes: int = Field(2, ge=1, le=64)
-    """Helper processes of each API process for heavy requests, started with it."""
+    """Helper processes of each API process for heavy requests."""
+    heavy_processes_at_start: bool = True
+    """Start the helper processes with the API, in the background (each imports the text stack, about
+    a CPU second), so the first long request does not wait for them. Off, they start with the first
+    long request: for short-lived APIs that may never get one (the test suite builds dozens)."""
     heavy_requests_per_tenant: int = Field(2, ge=1)
     """A tenant's heavy requests read at once in one API process; as many more wait (up to 10 s),
     and one past those is answered ``429 heavy_requests_exceeded`` with a ``Retry-After``: one
