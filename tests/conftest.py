@@ -6,6 +6,7 @@ Every fixture stops what it started. Ports are free ones, so the suite runs besi
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ from pydantic import SecretStr
 from api.main import create_app
 from cli.commands import webhook_worker_argv
 from cli.embedded import RedisService, SeaweedService, stack_settings
-from cli.processes import ManagedProcess, free_port, wait_until
+from cli.processes import ManagedProcess, ServiceExited, free_port, wait_until
 from cli.workerpool import spawn_local_worker, start_local_worker, wait_for_node
 from tests.voices import write_broken_voice, write_multi_speaker_voice
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, bundled_voices
@@ -138,6 +139,31 @@ def start_workers(folder: Path, settings_by_name: dict[str, Settings]) -> dict[s
         stop_all(started.values())
         raise
     return started
+
+
+def _answers(url: str) -> bool:
+    return httpx.get(url).status_code == 200
+
+
+def start_on_a_free_port(
+    name: str, argv_for: Callable[[int], list[str]], log_path: Path, env: dict[str, str], health_path: str
+) -> tuple[ManagedProcess, str]:
+    """A server process on a port picked free, once it answers ``health_path`` with 200; returns it and
+    its base URL. A port is only free when picked: another process may bind it before this one does
+    (the server then exits, "address already in use"), so it is started again on a new port, 3 tries."""
+    for attempt in range(3):
+        port = free_port()
+        process = ManagedProcess(name, argv_for(port), log_path, env).start()
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until(functools.partial(_answers, f"{url}{health_path}"), 60, name, process)
+        except ServiceExited:
+            process.stop()
+            if attempt == 2:
+                raise
+            continue
+        return process, url
+    raise AssertionError("unreachable")
 
 
 def stop_all(processes: Iterable[ManagedProcess]) -> None:

@@ -17,7 +17,8 @@ import pytest
 
 from cli.commands import api_argv, flower_argv
 from cli.embedded import LOOPBACK
-from cli.processes import ManagedProcess, free_port, wait_until
+from cli.processes import ManagedProcess
+from tests.conftest import start_on_a_free_port
 from ttsq.settings import Settings, settings_env
 
 INFERENCE_LIBRARIES = ("onnxruntime", "onnx_cpp2py_export", "piper_phonemize", "espeak")
@@ -35,17 +36,19 @@ def inference_libraries(pid: int) -> list[str]:
 def service(settings: Settings, tmp_path: Path) -> Iterator[dict[str, ManagedProcess | str]]:
     """``ttsq api`` and Flower as separate processes, configured like the rest of the suite."""
     env = {**os.environ, **settings_env(settings)}
-    api_port, flower_port = free_port(), free_port()
-    api = ManagedProcess("api", api_argv(LOOPBACK, api_port), tmp_path / "api.log", env).start()
-    flower = ManagedProcess("flower", flower_argv(LOOPBACK, flower_port), tmp_path / "flower.log", env).start()
+    api, api_url = start_on_a_free_port(
+        "api", lambda port: api_argv(LOOPBACK, port), tmp_path / "api.log", env, "/healthz"
+    )
     try:
-        api_url, flower_url = f"http://{LOOPBACK}:{api_port}", f"http://{LOOPBACK}:{flower_port}"
-        wait_until(lambda: httpx.get(f"{api_url}/healthz").status_code == 200, 60, "API", api)
-        wait_until(lambda: httpx.get(f"{flower_url}/healthcheck").status_code == 200, 60, "Flower", flower)
-        yield {"api": api, "flower": flower, "api_url": api_url, "flower_url": flower_url}
+        flower, flower_url = start_on_a_free_port(
+            "flower", lambda port: flower_argv(LOOPBACK, port), tmp_path / "flower.log", env, "/healthcheck"
+        )
+        try:
+            yield {"api": api, "flower": flower, "api_url": api_url, "flower_url": flower_url}
+        finally:
+            flower.stop()
     finally:
         api.stop()
-        flower.stop()
 
 
 @pytest.mark.usefixtures("worker")
