@@ -19,7 +19,7 @@ import redis
 import soundfile
 
 from cli.embedded import RedisService
-from cli.processes import free_port, port_in_use
+from cli.processes import free_ports, port_in_use
 from tests.conftest import idempotency_claim, wait_for, wait_for_job
 from ttsq.settings import Settings, settings_env
 
@@ -117,7 +117,13 @@ ones, so two stacks in the two test processes never reach for the same default."
 
 
 def free_dev_ports() -> dict[str, int]:
-    return {name: free_port() for name in DEV_PORTS}
+    return dict(zip(DEV_PORTS, free_ports(len(DEV_PORTS)), strict=True))
+
+
+def test_ports_picked_together_are_all_different_and_free() -> None:
+    ports = free_ports(len(DEV_PORTS) * 4)
+    assert len(set(ports)) == len(ports)
+    assert not any(port_in_use(port) for port in ports)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ import httpx
 import psutil
 import pytest
 
-from cli.processes import free_port, port_in_use, wait_until
+from cli.processes import free_ports, port_in_use, wait_until
 from tests.faults_support import record_figures
 from tests.test_cli import DevProcess, clean_env, dev_args, free_dev_ports
 from tests.test_dev_supervision import FAST_RECOVERY, TEXT, submit, wait_started
@@ -339,7 +339,7 @@ def worker_storm(
     """A pool of two real workers on the suite's Redis and S3, stopped by a storm of up to
     ``signals`` beginning in ``phase``; the jobs it was kept busy with are canceled after. How many
     signals it got."""
-    ports = [free_port(), free_port()]
+    ports = free_ports(2)
     env = {**clean_env(), **settings_env(settings)}
     with log_path.open("w") as log:
         argv = [sys.executable, "-c", WORKER_POOL, *map(str, ports)]

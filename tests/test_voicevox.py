@@ -34,7 +34,7 @@ from api.voicevox.speakers import SPEAKER_NAMESPACE, Style, speakers_of
 from api.voicevox.synthesis import Rendering, job_request, render
 from api.voicevox.waves import wav_bytes
 from cli.commands import api_argv
-from cli.processes import ManagedProcess, free_port, wait_until
+from cli.processes import ManagedProcess, free_ports, wait_until
 from tests.conftest import serve, wait_for
 from tests.test_jobs_api import job_keys
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
@@ -546,7 +546,7 @@ def test_ttsq_api_serves_the_facade_on_its_own_port_too(
 ) -> None:
     """One process, two servers: /speakers at the root of the second port, and under /voicevox on the
     first; SIGTERM stops both."""
-    port, voicevox_port = free_port(), free_port()
+    port, voicevox_port = free_ports(2)
     env = {**os.environ, **settings_env(settings)}
     log_path = tmp_path_factory.mktemp("voicevox-api") / "api.log"
     process = ManagedProcess("voicevox-api", api_argv("127.0.0.1", port, voicevox_port), log_path, env).start()
