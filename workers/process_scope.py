@@ -31,8 +31,8 @@ class ProcessScope(Generic[T]):
         """This process's value, built by ``build`` if it has none yet (a second start handler of the
         same process, or a thread pool's main process after its ``celeryd_after_setup``, reuses it)."""
         with self._lock:
-            if self._value is not None and self.started:
-                return self._value
+            if self.started:
+                return self.get()
             value = build()
             self._value, self._pid = value, os.getpid()
             return value
