@@ -285,12 +285,16 @@ def test_the_first_lexicon_named_wins(client: httpx.Client, names_lexicon: str) 
     assert said_in(first, "tomato").rstrip(".") == "təmɑːtoʊ"  # the second still applies where the first is silent
 
 
-def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Client, names_lexicon: str) -> None:
+def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Client) -> None:
+    """The alias is many times the name's length, so the speech endpoint's random rhythm cannot hide it."""
+    long_alias = stored(
+        client, pls("<lexeme><grapheme>Nguyen</grapheme><alias>a name that is a great deal longer than it looks on the page</alias></lexeme>")
+    )
     text = "Nguyen rang."
-    job = audio_of(finished(client, {"text": text, "lexicons": [names_lexicon]}))
+    job = audio_of(finished(client, {"text": text, "lexicons": [long_alias]}))
     batch = client.post(
         "/v1/batches",
-        json={"items": [{"text": text}], "defaults": {**STILL, "lexicons": [names_lexicon]}},
+        json={"items": [{"text": text}], "defaults": {**STILL, "lexicons": [long_alias]}},
     )
     assert batch.status_code == 202, batch.text
     done = wait_for_batch(client, batch.json()["id"], lambda b: b["status"] == "completed")
@@ -299,7 +303,7 @@ def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Clie
     assert np.abs(audio_of(item) - job).max() < 0.01
     speech = client.post(
         "/v1/audio/speech",
-        json={"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav", "lexicons": [names_lexicon]},
+        json={"model": "tts-1", "input": text, "voice": "alloy", "response_format": "wav", "lexicons": [long_alias]},
     )
     assert speech.status_code == 200, speech.text
     spoken, _ = soundfile.read(io.BytesIO(speech.content), dtype="float64")
@@ -308,7 +312,7 @@ def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Clie
     )
     unfixed, _ = soundfile.read(io.BytesIO(plain.content), dtype="float64")
     assert abs(len(spoken) - len(job)) < len(job) * 0.15
-    assert len(spoken) != len(unfixed)
+    assert len(spoken) > 2 * len(unfixed)
 
 
 @pytest.mark.parametrize("written", ["Straße", "STRASSE"])

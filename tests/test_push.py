@@ -78,7 +78,9 @@ def test_events_of_an_unknown_job_are_a_404_not_a_stream(client: httpx.Client) -
 
 
 def test_long_poll_answers_as_soon_as_the_job_finishes(client: httpx.Client) -> None:
-    """The answer comes within 100 ms of the job's own finish time (same host, same clock)."""
+    """The answer comes as the job finishes (same host, same clock): the event wakes the wait, which
+    would otherwise re-read the job only after RESYNC_S (30 s). The bound leaves room for a loaded
+    machine's stalls; speed itself is make bench's to measure."""
     lags = []
     for _ in range(3):
         job = client.post("/v1/jobs", json={"text": SENTENCE}).json()
@@ -87,7 +89,7 @@ def test_long_poll_answers_as_soon_as_the_job_finishes(client: httpx.Client) -> 
         done = response.json()
         assert done["status"] == "succeeded"
         lags.append(answered - datetime.fromisoformat(done["finished_at"]).timestamp())
-    assert max(lags) < 0.1, lags
+    assert max(lags) < 2.0, lags
 
 
 def test_long_poll_of_a_job_that_does_not_finish_returns_after_wait(idle_queue_api: IdleQueueApi) -> None:
