@@ -287,9 +287,8 @@ def test_the_first_lexicon_named_wins(client: httpx.Client, names_lexicon: str) 
 
 def test_a_batch_item_and_the_speech_endpoint_say_it_the_same(client: httpx.Client) -> None:
     """The alias is many times the name's length, so the speech endpoint's random rhythm cannot hide it."""
-    long_alias = stored(
-        client, pls("<lexeme><grapheme>Nguyen</grapheme><alias>a name that is a great deal longer than it looks on the page</alias></lexeme>")
-    )
+    alias = "a name that is a great deal longer than it looks on the page"
+    long_alias = stored(client, pls(f"<lexeme><grapheme>Nguyen</grapheme><alias>{alias}</alias></lexeme>"))
     text = "Nguyen rang."
     job = audio_of(finished(client, {"text": text, "lexicons": [long_alias]}))
     batch = client.post(
