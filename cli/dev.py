@@ -45,6 +45,9 @@ from ttsq.storage import ObjectStore
 
 READY_TIMEOUT_S = 180.0
 OWN_REDIS_TIMEOUT_S = 2.0
+FRONT_STAGE, WORKERS_STAGE, STORES_STAGE = 2, 1, 0
+"""The order of a stop (``Supervisor.stop``): the API, Wyoming and Flower together, then the workers
+and beat together, then Redis and S3, which the others use until they end."""
 """How long the check of an operator's Redis waits to connect and for its answer."""
 
 
@@ -100,7 +103,7 @@ class DevStack:
     def _start_service(self, process: ManagedProcess, start: Callable[[], object], ready: Callable[[], bool]) -> None:
         """A local service's own start (its folders, the process, until it answers), supervised: if it
         dies meanwhile, the supervisor starts it again and the stack waits until it answers."""
-        self.supervisor.watch(process)
+        self.supervisor.watch(process, STORES_STAGE)
         try:
             start()
         except RuntimeError:  # it exited before answering; TimeoutError (not one) still ends the start
@@ -154,12 +157,12 @@ class DevStack:
         self.settings = self.settings.model_copy(update=changes)
 
     def _spawn(
-        self, name: str, argv: list[str], log_name: str | None, env: dict[str, str] | None = None
+        self, name: str, argv: list[str], log_name: str | None, stage: int, env: dict[str, str] | None = None
     ) -> ManagedProcess:
         if self._stopping.is_set():  # Ctrl-C while a service was starting: start nothing more
             raise StartInterrupted
         log_path = self.data_dir / "logs" / log_name if log_name else None
-        return self.supervisor.add(ManagedProcess(name, argv, log_path, {**self.env, **(env or {})}))
+        return self.supervisor.add(ManagedProcess(name, argv, log_path, {**self.env, **(env or {})}), stage)
 
     def start(self) -> None:
         """Start every child and wait until the API is ready. Raises :class:`DevError`,
@@ -177,12 +180,14 @@ class DevStack:
         )
         self.settings = self.settings.model_copy(update={"worker": worker_settings})
         worker = default_worker(self.settings, "worker1@%h", "INFO")
-        self._spawn("worker", worker.argv, None, worker.env)
-        self._spawn("webhooks", webhook_worker_argv(SERVICE_WORKER_THREADS, "webhooks@%h"), "webhooks.log")
-        self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log")
-        self._spawn("api", api_argv(LOOPBACK, self.ports.api, self.ports.voicevox), None)
-        self._spawn("wyoming", wyoming_argv(wyoming_uri(self.ports)), "wyoming.log")
-        self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log")
+        self._spawn("worker", worker.argv, None, WORKERS_STAGE, worker.env)
+        self._spawn(
+            "webhooks", webhook_worker_argv(SERVICE_WORKER_THREADS, "webhooks@%h"), "webhooks.log", WORKERS_STAGE
+        )
+        self._spawn("beat", beat_argv(self.data_dir / "beat-schedule"), "beat.log", WORKERS_STAGE)
+        self._spawn("api", api_argv(LOOPBACK, self.ports.api, self.ports.voicevox), None, FRONT_STAGE)
+        self._spawn("wyoming", wyoming_argv(wyoming_uri(self.ports)), "wyoming.log", FRONT_STAGE)
+        self._spawn("flower", flower_argv(LOOPBACK, self.ports.flower), "flower.log", FRONT_STAGE)
         ready_url = f"http://{LOOPBACK}:{self.ports.api}/readyz"
         self._wait(lambda: httpx.get(ready_url, timeout=5).status_code == 200, "API /readyz")
 

@@ -82,6 +82,8 @@ class ChildFailing(RuntimeError):
 @dataclass
 class _Child:
     process: ManagedProcess
+    stage: int
+    """Children of one stage stop together; stages stop from the highest down (:meth:`Supervisor.stop`)."""
     started_at: float = 0.0
     failures: int = 0
     """Deaths in a row, each before the child had been up ``Backoff.steady_s``."""
@@ -105,18 +107,19 @@ class Supervisor:
         """Every child, in the order they were added."""
         return [child.process for child in self._children]
 
-    def add(self, process: ManagedProcess) -> ManagedProcess:
-        """Start ``process`` and watch it from now on."""
-        self._start(self._watch(process))
+    def add(self, process: ManagedProcess, stage: int | None = None) -> ManagedProcess:
+        """Start ``process`` and watch it from now on; ``stage``: see :meth:`stop` (by default a stage
+        of its own, after every child added before it)."""
+        self._start(self._watch(process, stage))
         return process
 
-    def watch(self, process: ManagedProcess) -> ManagedProcess:
+    def watch(self, process: ManagedProcess, stage: int | None = None) -> ManagedProcess:
         """Watch ``process``, which its owner starts (a service that waits until it answers)."""
-        self._watch(process).started_at = time.monotonic()
+        self._watch(process, stage).started_at = time.monotonic()
         return process
 
-    def _watch(self, process: ManagedProcess) -> _Child:
-        child = _Child(process)
+    def _watch(self, process: ManagedProcess, stage: int | None) -> _Child:
+        child = _Child(process, len(self._children) if stage is None else stage)
         self._children.append(child)
         return child
 
@@ -178,13 +181,18 @@ class Supervisor:
         return False
 
     def stop(self, together: bool = False) -> None:
-        """Stop every child (TERM, then KILL what is left after its grace), newest first, so a worker
-        stops before the Redis it acknowledges to; none is started again. ``together``: signal them
-        all first, then wait for each (peers with no order among them, such as a host's workers)."""
+        """Stop every child (TERM, then KILL what is left after its grace), stage by stage from the
+        highest, so that a worker stops before the Redis it acknowledges to; none is started again.
+        The children of a stage are signalled first, then each waited for: peers with no order among
+        them (the front ends of a stack, its workers) stop in the time of the slowest, not the sum.
+        ``together``: every child in one stage (a host's workers)."""
         self._stopped = True
-        if together:
-            for child in self._children:
-                if child.process.alive:
-                    child.process.kill(signal.SIGTERM)
-        for child in reversed(self._children):
-            child.process.stop()
+        stages = sorted({0 if together else child.stage for child in self._children}, reverse=True)
+        for stage in stages:
+            peers = [child for child in reversed(self._children) if together or child.stage == stage]
+            if len(peers) > 1:
+                for child in peers:
+                    if child.process.alive:
+                        child.process.kill(signal.SIGTERM)
+            for child in peers:
+                child.process.stop()

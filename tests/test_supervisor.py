@@ -155,3 +155,32 @@ def test_wait_until_returns_false_once_a_stop_is_asked(tmp_path: Path) -> None:
     stop = threading.Event()
     stop.set()
     assert not sup.wait_until(lambda: False, 60, "never", stop)
+
+
+# A child that, on SIGTERM, writes "<name> term", lingers a little as a warm shutdown does, then
+# writes "<name> exit" and ends; it writes "<name> up" once its handler is in place.
+LINGERER = (
+    "import signal, sys, time\n"
+    "def note(word):\n"
+    "    with open(sys.argv[1], 'a') as f: f.write(f'{sys.argv[2]} {word}\\n')\n"
+    "def term(*_):\n"
+    "    note('term'); time.sleep(0.3); note('exit'); raise SystemExit(0)\n"
+    "signal.signal(signal.SIGTERM, term)\n"
+    "note('up')\n"
+    "time.sleep(120)\n"
+)
+
+
+def test_a_stop_signals_a_stage_together_and_ends_it_before_the_next(tmp_path: Path) -> None:
+    """Stages stop from the highest down; the children of one are all signalled before any is
+    waited for, so the slowest sets the stage's time, not their sum."""
+    record = tmp_path / "events"
+    sup, _ = supervisor()
+    for name, stage in (("store", 0), ("worker", 1), ("api", 2), ("flower", 2)):
+        sup.add(ManagedProcess(name, [sys.executable, "-c", LINGERER, str(record), name], None), stage)
+    wait_until(lambda: record.exists() and record.read_text().count(" up") == 4, 30, "every child up")
+    sup.stop()
+    events = [line for line in record.read_text().splitlines() if not line.endswith(" up")]
+    assert sorted(events[:2]) == ["api term", "flower term"]  # both signalled before either ended
+    assert sorted(events[2:4]) == ["api exit", "flower exit"]
+    assert events[4:] == ["worker term", "worker exit", "store term", "store exit"]
