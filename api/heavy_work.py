@@ -20,6 +20,7 @@ coded error (the errors pickle: ``tts_core.base.errors.rebuilt``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import multiprocessing
@@ -82,9 +83,18 @@ def _start_process(settings: Settings, connect_timeout_s: float) -> None:
     stores (nothing is contacted until first use)."""
     global _process_drafting
     lower_process_priority(HEAVY_NICE)
+    atexit.register(_end_at_once)
     threading.Thread(target=_exit_with, args=(os.getppid(),), name="ttsq-heavy-parent", daemon=True).start()
     stores = Stores.connect(settings, settings.ready_timeout_s, connect_timeout_s)
     _process_drafting = Drafting(settings, VoiceCatalog.discover(settings.voices_dir), stores.lexicons)
+
+
+def _end_at_once() -> None:
+    """A helper's exit, without the interpreter's teardown: it holds nothing to flush but its logs,
+    and the teardown's full collection, at :data:`HEAVY_NICE` while the rest of a stack stops too,
+    took 3 of the 4 seconds an API needed to stop."""
+    logging.shutdown()
+    os._exit(0)
 
 
 def _exit_with(parent: int) -> None:
