@@ -12,7 +12,6 @@ import threading
 from contextlib import suppress
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 import redis
@@ -20,7 +19,7 @@ import soundfile
 
 from cli.embedded import RedisService
 from cli.processes import free_ports, port_in_use
-from tests.conftest import idempotency_claim, wait_for, wait_for_job
+from tests.conftest import idempotency_claim, wait_for
 from ttsq.settings import Settings, settings_env
 
 TTSQ = str(Path(sys.executable).parent / "ttsq")
@@ -155,42 +154,6 @@ def wildcard_listeners(processes: list[psutil.Process]) -> list[str]:
 
 def all_gone(processes: list[psutil.Process]) -> bool:
     return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
-
-
-def test_dev_runs_the_whole_stack_and_stops_it_cleanly(tmp_path: Path, dev_ports: dict[str, int]) -> None:
-    dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), clean_env())
-    try:
-        dev.wait_ready()
-        output = "".join(dev.lines)
-        api = f"http://127.0.0.1:{dev_ports['api']}"
-        assert f"API        {api}" in output
-        assert f"Flower     http://127.0.0.1:{dev_ports['flower']}" in output
-        worker_metrics = f"http://127.0.0.1:{dev_ports['worker-metrics']}"
-        assert f"{worker_metrics}/metrics (worker)" in output
-        assert f"curl -s -X POST {api}/v1/jobs" in output
-        assert f"Wyoming    tcp://127.0.0.1:{dev_ports['wyoming']}" in output
-        voicevox = f"http://127.0.0.1:{dev_ports['voicevox']}"
-        assert f"VOICEVOX   {voicevox}" in output
-        assert httpx.get(f"{voicevox}/version").status_code == 200
-        names = {p.name() for p in dev.descendants()}
-        assert {"redis-server", "weed"} <= names
-
-        with httpx.Client(base_url=api, timeout=30) as client:
-            job = client.post("/v1/jobs", json={"text": "Hello from the dev stack."}).json()
-            assert wait_for_job(client, job["id"])["status"] == "succeeded"
-            assert client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True).content[:4] == b"RIFF"
-        assert httpx.get(f"http://127.0.0.1:{dev_ports['flower']}/").status_code == 200
-        assert httpx.get(f"{worker_metrics}/readyz").status_code == 200
-        assert "ttsq_inference_seconds_count" in httpx.get(f"{worker_metrics}/metrics").text
-        assert (tmp_path / ".ttsq" / "redis").is_dir()
-        assert not wildcard_listeners(dev.descendants())
-    finally:
-        children = dev.descendants()
-        code = dev.terminate()
-    assert code == 0
-    assert children
-    assert all_gone(children), [p.name() for p in children if p.is_running()]
-    assert not any(port_in_use(port) for port in dev_ports.values())
 
 
 def test_dev_uses_services_named_in_its_env_file(

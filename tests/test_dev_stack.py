@@ -1,5 +1,9 @@
-"""A real Prometheus server (Debian's ``prometheus`` package) scrapes ``ttsq dev``; after a few jobs,
-every query of the Grafana dashboard returns data."""
+"""One ``ttsq dev`` for the module, as a user runs it: a real Prometheus (Debian's ``prometheus``
+package) scrapes it and, after a few jobs, every query of the Grafana dashboard returns data; it
+prints and serves every part; then it stops with nothing left running or listening.
+
+Its tests run in the file's order, the stop last (each also runs alone: the stack starts for it).
+One start for them all: a start of the stack is most of their time (a worker loads its model)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import math
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +21,9 @@ import pytest
 import redis
 import yaml
 
-from cli.processes import ManagedProcess, free_port, wait_until
+from cli.processes import ManagedProcess, free_port, port_in_use, wait_until
 from tests.conftest import create_record, enqueue, wait_for_job
-from tests.test_cli import DevProcess, clean_env, dev_args, free_dev_ports
+from tests.test_cli import DevProcess, all_gone, clean_env, dev_args, free_dev_ports, wildcard_listeners
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings
 
@@ -41,21 +46,32 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("prometheus")
+    return tmp_path_factory.mktemp("dev-stack")
+
+
+@dataclass(frozen=True)
+class DevStack:
+    process: DevProcess
+    ports: dict[str, int]
+    data_dir: Path
 
 
 @pytest.fixture(scope="module")
-def dev_stack(folder: Path) -> Iterator[dict[str, int]]:
-    """One ``ttsq dev`` for the module: the test that the check can fail asks the same Prometheus."""
+def dev(folder: Path) -> Iterator[DevStack]:
+    """The module's ``ttsq dev``, on ports picked free; stopped here unless a test stopped it."""
     ports = free_dev_ports()
-    dev = DevProcess(dev_args(folder / ".ttsq", ports), clean_env())
+    process = DevProcess(dev_args(folder / ".ttsq", ports), clean_env())
     try:
-        dev.wait_ready()
-        output = "".join(dev.lines)
-        assert f"http://127.0.0.1:{ports['worker-metrics']}/metrics (worker)" in output
-        yield ports
+        process.wait_ready()
+        yield DevStack(process, ports, folder / ".ttsq")
     finally:
-        assert dev.terminate() == 0
+        if process.process.poll() is None:
+            assert process.terminate() == 0
+
+
+@pytest.fixture(scope="module")
+def dev_stack(dev: DevStack) -> dict[str, int]:
+    return dev.ports
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +167,39 @@ def test_a_query_naming_no_real_metric_has_no_data(prometheus: str) -> None:
 def test_prometheus_binary_is_the_debian_one() -> None:
     version = subprocess.run([PROMETHEUS, "--version"], capture_output=True, text=True, check=True)
     assert "prometheus, version 2." in version.stdout + version.stderr
+
+
+def test_dev_prints_and_serves_every_part(dev: DevStack) -> None:
+    output, ports = dev.process.output(), dev.ports
+    api = f"http://127.0.0.1:{ports['api']}"
+    assert f"API        {api}" in output
+    assert f"Flower     http://127.0.0.1:{ports['flower']}" in output
+    worker_metrics = f"http://127.0.0.1:{ports['worker-metrics']}"
+    assert f"{worker_metrics}/metrics (worker)" in output
+    assert f"curl -s -X POST {api}/v1/jobs" in output
+    assert f"Wyoming    tcp://127.0.0.1:{ports['wyoming']}" in output
+    voicevox = f"http://127.0.0.1:{ports['voicevox']}"
+    assert f"VOICEVOX   {voicevox}" in output
+    assert httpx.get(f"{voicevox}/version").status_code == 200
+    names = {p.name() for p in dev.process.descendants()}
+    assert {"redis-server", "weed"} <= names
+
+    with httpx.Client(base_url=api, timeout=30) as client:
+        job = client.post("/v1/jobs", json={"text": "Hello from the dev stack."}).json()
+        assert wait_for_job(client, job["id"])["status"] == "succeeded"
+        assert client.get(f"/v1/jobs/{job['id']}/audio", follow_redirects=True).content[:4] == b"RIFF"
+    assert httpx.get(f"http://127.0.0.1:{ports['flower']}/").status_code == 200
+    assert httpx.get(f"{worker_metrics}/readyz").status_code == 200
+    assert "ttsq_inference_seconds_count" in httpx.get(f"{worker_metrics}/metrics").text
+    assert (dev.data_dir / "redis").is_dir()
+    assert not wildcard_listeners(dev.process.descendants())
+
+
+def test_dev_stops_every_part_and_frees_its_ports(dev: DevStack) -> None:
+    """Last in the module: SIGTERM, as Ctrl-C's supervisor passes it on."""
+    children = dev.process.descendants()
+    code = dev.process.terminate()
+    assert code == 0
+    assert children
+    assert all_gone(children), [p.name() for p in children if p.is_running()]
+    assert not any(port_in_use(port) for port in dev.ports.values())
