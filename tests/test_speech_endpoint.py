@@ -179,10 +179,10 @@ def test_unknown_voice_is_refused(openai_client: openai.OpenAI) -> None:
 def test_openai_voice_names_follow_the_configured_map(settings: Settings, worker: ManagedProcess) -> None:
     mapped = settings.model_copy(update={"openai_voices": {"nova": FOLDER_VOICE_ID}})
     with serve(create_app(mapped)) as url, openai.OpenAI(base_url=f"{url}/v1", api_key="unused") as client:
-        nova = client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=SENTENCE)
-        echo = client.audio.speech.with_raw_response.create(model="tts-1", voice="echo", input=SENTENCE)
+        nova = client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=ONE_PART)
+        echo = client.audio.speech.with_raw_response.create(model="tts-1", voice="echo", input=ONE_PART)
         own = client.audio.speech.with_raw_response.create(
-            model="tts-1", voice={"id": DEFAULT_VOICE_ID}, input=SENTENCE
+            model="tts-1", voice={"id": DEFAULT_VOICE_ID}, input=ONE_PART
         )
         voices = [httpx.get(f"{url}/v1/jobs/{r.headers['x-ttsq-job-id']}").json()["voice"] for r in (nova, echo, own)]
     assert voices == [FOLDER_VOICE_ID, DEFAULT_VOICE_ID, DEFAULT_VOICE_ID]
