@@ -139,11 +139,13 @@ def test_long_input_streams_opus_and_aac_whole(
     openai_client: openai.OpenAI, client: httpx.Client, response_format: str
 ) -> None:
     """Streamed segment by segment, the Opus or AAC stream holds all of the stored file's audio: the
-    encoder's last frames and the container's last page arrive after the last segment."""
+    encoder's last frames and the container's last page arrive after the last segment. A sentence is
+    enough: streamed, it is two segments (its first clause, then the rest), so the stream has a part
+    after the first and an end, as a longer text's has (the WAV test above streams budgeted segments)."""
     with openai_client.audio.speech.with_streaming_response.create(
         model="tts-1",
         voice="alloy",
-        input=TWO_SEGMENTS,
+        input=SENTENCE,
         response_format=response_format,  # type: ignore[arg-type]
     ) as response:
         job_id = response.headers["x-ttsq-job-id"]
