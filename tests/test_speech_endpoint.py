@@ -22,8 +22,9 @@ from tests.test_segment_jobs import PARAGRAPH
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
-SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects of a server like this one."
-"""Long enough (17 words) for a streamed job to cut its first clause."""
+SENTENCE: Final = "The speech endpoint answers with audio, as the OpenAI client expects of a server."
+"""Long enough (14 words, past the 12 a streamed job speaks whole) for a streamed job to cut its
+first clause: two parts, each a segment; about five seconds of speech."""
 SAMPLE_RATE = 22050
 TWO_SEGMENTS = PARAGRAPH[: PARAGRAPH.index(" We had")]
 """The paragraph's first three sentences: two segments at the default budget, where a test needs
