@@ -5,7 +5,7 @@ ACX's RMS, peak and noise floor; and the meter and limiter themselves against th
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import numpy as np
@@ -17,6 +17,7 @@ from scipy.signal import butter, resample_poly, sosfilt
 from tests.conftest import wait_for_job
 from tests.test_batches import submit, wait_for_batch
 from tests.test_segment_jobs import PARAGRAPH
+from tests.test_speech_endpoint import TWO_SEGMENTS
 from tts_core.mastering.level_meter import LevelSummary, measure, summary_of
 from tts_core.mastering.leveling import leveling_for
 from tts_core.mastering.limiter import PeakLimiter, box_mean, sliding_min
@@ -24,6 +25,12 @@ from tts_core.mastering.loudness import PRESETS, LoudnessTarget, loudness_target
 
 SHORT = "A short answer, spoken once and leveled whole. Is it loud enough? It should be exactly right."
 RATE = 22050
+LAST_SENTENCE: Final = PARAGRAPH[PARAGRAPH.index("In short") :]
+"""The paragraph's last sentence, about eleven seconds of speech (integrated loudness gates 400 ms
+blocks: a few seconds measure as surely as more). Streamed with the default voice's calibrated gain
+it lands within half a LU of where the whole paragraph does (-16.7 and -16.3 LUFS for -16), where the
+first two sentences land a LU under the paragraph: the same margin to the test's bound, for under a
+third of the synthesis."""
 
 
 def true_peak_db(audio: np.ndarray) -> float:
@@ -165,29 +172,33 @@ def test_loudness_target_names_the_problem() -> None:
     assert loudness_target(target_lufs=-18.0) == LoudnessTarget("lufs", -18.0, -1.0)
 
 
-def leveled(client: httpx.Client, text: str, loudness: dict[str, Any], **fields: Any) -> tuple[np.ndarray, int]:
+def leveled(
+    client: httpx.Client, text: str, loudness: dict[str, Any], **fields: Any
+) -> tuple[np.ndarray, int, dict[str, Any]]:
+    """The succeeded job's audio, its rate, and the job."""
     job = client.post("/v1/jobs", json={"text": text, "format": "wav", "loudness": loudness, **fields})
     assert job.status_code == 202, job.text
     done = wait_for_job(client, job.json()["id"])
     assert done["status"] == "succeeded", done["error"]
     audio, rate = soundfile.read(io.BytesIO(httpx.get(done["result"]["url"]).content), dtype="float64")
-    return audio, rate
+    return audio, rate, done
 
 
 @pytest.mark.parametrize(
-    ("loudness", "lufs", "ceiling", "text"),
+    ("loudness", "lufs", "ceiling", "text", "segmented"),
     [
-        ({"preset": "podcast"}, -16.0, -1.0, PARAGRAPH),  # assembled from segments
-        ({"target_lufs": -13.0, "true_peak_db": -1.0}, -13.0, -1.0, SHORT),  # made in one
+        ({"preset": "podcast"}, -16.0, -1.0, TWO_SEGMENTS, True),  # assembled from segments
+        ({"target_lufs": -13.0, "true_peak_db": -1.0}, -13.0, -1.0, SHORT, False),  # made in one
     ],
     ids=["podcast-segments", "custom-one"],
 )
 def test_a_job_lands_on_its_integrated_loudness_under_its_ceiling(
-    client: httpx.Client, loudness: dict[str, Any], lufs: float, ceiling: float, text: str
+    client: httpx.Client, loudness: dict[str, Any], lufs: float, ceiling: float, text: str, segmented: bool
 ) -> None:
     """A preset on a job assembled from segments, a target of its own on a job made in one; every
     preset's leveling is checked on plain data above."""
-    audio, rate = leveled(client, text, loudness)
+    audio, rate, done = leveled(client, text, loudness)
+    assert (done["progress"]["segments_total"] > 1) is segmented
     assert integrated(audio, rate) == pytest.approx(lufs, abs=0.5)
     assert true_peak_db(audio) <= ceiling + 0.05
 
@@ -197,14 +208,20 @@ def test_the_audiobook_preset_passes_acx_checks(client: httpx.Client) -> None:
     pause, digital silence). Within one paragraph every half second holds some speech (sentence
     pauses are 0.25 s), which put the quietest one at -60 dB give or take a tenth, by chance."""
     first = PARAGRAPH[: PARAGRAPH.index("It was the season")].strip()  # two sentences
-    audio, rate = leveled(client, f"{first}\n\n{SHORT}", {"preset": "audiobook"}, format="wav")
+    audio, rate, _ = leveled(client, f"{first}\n\n{SHORT}", {"preset": "audiobook"}, format="wav")
     assert -23.0 <= rms_db(audio) <= -18.0
     assert 20 * np.log10(np.abs(audio).max()) <= -3.0
     assert noise_floor_db(audio, rate) <= -60.0
 
 
 def test_a_batch_levels_every_item_to_the_one_target(client: httpx.Client) -> None:
-    quiet, loud = PARAGRAPH[:300], "<speak><prosody volume='x-loud'>" + PARAGRAPH[300:600] + "</prosody></speak>"
+    """A plain item and one spoken x-loud, a sentence each (a few seconds of speech: enough to meter),
+    both land on the batch's one target."""
+    third = PARAGRAPH[PARAGRAPH.index("It was the season") : PARAGRAPH.index(" We had")]
+    quiet, loud = (
+        PARAGRAPH[: PARAGRAPH.index(" It was the epoch")],
+        f"<speak><prosody volume='x-loud'>{third}</prosody></speak>",
+    )
     defaults = {"format": "wav", "loudness": {"preset": "podcast"}}
     items: list[dict[str, Any]] = [{"text": quiet, "volume_db": -9.0}, {"text": loud, "text_type": "ssml"}]
     refused = client.post("/v1/batches", json={"defaults": defaults, "items": items})
@@ -223,11 +240,13 @@ def test_a_batch_levels_every_item_to_the_one_target(client: httpx.Client) -> No
 
 
 def test_the_speech_endpoint_levels_with_the_voice_calibration(client: httpx.Client) -> None:
-    """Streamed audio is leveled by a gain calibrated once per voice: near the target, under the ceiling."""
-    body = {"model": "tts-1", "voice": "alloy", "input": PARAGRAPH, "response_format": "wav"}
+    """Streamed audio, every part of it, is leveled by a gain calibrated once per voice: near the
+    target, under the ceiling."""
+    body = {"model": "tts-1", "voice": "alloy", "input": LAST_SENTENCE, "response_format": "wav"}
     plain = client.post("/v1/audio/speech", json=body, timeout=120)
     loud = client.post("/v1/audio/speech", json={**body, "loudness": {"preset": "podcast"}}, timeout=120)
     assert plain.status_code == loud.status_code == 200
+    assert wait_for_job(client, loud.headers["x-ttsq-job-id"])["progress"]["segments_total"] > 1  # streamed in parts
     before, rate = soundfile.read(io.BytesIO(plain.content), dtype="float64")
     after, _ = soundfile.read(io.BytesIO(loud.content), dtype="float64")
     assert abs(integrated(after, rate) + 16.0) < 1.5 < abs(integrated(before, rate) + 16.0)

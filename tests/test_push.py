@@ -19,10 +19,6 @@ from tests.test_segment_jobs import PARAGRAPH
 SENTENCE = "Pushed, not polled: this job tells its listeners when it changes."
 
 
-def long_text(paragraphs: int) -> str:
-    return " ".join([PARAGRAPH] * paragraphs)
-
-
 def events_of(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any], str]]:
     """(event name, data, id) of each event as it comes, until the server ends the stream."""
     name, data, event_id = "message", "", ""
@@ -43,7 +39,9 @@ def read_events(response: httpx.Response) -> list[tuple[str, dict[str, Any], str
 
 
 def test_events_stream_a_job_from_queued_to_succeeded_in_order(client: httpx.Client) -> None:
-    job = client.post("/v1/jobs", json={"text": long_text(2)}).json()
+    """A paragraph: four segments, two turns of the worker's two task threads, so segments end while
+    the job runs and the stream reports progress between running and succeeded."""
+    job = client.post("/v1/jobs", json={"text": PARAGRAPH}).json()
     with client.stream("GET", f"/v1/jobs/{job['id']}/events", timeout=60) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")

@@ -22,8 +22,9 @@ from tests.test_segment_jobs import PARAGRAPH
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
-SENTENCE = "The speech endpoint answers with audio, as the OpenAI client expects of a server like this one."
-"""Long enough (17 words) for a streamed job to cut its first clause."""
+SENTENCE: Final = "The speech endpoint answers with audio, as the OpenAI client expects of a server."
+"""Long enough (14 words, past the 12 a streamed job speaks whole) for a streamed job to cut its
+first clause: two parts, each a segment; about five seconds of speech."""
 SAMPLE_RATE = 22050
 TWO_SEGMENTS = PARAGRAPH[: PARAGRAPH.index(" We had")]
 """The paragraph's first three sentences: two segments at the default budget, where a test needs
@@ -139,11 +140,13 @@ def test_long_input_streams_opus_and_aac_whole(
     openai_client: openai.OpenAI, client: httpx.Client, response_format: str
 ) -> None:
     """Streamed segment by segment, the Opus or AAC stream holds all of the stored file's audio: the
-    encoder's last frames and the container's last page arrive after the last segment."""
+    encoder's last frames and the container's last page arrive after the last segment. A sentence is
+    enough: streamed, it is two segments (its first clause, then the rest), so the stream has a part
+    after the first and an end, as a longer text's has (the WAV test above streams budgeted segments)."""
     with openai_client.audio.speech.with_streaming_response.create(
         model="tts-1",
         voice="alloy",
-        input=TWO_SEGMENTS,
+        input=SENTENCE,
         response_format=response_format,  # type: ignore[arg-type]
     ) as response:
         job_id = response.headers["x-ttsq-job-id"]
@@ -179,10 +182,10 @@ def test_unknown_voice_is_refused(openai_client: openai.OpenAI) -> None:
 def test_openai_voice_names_follow_the_configured_map(settings: Settings, worker: ManagedProcess) -> None:
     mapped = settings.model_copy(update={"openai_voices": {"nova": FOLDER_VOICE_ID}})
     with serve(create_app(mapped)) as url, openai.OpenAI(base_url=f"{url}/v1", api_key="unused") as client:
-        nova = client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=SENTENCE)
-        echo = client.audio.speech.with_raw_response.create(model="tts-1", voice="echo", input=SENTENCE)
+        nova = client.audio.speech.with_raw_response.create(model="tts-1", voice="nova", input=ONE_PART)
+        echo = client.audio.speech.with_raw_response.create(model="tts-1", voice="echo", input=ONE_PART)
         own = client.audio.speech.with_raw_response.create(
-            model="tts-1", voice={"id": DEFAULT_VOICE_ID}, input=SENTENCE
+            model="tts-1", voice={"id": DEFAULT_VOICE_ID}, input=ONE_PART
         )
         voices = [httpx.get(f"{url}/v1/jobs/{r.headers['x-ttsq-job-id']}").json()["voice"] for r in (nova, echo, own)]
     assert voices == [FOLDER_VOICE_ID, DEFAULT_VOICE_ID, DEFAULT_VOICE_ID]
