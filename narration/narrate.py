@@ -97,6 +97,8 @@ class Narration:
         self.state = State.load(folder, book.title)
         self.notes: list[str] = []
         """What a rerun found on disk that it could not keep, or moved, one line each."""
+        self._ended_unseen: str | None = None
+        """The job whose long poll last answered that it had ended (see :meth:`_until_next_read`)."""
         if self.state.problem:
             self.notes.append(f"{self.state.problem}; every chapter is narrated again")
         kept = self._keep()
@@ -207,7 +209,23 @@ class Narration:
                 self.state.save(self.folder)
             on_change()
             if any(o.status == "pending" for o in self.state.chapters.values()):
-                pause(POLL_S)
+                self._until_next_read(pause)
+
+    def _until_next_read(self, pause: Callable[[float], None]) -> None:
+        """Wait up to ``POLL_S`` for the next read of the batch: on the first pending chapter's job with
+        the API's long poll, which answers the moment that job ends, so a chapter is downloaded then,
+        not up to a poll later. A job the batch still shows pending after its long poll said it had
+        ended (or one the API no longer has) is waited for by the plain pause."""
+        job_id = next((o.job_id for o in self.state.chapters.values() if o.status == "pending" and o.job_id), None)
+        if job_id is None or job_id == self._ended_unseen:
+            pause(POLL_S)
+            return
+        try:
+            job = self.client.get(job_id, POLL_S)
+        except ClientError:
+            pause(POLL_S)
+            return
+        self._ended_unseen = job_id if JobStatus(job["status"]).terminal else None
 
     def _settle(self, outcome: Outcome, item: dict[str, Any]) -> bool:
         status = JobStatus(item["status"])
