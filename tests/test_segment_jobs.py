@@ -20,7 +20,7 @@ from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
-from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, start_workers, stop_all, wait_for, wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, stop_all, wait_for, wait_for_job
 from tests.voices import BROKEN_VOICE_ID
 from tts_core.base.audio import PCM16
 from tts_core.base.config import SynthesisConfig
@@ -180,23 +180,11 @@ def crash_safe(settings: Settings) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def side_workers(
-    settings: Settings, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]]:
-    """The module's two workers of their own settings, started at once: the tuned one, and the one
-    the crash test kills."""
+def tuned_stack(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SideStack]:
+    """The module's worker of ``TUNED`` settings, on a queue of its own, and an API sending there."""
     folder = tmp_path_factory.mktemp("side")
-    custom = {"tuned": worker_settings(settings, "tts-tuned", **TUNED), "crash-victim": crash_safe(settings)}
-    processes = start_workers(folder, custom)
-    yield folder, {name: (custom[name], process) for name, process in processes.items()}
-    stop_all(processes.values())
-
-
-@pytest.fixture(scope="module")
-def tuned_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
-    folder, workers = side_workers
-    custom, first = workers["tuned"]
-    with side_stack(custom, folder, first) as stack:
+    custom = worker_settings(settings, "tts-tuned", **TUNED)
+    with side_stack(custom, folder, start_worker(custom, folder / "tuned.log", "tuned")) as stack:
         yield stack
 
 
@@ -238,10 +226,11 @@ def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
 
 
 @pytest.fixture
-def crash_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
-    folder, workers = side_workers
-    custom, victim = workers["crash-victim"]
-    with side_stack(custom, folder, victim) as stack:
+def crash_stack(settings: Settings, tmp_path: Path) -> Iterator[SideStack]:
+    """The worker the crash test kills, started for that test alone: a run without the recovery tests
+    starts none."""
+    custom = crash_safe(settings)
+    with side_stack(custom, tmp_path, start_worker(custom, tmp_path / "crash-victim.log", "crash-victim")) as stack:
         yield stack
 
 
