@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import boto3
 import httpx
@@ -17,12 +17,14 @@ from mypy_boto3_s3 import S3Client
 from bench.audio_decoding import decode as decode_audio
 from tests.conftest import FOLDER_VOICE_ID, TEST_BUCKET, IdleQueueApi, wait_for_job
 from tests.test_japanese import JAPANESE_VOICE_IDS
-from tests.test_speech_endpoint import TWO_SEGMENTS
+from tests.test_segment_jobs import NEARLY_FULL
 from tests.voices import BROKEN_VOICE_ID, MULTI_SPEAKER_VOICE_ID
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.settings import Settings
 
-HELLO = "Hello from the queue. This sentence checks that ttsq speaks every format."
+HELLO: Final = "Hello from every format."
+"""Four words: each format and rate needs a job of its own, not a long one (about two seconds of
+speech, long enough for the duration and loudness checks and for a bit rate to show in a file's size)."""
 
 
 def job_keys(redis_client: redis.Redis) -> set[bytes]:
@@ -118,7 +120,8 @@ def test_a_job_at_another_sample_rate(
 def test_a_long_job_is_resampled_once_across_its_segments(client: httpx.Client) -> None:
     """Assembled part by part through one resampler (tests/test_formats.py: the same samples as the
     whole resampled at once): the file is at the rate asked for and as long as the speech."""
-    job = client.post("/v1/jobs", json={"text": TWO_SEGMENTS, "format": "wav", "sample_rate": 16000}).json()
+    two_segments = f"Here we go. {NEARLY_FULL}"  # the long sentence fits no other in its segment
+    job = client.post("/v1/jobs", json={"text": two_segments, "format": "wav", "sample_rate": 16000}).json()
     done = wait_for_job(client, job["id"])
     assert done["status"] == "succeeded", done["error"]
     assert done["progress"]["segments_total"] > 1

@@ -249,19 +249,26 @@ def test_an_amplified_job_is_charged_and_refused_by_what_it_speaks(
             assert client.get("/v1/jobs").json()["jobs"] == []
 
 
-def test_a_worker_charges_what_the_alias_made_it_speak(bounded_url: str, settings: Settings) -> None:
-    """Five "b"s (9 characters) speak 1,004: bulk, charged 1,004 characters and the audio delivered."""
-    client, tenant = keyed(bounded_url, settings)
-    with client:
-        stored = client.put("/v1/lexicons/amp", content=SHAPES["letter aliased to 200 characters"][0],
-                            headers={"Content-Type": "application/json"})  # fmt: skip
-        assert stored.status_code == 200, stored.text
-        answer = client.post("/v1/jobs", json={"text": "b b b b b", "lexicons": ["amp"], "format": "wav"})
-        assert answer.status_code == 202, answer.text
-        assert answer.json()["priority"] == "bulk"
-        done = wait_for_job(client, answer.json()["id"])
-        assert done["status"] == "succeeded", done
-        assert done["result"]["duration_s"] > 30  # 1,000 characters of prose, not 9
-        characters, audio_s = Quotas(redis.Redis.from_url(settings.redis_url)).usage(tenant, usage_day(utcnow()))
-        assert characters == 9 + 5 * 199
-        assert audio_s == pytest.approx(done["result"]["duration_s"], abs=1)
+CHARGED_INTERACTIVE_MAX: Final = 300
+"""The most an interactive job speaks on the API of the charge test: two aliased "b"s pass it, as five
+(a minute of audio) pass the default 1,000."""
+
+
+def test_a_worker_charges_what_the_alias_made_it_speak(settings: Settings, worker: ManagedProcess) -> None:
+    """Two "b"s (3 characters) speak 401: bulk, charged 401 characters and the audio delivered."""
+    keyed_api = settings.model_copy(update={"auth_required": True, "interactive_max_chars": CHARGED_INTERACTIVE_MAX})
+    with serve(create_app(keyed_api)) as url:
+        client, tenant = keyed(url, settings)
+        with client:
+            stored = client.put("/v1/lexicons/amp", content=SHAPES["letter aliased to 200 characters"][0],
+                                headers={"Content-Type": "application/json"})  # fmt: skip
+            assert stored.status_code == 200, stored.text
+            answer = client.post("/v1/jobs", json={"text": "b b", "lexicons": ["amp"], "format": "wav"})
+            assert answer.status_code == 202, answer.text
+            assert answer.json()["priority"] == "bulk"
+            done = wait_for_job(client, answer.json()["id"])
+            assert done["status"] == "succeeded", done
+            assert done["result"]["duration_s"] > 12  # 400 characters of prose, not 3
+            characters, audio_s = Quotas(redis.Redis.from_url(settings.redis_url)).usage(tenant, usage_day(utcnow()))
+            assert characters == 3 + 2 * 199
+            assert audio_s == pytest.approx(done["result"]["duration_s"], abs=1)

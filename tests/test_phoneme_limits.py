@@ -6,6 +6,8 @@ hostile-input class of issue 19), which the model would be asked to attend over 
 
 from __future__ import annotations
 
+from typing import Final
+
 import httpx
 import pytest
 import redis
@@ -84,10 +86,17 @@ def test_the_api_refuses_an_overlong_pronunciation_and_creates_no_job(
     assert redis_client.llen(idle_queue_api.queue) == 0
 
 
+SPOKEN_WHOLE_CHARS: Final = 400
+"""A pronunciation of about twice a segment's ids (803 of 400): cut into three pieces, as one of
+``MAX_PHONEME_CHARS`` is into six, in under half its audio. Against one word of seven characters it
+is 9.6 times as long (one of ``MAX_PHONEME_CHARS`` against 70 characters: 8.6)."""
+
+
 def test_a_long_pronunciation_is_spoken_whole(client: httpx.Client) -> None:
     """Cut into pieces, the pronunciation is still all spoken: the job takes about as long as the
     symbols say (Piper: about 60 ms of audio a symbol), and more than a short one."""
-    short, _ = ssml_pcm(client, phoneme_document(pronunciation(70)))
-    long, done = ssml_pcm(client, phoneme_document(pronunciation(MAX_PHONEME_CHARS)))
+    short, _ = ssml_pcm(client, phoneme_document(pronunciation(7)))
+    long, done = ssml_pcm(client, phoneme_document(pronunciation(SPOKEN_WHOLE_CHARS)))
     assert len(long) > 8 * len(short)
     assert done["status"] == "succeeded"
+    assert done["progress"]["segments_total"] >= 2  # type: ignore[index]

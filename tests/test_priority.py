@@ -14,7 +14,7 @@ import redis
 
 from cli.processes import ManagedProcess
 from tests.conftest import JOB_TIMEOUT_S, IdleQueueApi, wait_for, wait_for_job
-from tests.test_segment_jobs import PARAGRAPH
+from tests.test_segment_jobs import PARAGRAPH, THREE_SEGMENTS
 from ttsq.cpu_priority import threads_can_come_back
 from ttsq.settings import Settings
 
@@ -116,7 +116,7 @@ def test_bulk_work_steps_back_on_the_cores_and_gives_its_threads_back(
     stays lowered, and an interactive job runs with nothing of its own lowered (``ttsq.cpu_priority``)."""
     during_bulk: list[int] = []
     with _sampled(worker.pid, during_bulk):
-        bulk = client.post("/v1/jobs", json={"text": PARAGRAPH, "priority": "bulk"}).json()  # four segments
+        bulk = client.post("/v1/jobs", json={"text": THREE_SEGMENTS, "priority": "bulk"}).json()
         assert wait_for_job(client, bulk["id"])["status"] == "succeeded"
     assert max(during_bulk) >= (2 if threads_can_come_back() else 1), "no bulk task thread was lowered"
     wait_for(lambda: _lowered_threads(worker.pid), lambda n: n == 1, 10, "only the bulk batcher's thread lowered")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import numpy as np
@@ -20,7 +20,7 @@ from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
 from cli.processes import ManagedProcess, wait_until
-from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, start_workers, stop_all, wait_for, wait_for_job
+from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, stop_all, wait_for, wait_for_job
 from tests.voices import BROKEN_VOICE_ID
 from tts_core.base.audio import PCM16
 from tts_core.base.config import SynthesisConfig
@@ -43,6 +43,20 @@ PARAGRAPH = (
     "of comparison only."
 )
 DETERMINISTIC = {"noise_scale": 0.0, "noise_w": 0.0}
+NEARLY_FULL: Final = (
+    "The narrator reads one more sentence of the chapter aloud, slowly and clearly, so that every listener in "
+    "the room can follow the story of the long dark night right to its very end."
+)
+"""One sentence that fills most of a segment (377 phoneme ids, with its pause 387 of 400): a sentence of
+a few words beside it does not fit, so each makes a segment of its own."""
+ALSO_NEARLY_FULL: Final = (
+    "A long sentence of plain words goes on and on here, past the point where a reader would pause, and it "
+    "keeps going for a good while longer so that its segment is full, yet not over."
+)
+"""Another such sentence (381 ids), without a "θ"."""
+THREE_SEGMENTS: Final = f"Here we go. {NEARLY_FULL} That is all."
+"""Three segments at the default budget in a third of PARAGRAPH's audio (which makes four): two short
+sentences that do not fit in the long one's segment."""
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +101,9 @@ def assert_assembled_in_order(pcm: PCM16, parts: list[PCM16], pause_s: float) ->
 def test_multi_segment_job_assembles_in_order(
     client: httpx.Client, voice: Voice, settings: Settings, redis_client: redis.Redis
 ) -> None:
-    parts = expected_parts(voice, PARAGRAPH, settings)
+    parts = expected_parts(voice, THREE_SEGMENTS, settings)
     assert len(parts) >= 3
-    job = client.post("/v1/jobs", json={"text": PARAGRAPH, "format": "wav", **DETERMINISTIC}).json()
+    job = client.post("/v1/jobs", json={"text": THREE_SEGMENTS, "format": "wav", **DETERMINISTIC}).json()
     done = wait_for_job(client, job["id"])
     assert done["status"] == "succeeded", done
     progress = done["progress"]
@@ -114,7 +128,9 @@ def test_single_segment_job_finishes_in_its_entry_task(client: httpx.Client, red
 
 
 def test_progress_counters_move(client: httpx.Client) -> None:
-    job = client.post("/v1/jobs", json={"text": " ".join([PARAGRAPH] * 2)}).json()
+    """Three segments: after the first, short one, the long one's synthesis is a stretch of polls in
+    which one segment of three is done."""
+    job = client.post("/v1/jobs", json={"text": THREE_SEGMENTS}).json()
     seen: list[dict[str, Any]] = []
 
     def read() -> dict[str, Any]:
@@ -127,6 +143,7 @@ def test_progress_counters_move(client: httpx.Client) -> None:
     assert all(progress["audio_s"] is not None for progress in running)
     counts = [progress["segments_done"] for progress in running]
     total = status["progress"]["segments_total"]
+    assert total >= 3
     assert counts == sorted(counts), "segments_done went backwards"
     assert any(0 < n < total for n in counts), f"no intermediate progress seen: {counts}"
     assert status["progress"]["segments_done"] == total
@@ -180,23 +197,11 @@ def crash_safe(settings: Settings) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def side_workers(
-    settings: Settings, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]]:
-    """The module's two workers of their own settings, started at once: the tuned one, and the one
-    the crash test kills."""
+def tuned_stack(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SideStack]:
+    """The module's worker of ``TUNED`` settings, on a queue of its own, and an API sending there."""
     folder = tmp_path_factory.mktemp("side")
-    custom = {"tuned": worker_settings(settings, "tts-tuned", **TUNED), "crash-victim": crash_safe(settings)}
-    processes = start_workers(folder, custom)
-    yield folder, {name: (custom[name], process) for name, process in processes.items()}
-    stop_all(processes.values())
-
-
-@pytest.fixture(scope="module")
-def tuned_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
-    folder, workers = side_workers
-    custom, first = workers["tuned"]
-    with side_stack(custom, folder, first) as stack:
+    custom = worker_settings(settings, "tts-tuned", **TUNED)
+    with side_stack(custom, folder, start_worker(custom, folder / "tuned.log", "tuned")) as stack:
         yield stack
 
 
@@ -238,10 +243,11 @@ def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
 
 
 @pytest.fixture
-def crash_stack(side_workers: tuple[Path, dict[str, tuple[Settings, ManagedProcess]]]) -> Iterator[SideStack]:
-    folder, workers = side_workers
-    custom, victim = workers["crash-victim"]
-    with side_stack(custom, folder, victim) as stack:
+def crash_stack(settings: Settings, tmp_path: Path) -> Iterator[SideStack]:
+    """The worker the crash test kills, started for that test alone: a run without the recovery tests
+    starts none."""
+    custom = crash_safe(settings)
+    with side_stack(custom, tmp_path, start_worker(custom, tmp_path / "crash-victim.log", "crash-victim")) as stack:
         yield stack
 
 
@@ -294,14 +300,14 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
 def test_a_failing_segment_fails_the_job_and_leaves_nothing_behind(
     client: httpx.Client, settings: Settings, s3_client: S3Client, redis_client: redis.Redis
 ) -> None:
-    """A voice of the suite's folder fails inside the model on "θ" (tests/voices.py): the fourth
-    segment of this text fails while the others run."""
-    text = f"{PARAGRAPH} I think the fourth segment fails. {PARAGRAPH}"
+    """A voice of the suite's folder fails inside the model on "θ" (tests/voices.py): the second
+    segment of this text fails, between one made before it and one made while or after it runs."""
+    text = f"{NEARLY_FULL} I think this one fails. {ALSO_NEARLY_FULL}"
     job = client.post("/v1/jobs", json={"text": text, "voice": BROKEN_VOICE_ID}).json()
     done = wait_for_job(client, job["id"])
     assert done["status"] == "failed", done
     assert done["error"]["code"] == "synthesis_error"
-    assert done["progress"]["segments_total"] > 3
+    assert done["progress"]["segments_total"] == 3
     assert done["result"] is None
     assert s3_client.list_objects_v2(Bucket=settings.s3.bucket, Prefix=f"anonymous/jobs/{job['id']}/")["KeyCount"] == 0
     # Segments still running when the job failed remove their own parts once they finish.

@@ -23,6 +23,7 @@ from tests.conftest import (
     wait_for_job,
     wait_for_tasks,
 )
+from tests.test_segment_jobs import THREE_SEGMENTS
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.broker import make_producer
 from ttsq.constants import SYNTHESIZE_TASK, job_events_channel
@@ -127,13 +128,6 @@ def test_a_step_that_took_down_its_workers_fails_instead_of_running_again(
         assert done["error"]["code"] == "worker_crashed"
         assert "stopped its worker 3 times" in done["error"]["message"]
         assert done["progress"]["segments_total"] is None, "the step did not run again"
-
-
-THREE_SEGMENTS = " ".join(
-    f"Paragraph {n} of the record test says enough words for a segment of its own, and then it goes on a "
-    "little longer, so that the planner has to cut the text here rather than anywhere later."
-    for n in range(3)
-)
 
 
 @pytest.mark.parametrize(("text", "segments"), [("One sentence, one segment.", 1), (THREE_SEGMENTS, 3)])
