@@ -4,6 +4,7 @@ the audio streamed and stored is still all of the job's (real worker, real model
 from __future__ import annotations
 
 import io
+from typing import Final
 
 import httpx
 import numpy as np
@@ -16,11 +17,14 @@ from tts_core.text.first_part import CLAUSE_PAUSE_S, first_cuts, pieces, word_br
 
 JAPANESE = "この書生の掌の裏でしばらくはよい心持に坐っておったが、しばらくすると非常な速力で運転し始めた。"
 """One 47-character sentence: before, its first audio was all of it."""
+JAPANESE_STREAMED: Final = "この書生の掌の裏でしばらくはよい心持に坐っておった。"
+"""JAPANESE up to its comma, streamed: still past the 16 morae spoken whole, cut in two at the same
+accent phrase (the rest, 2.6 s, outlasts the first part's 1.9 s)."""
 ENGLISH = (
     "These reflections have dispelled the agitation with which I began my letter, and I feel my heart glow "
     "with an enthusiasm which elevates me to heaven. Nothing contributes so much to tranquillise the mind."
 )
-CASES = [("ja_JP-kokoro-jf_alpha", JAPANESE, 24000), ("alloy", ENGLISH, 22050)]
+CASES = [("ja_JP-kokoro-jf_alpha", JAPANESE_STREAMED, 24000), ("alloy", ENGLISH, 22050)]
 
 
 def speak(api_url: str, voice: str, text: str) -> tuple[httpx.Headers, bytes]:

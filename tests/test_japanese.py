@@ -9,7 +9,7 @@ import json
 import unicodedata
 from collections.abc import Callable
 from itertools import pairwise
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import numpy as np
@@ -36,6 +36,11 @@ LONG_NEKO = (
     "吾輩はここで始めて人間というものを見た。しかもあとで聞くとそれは書生という人間中で一番獰悪な種族であったそうだ。"
     "この書生というのは時々我々を捕えて煮て食うという話である。"
 )
+NEKO: Final = "吾輩は猫である。何でも薄暗いじめじめした所でニャーニャー泣いていた事だけは記憶している。"
+"""Two sentences of LONG_NEKO, the second long enough for three subtitle lines (114 ids in all)."""
+NEKO_PAUSE_S: Final = 4.0
+"""NEKO's sentence pause: each sentence weighs its ids and 160 more for its pause, so the plan of
+434 is past the 400 of a segment and the job has two segments, though its speech is short."""
 MIXED = "値段は１２３４円、「\uff21\uff22\uff23」とGitHubの話です！東京タワー〜スカイツリー…本当に？"
 """Numbers read as kana, full-width Latin, brackets, a Latin word, a wave dash and an ellipsis."""
 SPEECH_DBFS = -50.0
@@ -119,12 +124,18 @@ def test_a_japanese_job_with_a_latin_word_gives_playable_24khz_audio(
 def test_a_long_japanese_job_is_split_into_segments_and_assembled(
     neko_job: tuple[dict[str, Any], list[Mark], Any],
 ) -> None:
-    done, _, pcm = neko_job
-    assert done["progress"]["segments_total"] > 1
+    """Both segments' audio is in the file, in order: each sentence's span is speech, with the
+    pause between them."""
+    done, marks, pcm = neko_job
+    assert done["progress"]["segments_total"] == 2
     assert (done["voice"], done["format"], done["priority"]) == ("ja_JP-kokoro-jm_kumo", "flac", "bulk")
     assert done["result"]["sample_rate"] == 24000
     assert abs(len(pcm) / 24000 - done["result"]["duration_s"]) < 0.01
-    assert len(pcm) / 24000 > 10
+    first, second = [m for m in marks if m.type == "sentence"]
+    assert second.start_ms - first.end_ms > NEKO_PAUSE_S * 1000 - 500
+    for sentence in (first, second):
+        assert rms_dbfs(pcm[sentence.start_ms * 24 : sentence.end_ms * 24]) > -35, sentence.value
+    assert len(pcm) / 24000 > NEKO_PAUSE_S + 5  # the pause and both sentences' speech
 
 
 def test_a_japanese_voice_refuses_latin_only_text_naming_english_voices(client: httpx.Client) -> None:
@@ -180,7 +191,7 @@ def test_the_front_end_s_words_cover_every_written_word_in_order(kumo: KokoroVoi
     assert all(i in covered for i, ch in enumerate(text) if unicodedata.category(ch)[0] in "LNS"), text
 
 
-def japanese_job(client: httpx.Client, text: str, **fields: str) -> tuple[dict[str, Any], list[Mark], Any]:
+def japanese_job(client: httpx.Client, text: str, **fields: str | float) -> tuple[dict[str, Any], list[Mark], Any]:
     body = {"text": text, "voice": "ja_JP-kokoro-jf_alpha", "marks": ["sentence", "word"], "format": "wav", **fields}
     answer = client.post("/v1/jobs", json=body)
     assert answer.status_code == 202, answer.text
@@ -195,11 +206,18 @@ def japanese_job(client: httpx.Client, text: str, **fields: str) -> tuple[dict[s
 
 @pytest.fixture(scope="module")
 def neko_job(api_url: str) -> tuple[dict[str, Any], list[Mark], Any]:
-    """The long passage's job with word marks, made once for the tests that read its marks and
-    subtitles and the one that checks a long job's assembly (two segments: over 400 ids): another
-    voice, FLAC, bulk."""
+    """NEKO's job with word marks, made once for the tests that read its marks and subtitles and the
+    one that checks a long job's assembly (two segments: a plan of over 400 ids, its long sentence
+    pauses weighing as ids do): another voice, FLAC, bulk."""
     with httpx.Client(base_url=api_url, timeout=30) as client:
-        return japanese_job(client, LONG_NEKO, voice="ja_JP-kokoro-jm_kumo", format="flac", priority="bulk")
+        return japanese_job(
+            client,
+            NEKO,
+            voice="ja_JP-kokoro-jm_kumo",
+            format="flac",
+            priority="bulk",
+            sentence_pause_s=NEKO_PAUSE_S,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +232,7 @@ def is_word_char(ch: str) -> bool:
     return unicodedata.category(ch)[0] in "LN"
 
 
-@pytest.mark.parametrize(("job", "text"), [("neko_job", LONG_NEKO), ("mixed_job", MIXED)], ids=["soseki", "mixed"])
+@pytest.mark.parametrize(("job", "text"), [("neko_job", NEKO), ("mixed_job", MIXED)], ids=["soseki", "mixed"])
 def test_japanese_word_marks_cover_every_word_in_order(request: pytest.FixtureRequest, job: str, text: str) -> None:
     """Each sentence's word marks, with the punctuation between them, give back its text; each lies
     inside its sentence in text and time; cutting the audio at each word's mark gives speech."""
@@ -250,7 +268,7 @@ def test_japanese_subtitle_lines_fit_their_width(neko_job: tuple[dict[str, Any],
     captions = webvtt.from_buffer(io.StringIO(httpx.get(done["result"]["subtitles_url"]).content.decode())).captions
     lines = [line for caption in captions for line in caption.lines]
     assert all(full_width(line) <= JA_MAX_LINE_WIDTH for line in lines), lines
-    assert "".join(lines) == LONG_NEKO
+    assert "".join(lines) == NEKO
     assert max(full_width(line) for line in lines) > JA_MAX_LINE_WIDTH - 4  # lines are filled, not one a word
     word_starts = {w.text_start for w in marks if w.type == "word"}
     cursor = 0

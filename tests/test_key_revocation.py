@@ -11,6 +11,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 import httpx
 import pytest
@@ -27,6 +28,9 @@ from ttsq.settings import Settings, settings_env
 
 SHORT = {"text": "Said for a key about to go.", "format": "wav"}
 LONG = " ".join(["The keeper climbed the stairs and lit the lamp, then wrote the weather in his book."] * 40)
+LONG_PAUSE_S: Final = 2.0
+"""LONG's sentence pause: a sentence (163 ids) and its pause (80) weigh over half a segment's 400, so
+each segment is one sentence and the segments still in flight when the key goes are short."""
 TTSQ = [sys.executable, "-m", "cli.main"]
 """``ttsq`` as this checkout's code (the installed script may point at another)."""
 
@@ -123,8 +127,9 @@ def test_a_running_job_of_a_revoked_key_stops(
 ) -> None:
     jobs = JobStore(redis_client, settings.job_ttl_s)
     name, key = new_key(settings)
+    body = {"text": LONG, "format": "wav", "sentence_pause_s": LONG_PAUSE_S}
     with working_api.client(key) as client:
-        job_id = client.post("/v1/jobs", json={"text": LONG, "format": "wav"}).json()["id"]
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
     wait_until(lambda: jobs.get(job_id).status is JobStatus.RUNNING, 60, "the job running")
     assert "canceled 1 queued or running jobs" in ttsq(settings, "keys", "revoke", name)
     assert jobs.get(job_id).status is JobStatus.CANCELED
