@@ -147,8 +147,10 @@ def test_a_signal_at_any_line_of_the_wait_stops_it(target: str) -> None:
 
 def test_the_sweep_catches_a_handler_that_takes_the_waiters_lock() -> None:
     """The sweep can fail: the handler of before (``threading.Event.set``, whose lock ``Event.wait``
-    holds) waits for itself under it, and the watchdog dumps the stack, as seen on ``ttsq dev``."""
-    done = sweep("event", watchdog_s=10)
+    holds) waits for itself under it, and the watchdog dumps the stack, as seen on ``ttsq dev``. It
+    waits for itself within the first lines swept, well under a second in: the watchdog's 4 s are
+    all margin (3 s caught it every time with three test processes on two cores)."""
+    done = sweep("event", watchdog_s=4)
     assert done.returncode != 0
     assert "Timeout" in done.stderr, done.stderr[-3000:]
     assert "in set" in done.stderr, done.stderr[-3000:]
