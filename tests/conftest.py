@@ -50,6 +50,30 @@ FOLDER_VOICE_ID = "en_US-folder-medium"
 JOB_TIMEOUT_S = 90.0
 
 
+LONGEST_MODULES_FIRST: Final = (
+    "test_schemathesis.py",
+    "test_japanese_long_text.py",
+    "test_lexicons.py",
+    "test_narrate.py",
+    "test_model_pool.py",
+    "test_sweeper.py",
+    "test_interactive_slot.py",
+    "test_dev_stack.py",
+    "test_stop_signal.py",
+    "test_voicevox.py",
+    "test_wyoming.py",
+    "test_japanese.py",
+)
+"""The modules that took longest (20-60 s each, on 2 cores), handed out first: pytest-xdist gives
+modules to its processes in collection order (``--dist loadfile``), and one of these last would leave
+the other process idle for most of its length. The rest keep their order."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _clean_environment() -> Iterator[None]:
     """Drop TTSQ_*, AWS_* and proxy variables of the developer's shell; restore them afterwards."""
