@@ -165,14 +165,11 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve(
-    port: int, host: str, probes: WorkerProbes = PROBES, idle_timeout_s: float = IDLE_TIMEOUT_S
-) -> WSGIServer | None:
+def serve(port: int, host: str, probes: WorkerProbes = PROBES) -> WSGIServer | None:
     """Serve metrics and probes on ``port`` in a daemon thread; a port in use is logged, not fatal
     (the worker still works; its readiness probe then fails, which shows the problem)."""
-    handler = type("_IdleClosingHandler", (_QuietHandler,), {"timeout": idle_timeout_s})
     try:
-        server = make_server(host, port, make_app(probes), _ThreadingServer, handler)
+        server = make_server(host, port, make_app(probes), _ThreadingServer, _QuietHandler)
     except OSError as e:
         log.error("worker metrics: cannot listen on port %d (%s); no /metrics, /healthz or /readyz", port, e)
         return None
