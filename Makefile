@@ -92,10 +92,13 @@ format: setup
 
 # Two pytest processes, each with its own services and workers, one test module per process at a time
 # (a module's fixtures stay in one process): most of a test's time is spent waiting on the services, so
-# two share a 2-core machine well. TEST_PROCESSES=0 runs the suite in one process.
+# two share a 2-core machine well. TEST_PROCESSES=0 runs the suite in one process. Modules are handed
+# out in collection order (--no-loadscope-reorder; xdist would take those with most tests first), which
+# tests/conftest.py starts with the longest.
 TEST_PROCESSES ?= 2
+XDIST := --numprocesses $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 test: lint
-	$(BIN)/pytest --numprocesses $(TEST_PROCESSES) --dist loadfile
+	$(BIN)/pytest $(XDIST)
 
 faults: setup
 	$(BIN)/pytest -m faults -v
@@ -103,7 +106,7 @@ faults: setup
 # The recovery checks (pyproject.toml's `recovery` marker): a process or service stopped, frozen,
 # refused or failed over under a running stack. About 3 minutes; CI runs them after `make test`.
 recovery: setup
-	$(BIN)/pytest -m recovery --numprocesses $(TEST_PROCESSES) --dist loadfile
+	$(BIN)/pytest -m recovery $(XDIST)
 
 # The chaos soak (docs/RELIABILITY.md, "Chaos soak"): about 30 minutes of load and faults, then the
 # drain (up to 15). SEED= repeats a run's faults and texts; the report is bench/results/soak-<seed>.json.

@@ -63,10 +63,14 @@ LONGEST_MODULES_FIRST: Final = (
     "test_voicevox.py",
     "test_wyoming.py",
     "test_japanese.py",
+    "test_jobs_api.py",
+    "test_webhook_fairness.py",
+    "test_metrics_cardinality.py",
 )
-"""The modules that took longest (20-60 s each, on 2 cores), handed out first: pytest-xdist gives
-modules to its processes in collection order (``--dist loadfile``), and one of these last would leave
-the other process idle for most of its length. The rest keep their order."""
+"""The modules that took longest (20-60 s each, on 2 cores), handed out first: ``make test`` has
+pytest-xdist give modules to its processes in collection order (``--dist loadfile
+--no-loadscope-reorder``), and one of these last would leave the other process idle for most of its
+length. The rest keep their order."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
