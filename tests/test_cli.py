@@ -112,7 +112,7 @@ class DevProcess:
 
 DEV_PORTS = ("api", "flower", "redis", "s3", "worker-metrics", "wyoming", "voicevox")
 """Every port ``ttsq dev`` listens on (its ``--<name>-port`` options): each test's stack gets free
-ones, so two stacks in the two test processes never reach for the same default."""
+ones, so the stacks of the test processes never reach for the same default."""
 
 
 def free_dev_ports() -> dict[str, int]:
