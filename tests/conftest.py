@@ -70,7 +70,7 @@ LONGEST_MODULES_FIRST: Final = (
 """The modules that took longest (20-60 s each, on 2 cores), handed out first: ``make test`` has
 pytest-xdist give modules to its processes in collection order (``--dist loadfile
 --no-loadscope-reorder``), and one of these last would leave the other processes idle for most of its
-length, on two cores. The rest keep their order."""
+length. The rest keep their order."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
