@@ -45,10 +45,10 @@ from ttsq.storage import ObjectStore
 
 READY_TIMEOUT_S = 180.0
 OWN_REDIS_TIMEOUT_S = 2.0
+"""How long the check of an operator's Redis waits to connect and for its answer."""
 FRONT_STAGE, WORKERS_STAGE, STORES_STAGE = 2, 1, 0
 """The order of a stop (``Supervisor.stop``): the API, Wyoming and Flower together, then the workers
 and beat together, then Redis and S3, which the others use until they end."""
-"""How long the check of an operator's Redis waits to connect and for its answer."""
 
 
 class DevError(Exception):

@@ -187,9 +187,12 @@ class Supervisor:
         them (the front ends of a stack, its workers) stop in the time of the slowest, not the sum.
         ``together``: every child in one stage (a host's workers)."""
         self._stopped = True
-        stages = sorted({0 if together else child.stage for child in self._children}, reverse=True)
-        for stage in stages:
-            peers = [child for child in reversed(self._children) if together or child.stage == stage]
+
+        def stage_of(child: _Child) -> int:
+            return 0 if together else child.stage
+
+        for stage in sorted({stage_of(child) for child in self._children}, reverse=True):
+            peers = [child for child in reversed(self._children) if stage_of(child) == stage]
             if len(peers) > 1:
                 for child in peers:
                     if child.process.alive:
