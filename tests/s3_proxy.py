@@ -1,7 +1,8 @@
 """A TCP proxy in front of SeaweedFS's S3 port that can start refusing every request.
 
 Passing through, it forwards bytes unchanged (request signatures name the proxy's own host, which
-the store checks as sent) and counts the bucket checks it forwards (``HEAD`` requests). Told to
+the store checks as sent) and counts the worker's rounds of checks it has seen answered (a round
+ends with its test write, whose answer it relays last). Told to
 :meth:`S3Proxy.refuse`, it closes every open connection and answers each request after that with
 ``403 AccessDenied``, as a store would that no longer accepts a worker's keys; :meth:`restore`
 passes requests through again. Told to :meth:`refuse_writes`, it answers only the next uploads
@@ -36,7 +37,9 @@ class S3Proxy:
         self.upstream_port = upstream_port
         self.port = free_port()
         self.checks = 0
-        """Bucket checks (``HEAD``) forwarded so far."""
+        """Rounds of the worker's check answered so far: test writes whose answer was relayed. A
+        count of forwarded requests would rise mid-round, and a refusal begun then would meet the
+        round's test write instead of the tasks' writes."""
         self._refusing = False
         self._writes_to_refuse = 0
         self._spare_checks = True
@@ -122,6 +125,7 @@ class S3Proxy:
             return
         with self._lock:
             self._open.add(upstream)
+        check_sent = False
         try:
             while True:
                 readable, _, _ = select.select([client, upstream], [], [])
@@ -129,24 +133,26 @@ class S3Proxy:
                     data = client.recv(CHUNK)
                     if not data:
                         return
-                    if data.startswith(b"HEAD "):
-                        self.checks += 1
                     if data.startswith(b"PUT ") and self._take_write_refusal(data):
                         self._deny(client, data)
                         return
+                    check_sent = check_sent or _is_check_write(data)
                     upstream.sendall(data)
                 if upstream in readable:
                     data = upstream.recv(CHUNK)
                     if not data:
                         return
                     client.sendall(data)
+                    if check_sent and data.startswith(b"HTTP/"):
+                        check_sent = False
+                        self.checks += 1
         except OSError:
             return
         finally:
             self._close(client, upstream)
 
     def _take_write_refusal(self, request: bytes) -> bool:
-        if self._spare_checks and CHECK_PATH in request.split(b"\r\n", 1)[0]:
+        if self._spare_checks and _is_check_write(request):
             return False
         with self._lock:
             if self._writes_to_refuse <= 0:
@@ -166,6 +172,11 @@ class S3Proxy:
         with self._lock:
             sockets = list(self._open)
         self._close(*sockets)
+
+
+def _is_check_write(request: bytes) -> bool:
+    """Whether ``request`` (its first bytes) is a worker's test write."""
+    return request.startswith(b"PUT ") and CHECK_PATH in request.split(b"\r\n", 1)[0]
 
 
 def _content_length(head: bytes) -> int:

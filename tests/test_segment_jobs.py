@@ -4,6 +4,7 @@ cross-job batching, and a worker killed mid-job."""
 from __future__ import annotations
 
 import io
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,9 @@ import soundfile
 from mypy_boto3_s3 import S3Client
 
 from api.main import create_app
+from cli.commands import webhook_worker_argv
 from cli.processes import ManagedProcess, wait_until
+from cli.workerpool import wait_for_node
 from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, stop_all, wait_for, wait_for_job
 from tests.voices import BROKEN_VOICE_ID
 from tts_core.base.audio import PCM16
@@ -31,7 +34,7 @@ from tts_core.voices.voice import Voice
 from ttsq.broker import make_producer
 from ttsq.constants import job_done_key, job_part_key, job_segments_key, job_stats_key
 from ttsq.job_record import JobStatus
-from ttsq.settings import Settings
+from ttsq.settings import Settings, settings_env
 
 PARAGRAPH = (
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
@@ -188,11 +191,24 @@ segment limit's job fails before any inference call. (Two, not more: a worker wa
 size up to its largest, four of them a few seconds of inference.)"""
 
 
+CRASH_DATABASE: Final = 9
+"""The crash test's Redis database: its service worker sweeps at the production's settings, which
+the suite's records (left unqueued on purpose by other tests) must not meet."""
+
+
 def crash_safe(settings: Settings) -> Settings:
     """The shortest visibility timeout and step lease the settings allow, so that a dead worker's
-    segments come back soon; parts in S3."""
+    segments come back soon; parts in S3; a Redis database of its own, swept as in production."""
+    sweep = {name: Settings.model_fields[name].default for name in ("sweep_interval_s", "sweep_grace_s")}
     return worker_settings(
-        settings, "tts-crash", visibility_timeout_s=10, step_lease_s=5, task_retry_backoff_max_s=5, part_store="s3"
+        settings,
+        "tts-crash",
+        redis_url=settings.redis_url.rsplit("/", 1)[0] + f"/{CRASH_DATABASE}",
+        visibility_timeout_s=10,
+        step_lease_s=5,
+        task_retry_backoff_max_s=5,
+        part_store="s3",
+        **sweep,
     )
 
 
@@ -243,17 +259,38 @@ def test_a_text_planned_past_max_job_segments_fails_before_any_synthesis(
 
 
 @pytest.fixture
-def crash_stack(settings: Settings, tmp_path: Path) -> Iterator[SideStack]:
-    """The worker the crash test kills, started for that test alone: a run without the recovery tests
-    starts none."""
+def crash_redis(settings: Settings) -> Iterator[redis.Redis]:
+    """The crash test's own Redis database, empty before and after."""
+    client = redis.Redis.from_url(crash_safe(settings).redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def crash_stack(settings: Settings, crash_redis: redis.Redis, tmp_path: Path) -> Iterator[SideStack]:
+    """The worker the crash test kills, started for that test alone (a run without the recovery tests
+    starts none), beside a service worker as every deployment runs one: its sweeper sends again a
+    segment whose message the kill lost. kombu's Redis transport takes a message with ``BRPOP`` and
+    records it as held in a second command; a worker killed between the two loses it, and the kill
+    comes as a segment ends, just when the worker asks for its next one."""
     custom = crash_safe(settings)
-    with side_stack(custom, tmp_path, start_worker(custom, tmp_path / "crash-victim.log", "crash-victim")) as stack:
-        yield stack
+    env = {**os.environ, **settings_env(custom)}
+    service = ManagedProcess("crash-service", webhook_worker_argv(2, "crash-service@%h"), tmp_path / "service.log", env)
+    service.start()
+    try:
+        victim = start_worker(custom, tmp_path / "crash-victim.log", "crash-victim")
+        wait_for_node(custom, "crash-service", service, 60)
+        with side_stack(custom, tmp_path, victim) as stack:
+            yield stack
+    finally:
+        service.stop()
 
 
 @pytest.mark.recovery
 def test_worker_killed_mid_job_the_job_still_succeeds_once(
-    crash_stack: SideStack, voice: Voice, s3_client: S3Client, redis_client: redis.Redis
+    crash_stack: SideStack, voice: Voice, s3_client: S3Client, crash_redis: redis.Redis
 ) -> None:
     client = crash_stack.client
     custom = crash_stack.settings
@@ -289,8 +326,8 @@ def test_worker_killed_mid_job_the_job_still_succeeds_once(
         "the job's parts deleted",
     )
     # Each segment counted once: the done set has every index once and the audio sums add up.
-    assert redis_client.hlen(job_done_key(job["id"])) == total
-    parts_audio_s = int(redis_client.hget(job_stats_key(job["id"]), "audio_us") or 0) / 1e6
+    assert crash_redis.hlen(job_done_key(job["id"])) == total
+    parts_audio_s = int(crash_redis.hget(job_stats_key(job["id"]), "audio_us") or 0) / 1e6
     assert parts_audio_s == pytest.approx(done["result"]["duration_s"], abs=2e-3)  # parts hold their pauses
     assert_assembled_in_order(
         download_pcm(client, job["id"]), expected_parts(voice, text, custom), custom.sentence_pause_s
