@@ -157,14 +157,23 @@ def test_wait_until_returns_false_once_a_stop_is_asked(tmp_path: Path) -> None:
     assert not sup.wait_until(lambda: False, 60, "never", stop)
 
 
-# A child that, on SIGTERM, writes "<name> term", lingers a little as a warm shutdown does, then
-# writes "<name> exit" and ends; it writes "<name> up" once its handler is in place.
+# A child that, on SIGTERM, writes "<name> term", lingers as a warm shutdown does until every peer
+# named after its own name wrote its "term" too (10 s at most, past which a supervisor that waits for
+# it before signalling them shows), then writes "<name> exit" and ends; it writes "<name> up" once its
+# handler is in place. Lingering on its peers rather than for a fixed time keeps a loaded machine,
+# which may run a peer's handler late, from reading as a serial stop.
 LINGERER = (
     "import signal, sys, time\n"
     "def note(word):\n"
     "    with open(sys.argv[1], 'a') as f: f.write(f'{sys.argv[2]} {word}\\n')\n"
+    "def peers_signalled():\n"
+    "    seen = open(sys.argv[1]).read().splitlines()\n"
+    "    return all(f'{peer} term' in seen for peer in sys.argv[3:])\n"
     "def term(*_):\n"
-    "    note('term'); time.sleep(0.3); note('exit'); raise SystemExit(0)\n"
+    "    note('term')\n"
+    "    deadline = time.monotonic() + 10\n"
+    "    while not peers_signalled() and time.monotonic() < deadline: time.sleep(0.05)\n"
+    "    note('exit'); raise SystemExit(0)\n"
     "signal.signal(signal.SIGTERM, term)\n"
     "note('up')\n"
     "time.sleep(120)\n"
@@ -176,8 +185,10 @@ def test_a_stop_signals_a_stage_together_and_ends_it_before_the_next(tmp_path: P
     waited for, so the slowest sets the stage's time, not their sum."""
     record = tmp_path / "events"
     sup, _ = supervisor()
+    peers = {"store": [], "worker": [], "api": ["flower"], "flower": ["api"]}
     for name, stage in (("store", 0), ("worker", 1), ("api", 2), ("flower", 2)):
-        sup.add(ManagedProcess(name, [sys.executable, "-c", LINGERER, str(record), name], None), stage)
+        argv = [sys.executable, "-c", LINGERER, str(record), name, *peers[name]]
+        sup.add(ManagedProcess(name, argv, None), stage)
     wait_until(lambda: record.exists() and record.read_text().count(" up") == 4, 30, "every child up")
     sup.stop()
     events = [line for line in record.read_text().splitlines() if not line.endswith(" up")]
