@@ -1,6 +1,7 @@
 """A bulk job's steps make way for interactive work between their stages (``VoiceHost.make_way``),
 not only before their inference calls: another tenant's bulk jobs took a short interactive job's
-run from 0.11 to 0.32 s by encoding and storing beside it (issue 34's noisy neighbour).
+run from 0.11 to 0.32 s by encoding and storing beside it (issue 34's noisy neighbour). Its fan-out
+also stops sending segment tasks once the job was canceled, which a worker would each take and skip.
 
 The steps run here, in the test process, against the real Redis, SeaweedFS and model, with the
 engine's interactive lane told that work is coming, as the interactive slot tells it.
@@ -22,10 +23,11 @@ from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import ASSEMBLE_STEP, ENTRY_STEP, segment_step
 from ttsq.job_record import JobStatus, Priority
 from ttsq.job_store import JobStore
+from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.settings import Settings
 from ttsq.stores import Stores
 from workers.job_context import JobContext
-from workers.pipeline import FAN_OUT_CHUNK, assemble_job, run_segment, start_job
+from workers.pipeline import FAN_OUT_CHUNK, FAN_OUT_LOOK_EVERY, assemble_job, run_segment, start_job
 from workers.steps import StepRun, new_attempt_id
 from workers.voice_host import VoiceHost
 
@@ -109,5 +111,43 @@ def test_a_bulk_fan_out_pauses_while_interactive_work_runs(
     assert all(len(chunk) <= FAN_OUT_CHUNK for _, chunk in publisher.sent)
     (first_at, _), (second_at, _) = publisher.sent[:2]
     assert second_at - first_at >= MAX_EXPECT_S * 0.9, "the fan-out went on beside interactive work"
+    for queue in redis_client.scan_iter(f"{small.queue}*"):  # the segment tasks nobody reads
+        redis_client.delete(queue)
+
+
+class _CanceledMidFanOut(TaskPublisher):
+    """Sends as the worker does, and the job is canceled (as the API cancels it) right after its
+    first segment tasks are sent."""
+
+    def __init__(self, settings: Settings, lifecycle: Lifecycle) -> None:
+        super().__init__(make_producer(settings), settings.queue)
+        self._lifecycle = lifecycle
+        self.sent: list[int] = []
+
+    def segments(self, job_id: str, indexes: Iterable[int], priority: Priority, model: str | None = None) -> None:
+        chunk = list(indexes)
+        super().segments(job_id, chunk, priority, model)
+        if not self.sent:
+            cancel_job(job_id, self._lifecycle)
+        self.sent.extend(chunk)
+
+
+def test_a_job_canceled_mid_fan_out_gets_no_more_segment_tasks(
+    settings: Settings, redis_client: redis.Redis, engine: VoiceHost
+) -> None:
+    """Canceled as its entry sends its segment tasks, a long job stops at the next look at its
+    status (every ``FAN_OUT_LOOK_EVERY`` sends): the rest are never sent, for a worker to take and
+    skip one by one."""
+    small = settings.model_copy(update={"queue": "fan-out-canceled-unread", "segment_max_ids": 60})
+    stores = Stores.connect(small, 30)
+    publisher = _CanceledMidFanOut(small, stores.lifecycle(lambda _: None))
+    ctx = JobContext(stores, engine, publisher)
+    text = " ".join([SENTENCE] * 40)
+    record = create_record(JobStore(redis_client, settings.job_ttl_s), text, priority=Priority.BULK)
+    start_job(record.id, ctx, step(ctx, record.id, ENTRY_STEP))
+    total = JobStore(redis_client, settings.job_ttl_s).get(record.id).progress.segments_total
+    assert total is not None
+    assert total > 2 * FAN_OUT_LOOK_EVERY
+    assert publisher.sent == list(range(FAN_OUT_LOOK_EVERY))
     for queue in redis_client.scan_iter(f"{small.queue}*"):  # the segment tasks nobody reads
         redis_client.delete(queue)
