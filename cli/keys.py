@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import click
 
-from ttsq.broker import TaskPublisher, make_producer
 from ttsq.errors import JobNotFound, TenantNotFound
 from ttsq.job_record import JobRecord, JobStatus
 from ttsq.job_store import JobStore
@@ -156,6 +155,9 @@ def _finished(jobs: JobStore, tenant: Tenant) -> Iterator[JobRecord]:
 
 
 def _lifecycle(settings: Settings) -> Lifecycle:
-    """The stores and senders a cancel touches, as the API and the sweeper have them."""
+    """The stores and senders a cancel touches, as the API and the sweeper have them (the broker's
+    client, Celery, imported here: only ``revoke`` sends)."""
+    from ttsq.broker import TaskPublisher, make_producer
+
     send = TaskPublisher(make_producer(settings), settings.queue)
     return _stores().lifecycle(send.finish_batch)

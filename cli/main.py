@@ -1,25 +1,24 @@
 """The ``ttsq`` command: run the stack or its parts, and speak text through a running API.
 
 ``ttsq say`` and ``ttsq api`` never load the inference runtime: only worker commands do, when
-they start workers.
+they start workers. What runs the stack (``cli.dev``, ``cli.workerpool``: the embedded services,
+boto3, the worker launcher) is imported by its own commands only: at the top, it was a second of
+every ``ttsq narrate`` or ``ttsq say`` start. ``ttsq keys`` and ``ttsq lexicons`` load when named.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Final
 
 import click
 from rich.console import Console
 
 from cli.commands import DEFAULT_WYOMING_URI, SERVICE_WORKER_THREADS, VOICEVOX_PORT, beat_argv, webhook_worker_argv
-from cli.dev import DevError, DevPorts, run_dev
-from cli.keys import keys
-from cli.lexicons import lexicons
-from cli.webhook_listen import WebhookListener
-from cli.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
 from narration.books import BookError
 from narration.client import ClientError, TTSQClient
 from narration.narrate import EXIT_FAILED, EXIT_INTERRUPTED, Narration, narrate
@@ -39,13 +38,26 @@ FORMAT_BY_SUFFIX = {f.extension: f.value for f in reversed(AudioFormat)}
 """A file name's suffix to the format it names (``.wav`` is plain WAV, ``.ulaw`` raw μ-law)."""
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group, with the administrators' groups (``keys``, ``lexicons``: the stores and the
+    broker's client) imported only when one of them is named or the commands are listed."""
+
+    LAZY: Final = {"keys": "cli.keys", "lexicons": "cli.lexicons"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY:
+            command = getattr(importlib.import_module(self.LAZY[cmd_name]), cmd_name)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """ttsq: a job-based text-to-speech service."""
-
-
-main.add_command(keys)
-main.add_command(lexicons)
 
 
 @main.command()
@@ -93,6 +105,8 @@ def dev(
 ) -> None:
     """Start Redis, SeaweedFS S3, a worker, the service worker, beat, the API, the Wyoming server and
     Flower in the foreground; start again any of them that dies (Ctrl-C stops all)."""
+    from cli.dev import DevError, DevPorts, run_dev
+
     try:
         ports = DevPorts(api_port, flower_port, redis_port, s3_port, worker_metrics_port, wyoming_port, voicevox_port)
         code = run_dev(data_dir.resolve(), ports)
@@ -150,6 +164,8 @@ def wyoming(uri: str) -> None:
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(gpus: str | None, cpu: bool, concurrency: int | None, name: str, loglevel: str) -> None:
     """Run Celery workers on the threads pool; each process loads its model once, before taking jobs."""
+    from cli.workerpool import GpuSelectionError, cpu_worker, default_worker, gpu_workers, parse_gpus, run_workers
+
     if gpus and cpu:
         raise click.UsageError("choose --gpus or --cpu, not both")
     settings = get_settings()
@@ -205,6 +221,8 @@ def beat(schedule: Path, loglevel: str) -> None:
 @click.option("--secret", default=None, help="whsec_… (default: TTSQ_WEBHOOK_SECRET; ttsq dev keeps one in .ttsq/).")
 def webhook_listen(host: str, port: int, secret: str | None) -> None:
     """Receive webhook events locally: verify each signature and print one line per event."""
+    from cli.webhook_listen import WebhookListener
+
     configured = get_settings().webhook_secret
     value = secret or (configured.get_secret_value() if configured else None)
     if value is None:
