@@ -161,15 +161,19 @@ def test_wait_until_returns_false_once_a_stop_is_asked(tmp_path: Path) -> None:
 # named after its own name wrote its "term" too (10 s at most, past which a supervisor that waits for
 # it before signalling them shows), then writes "<name> exit" and ends; it writes "<name> up" once its
 # handler is in place. Lingering on its peers rather than for a fixed time keeps a loaded machine,
-# which may run a peer's handler late, from reading as a serial stop.
+# which may run a peer's handler late, from reading as a serial stop. A second SIGTERM (the stop of a
+# stage's child signals it again) changes nothing, as for a Celery worker or uvicorn in a warm stop.
 LINGERER = (
     "import signal, sys, time\n"
+    "termed = []\n"
     "def note(word):\n"
     "    with open(sys.argv[1], 'a') as f: f.write(f'{sys.argv[2]} {word}\\n')\n"
     "def peers_signalled():\n"
     "    seen = open(sys.argv[1]).read().splitlines()\n"
     "    return all(f'{peer} term' in seen for peer in sys.argv[3:])\n"
     "def term(*_):\n"
+    "    if termed: return\n"
+    "    termed.append(True)\n"
     "    note('term')\n"
     "    deadline = time.monotonic() + 10\n"
     "    while not peers_signalled() and time.monotonic() < deadline: time.sleep(0.05)\n"
