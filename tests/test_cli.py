@@ -159,19 +159,35 @@ def all_gone(processes: list[psutil.Process]) -> bool:
 def test_dev_uses_services_named_in_its_env_file(
     tmp_path: Path, dev_ports: dict[str, int], s3_service: object, settings: Settings
 ) -> None:
-    """Settings in ``.env`` count as much as environment variables: the Redis and S3 named there are used."""
+    """Settings in ``.env`` count as much as environment variables: the Redis and S3 named there are
+    used. Read off the stack's children as soon as its front ends are started (the choice of
+    services is made before any child): none is a Redis or SeaweedFS of its own, and each is told the
+    named ones. The stop follows at once, without waiting for the worker's model: a stop while the
+    stack starts ends it cleanly too."""
     own_redis = RedisService(tmp_path / "redis").start()  # its own Redis: its worker must not take suite jobs
     try:
         named = settings_env(settings.model_copy(update={"redis_url": own_redis.url}))
         (tmp_path / ".env").write_text("".join(f"{name}={value}\n" for name, value in named.items()))
         dev = DevProcess(dev_args(tmp_path / ".ttsq", dev_ports), clean_env(), cwd=tmp_path)
         try:
-            dev.wait_ready()
+            flower = wait_for(lambda: flower_child(dev), lambda found: found is not None, 60, "the stack's Flower")
+            assert flower is not None
             names = {p.name() for p in dev.descendants()}
             assert "redis-server" not in names
             assert "weed" not in names
-            assert f"Redis      {own_redis.url}" in "".join(dev.lines)
+            told = flower.environ()
+            assert told["TTSQ_REDIS_URL"] == own_redis.url
+            assert told["TTSQ_S3__ENDPOINT_URL"] == named["TTSQ_S3__ENDPOINT_URL"]
         finally:
             assert dev.terminate() == 0
     finally:
         own_redis.stop()
+
+
+def flower_child(dev: DevProcess) -> psutil.Process | None:
+    """The stack's Flower, the last child ``ttsq dev`` starts, once it runs."""
+    for child in dev.descendants():
+        with suppress(psutil.Error):
+            if "flower" in child.cmdline():
+                return child
+    return None
