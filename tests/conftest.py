@@ -123,6 +123,18 @@ SUITE_SWEEP_GRACE_S: Final = 3600.0
 """No test's job gets this old: the suite's service workers leave its unqueued records alone."""
 
 
+def database_url(redis_url: str, database: int) -> str:
+    """``redis_url`` on another database of the same server: a module's own, which the suite's service
+    workers (sweeping only the suite's database) never touch."""
+    return redis_url.rsplit("/", 1)[0] + f"/{database}"
+
+
+def production_sweep(settings: Settings) -> Settings:
+    """``settings`` with the sweeper's production interval and grace (the suite's grace is an hour)."""
+    names = ("sweep_interval_s", "sweep_grace_s")
+    return settings.model_copy(update={name: Settings.model_fields[name].default for name in names})
+
+
 @pytest.fixture(scope="session")
 def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir: Path) -> Settings:
     """The suite's settings; webhooks may go to receivers on loopback, with a fast retry schedule.

@@ -28,7 +28,7 @@ from api.main import create_app
 from cli.embedded import RedisService
 from cli.processes import ManagedProcess
 from narration.client import TTSQClient
-from tests.conftest import idempotency_claim, serve, start_worker, wait_for, wait_for_job
+from tests.conftest import database_url, idempotency_claim, serve, start_worker, wait_for, wait_for_job
 from tests.redis_proxy import RedisProxy
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.constants import job_key
@@ -59,7 +59,7 @@ class LossyStack:
 
 @pytest.fixture(scope="module")
 def own_settings(settings: Settings) -> Settings:
-    url = settings.redis_url.rsplit("/", 1)[0] + f"/{DATABASE}"
+    url = database_url(settings.redis_url, DATABASE)
     return settings.model_copy(
         update={"redis_url": url, "queue": "lost-answer", "sweep_grace_s": 0, "sweep_interval_s": 1}
     )

@@ -23,7 +23,16 @@ from api.main import create_app
 from cli.commands import webhook_worker_argv
 from cli.processes import ManagedProcess, wait_until
 from cli.workerpool import wait_for_node
-from tests.conftest import JOB_TIMEOUT_S, serve, start_worker, stop_all, wait_for, wait_for_job
+from tests.conftest import (
+    JOB_TIMEOUT_S,
+    database_url,
+    production_sweep,
+    serve,
+    start_worker,
+    stop_all,
+    wait_for,
+    wait_for_job,
+)
 from tests.voices import BROKEN_VOICE_ID
 from tts_core.base.audio import PCM16
 from tts_core.base.config import SynthesisConfig
@@ -199,17 +208,16 @@ the suite's records (left unqueued on purpose by other tests) must not meet."""
 def crash_safe(settings: Settings) -> Settings:
     """The shortest visibility timeout and step lease the settings allow, so that a dead worker's
     segments come back soon; parts in S3; a Redis database of its own, swept as in production."""
-    sweep = {name: Settings.model_fields[name].default for name in ("sweep_interval_s", "sweep_grace_s")}
-    return worker_settings(
+    crash = worker_settings(
         settings,
         "tts-crash",
-        redis_url=settings.redis_url.rsplit("/", 1)[0] + f"/{CRASH_DATABASE}",
+        redis_url=database_url(settings.redis_url, CRASH_DATABASE),
         visibility_timeout_s=10,
         step_lease_s=5,
         task_retry_backoff_max_s=5,
         part_store="s3",
-        **sweep,
     )
+    return production_sweep(crash)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from cli.processes import wait_until
-from tests.conftest import create_record
+from tests.conftest import create_record, database_url
 from ttsq.broker import TaskPublisher, make_producer
 from ttsq.job_record import JobStatus
 from ttsq.job_store import JobStore
@@ -38,7 +38,7 @@ TAKEOVER_BOUND_S: Final = LEASE_S + 3.0
 
 @pytest.fixture(scope="module")
 def own_settings(settings: Settings) -> Settings:
-    url = settings.redis_url.rsplit("/", 1)[0] + f"/{DATABASE}"
+    url = database_url(settings.redis_url, DATABASE)
     return settings.model_copy(update={"redis_url": url, "queue": "leader", "sweep_grace_s": 0})
 
 

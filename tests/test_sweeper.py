@@ -19,7 +19,7 @@ from mypy_boto3_s3 import S3Client
 from cli.commands import beat_argv, webhook_worker_argv
 from cli.processes import ManagedProcess, wait_until
 from cli.workerpool import wait_for_node
-from tests.conftest import create_record, start_worker
+from tests.conftest import create_record, database_url, production_sweep, start_worker
 from tts_core.base.plan import PlannedUtterance
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore, cancel_batch, finish_batch, new_batch_id
 from ttsq.broker import TaskPublisher, make_producer, register_model_queues
@@ -51,7 +51,7 @@ DATABASE = 3
 
 @pytest.fixture(scope="module")
 def own_settings(settings: Settings) -> Settings:
-    url = settings.redis_url.rsplit("/", 1)[0] + f"/{DATABASE}"
+    url = database_url(settings.redis_url, DATABASE)
     return settings.model_copy(
         update={
             "redis_url": url,
@@ -244,9 +244,7 @@ def test_the_service_worker_recovers_a_lost_job_within_seconds_without_beat(
     entry task) and queues its work again: it succeeds within seconds (before issue 35 only beat's
     sweep task, every minute, after a 120 s grace, found it). Beat then only sends the cleanup, which
     also asks the store to expire ``tmp/`` itself."""
-    defaults = {name: Settings.model_fields[name].default for name in ("sweep_interval_s", "sweep_grace_s")}
-    production_sweep = own_settings.model_copy(update=defaults)
-    env = {**os.environ, **settings_env(production_sweep)}
+    env = {**os.environ, **settings_env(production_sweep(own_settings))}
     service = ManagedProcess("service", webhook_worker_argv(2, "sweep-service@%h"), tmp_path / "service.log", env)
     beat = ManagedProcess("beat", beat_argv(tmp_path / "beat-schedule"), tmp_path / "beat.log", env)
     service.start()
