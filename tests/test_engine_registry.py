@@ -21,7 +21,7 @@ from api.main import create_app
 from tests.conftest import serve
 from tts_core.base.audio import PCM16, FloatAudio, to_int16
 from tts_core.base.config import SynthesisConfig
-from tts_core.base.device import Device
+from tts_core.base.device import CPU_PROVIDER, Device
 from tts_core.base.errors import VoiceLoadError
 from tts_core.base.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_words
 from tts_core.frontend.segments import FrontEnd
@@ -279,6 +279,16 @@ def test_warm_up_prepares_batch_shapes_only_for_an_engine_that_batches(
     assert model.spoken == [ToneEngine.warm_up_text]
     assert model.calls == [[n] * size for size in (1, 2, 4) for n in (64, 400)]
     assert worker_engine.voice(TONE_VOICE) is model
+
+
+def test_warm_up_on_the_cpu_provider_runs_no_batch_shapes(
+    worker_engine: VoiceHost, tone: ToneEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX Runtime's CPU provider prepares nothing per shape: the warm-up text is all it speaks."""
+    monkeypatch.setattr(ToneModel, "providers", property(lambda _: [CPU_PROVIDER]))
+    worker_engine.warm_up()
+    (model,) = tone.loaded
+    assert (model.spoken, model.calls) == ([ToneEngine.warm_up_text], [])
 
 
 def test_a_voice_loaded_on_demand_is_not_warmed_up(worker_engine: VoiceHost, tone: ToneEngine) -> None:
