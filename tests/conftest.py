@@ -41,7 +41,7 @@ from ttsq.constants import SYNTHESIZE_TASK, consumed_queues, idempotency_key, in
 from ttsq.job_record import JobRecord, JobStatus, new_job_id, utcnow
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
-from ttsq.tenants import ANONYMOUS_TENANT
+from ttsq.tenants import ANONYMOUS_TENANT, Limits
 
 T = TypeVar("T")
 
@@ -153,6 +153,11 @@ def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir
             # The suite builds dozens of short-lived APIs, most never sent a long text: their helper
             # processes start with the first one (tests/test_heavy_requests.py shows both ways).
             "heavy_processes_at_start": False,
+            # No pacing by default: the tests of one process share its Redis, so one test's keys
+            # would make the service contended for the next, whose anonymous submissions were then
+            # spaced by what earlier tests' long bodies cost (a 429 seen in CI). Pacing is tested
+            # with limits of its own (tests/test_pacing.py).
+            "default_limits": Limits(),
         }
     )
 

@@ -87,10 +87,14 @@ def test_no_limit_takes_no_turn(pacer: SubmitPacer, redis_client: redis.Redis) -
 
 @pytest.fixture
 def idle_api(settings: Settings, redis_client: redis.Redis) -> Iterator[str]:
-    """An API requiring keys whose jobs go to a queue no worker reads."""
+    """An API requiring keys whose jobs go to a queue no worker reads, with the server's default
+    limits of production (the suite's have none)."""
     queue = f"idle-{uuid.uuid4()}"
     redis_client.delete(SUBMITTERS_KEY)
-    changed = settings.model_copy(update={"auth_required": True, "queue": queue, "model_affinity": False})
+    production = Settings(_env_file=None).default_limits
+    changed = settings.model_copy(
+        update={"auth_required": True, "queue": queue, "model_affinity": False, "default_limits": production}
+    )
     with serve(create_app(changed)) as url:
         yield url
     redis_client.delete(*consumed_queues(queue), SUBMITTERS_KEY)
