@@ -302,3 +302,74 @@ def test_announcements_share_one_lapse_thread() -> None:
     assert not preferred.wait_idle(0)
     assert preferred.wait_idle(batching.MAX_EXPECT_S + 5), "the last announcement never lapsed"
     preferred.close()
+
+
+class HeldModel:
+    """Holds each call until let go, noting how many calls ran beside it when it began."""
+
+    def __init__(self) -> None:
+        self.began = threading.Semaphore(0)
+        self.go = threading.Event()
+        self.beside: list[int] = []
+        self.threads: set[str] = set()
+
+    def __call__(self, key: str, batch: list[Sequence[int]], stop: CallStop) -> list[FloatAudio]:
+        self.beside.append(stop.beside)
+        self.threads.add(threading.current_thread().name)
+        self.began.release()
+        assert self.go.wait(10)
+        return [np.asarray(ids, dtype=np.float32) for ids in batch]
+
+
+def test_a_second_call_runs_beside_the_first_only_while_another_item_waits() -> None:
+    """``parallel_calls=2``: a lone item runs alone (``beside`` 0); one that comes while it runs
+    starts at once on the second thread (``beside`` 1); a third waits for a thread."""
+    model = HeldModel()
+    batcher = DynamicBatcher(model, max_batch=1, parallel_calls=2, name="lanes")
+    first = batcher.submit("voice", [1] * 3, "first")
+    assert model.began.acquire(timeout=5)
+    second = batcher.submit("voice", [2] * 3, "second")
+    assert model.began.acquire(timeout=5), "the second call did not start beside the first"
+    third = batcher.submit("voice", [3] * 3, "third")
+    assert not model.began.acquire(timeout=0.3), "a third call started with two running"
+    model.go.set()
+    assert [f.result(timeout=5).audio.size for f in (first, second, third)] == [3, 3, 3]
+    batcher.close()
+    assert model.beside[:2] == [0, 1]
+    assert model.threads == {"lanes", "lanes-2"}
+    assert not batcher.alive  # close stopped both threads
+
+
+def test_one_call_at_a_time_without_parallel_calls() -> None:
+    model = HeldModel()
+    batcher = DynamicBatcher(model, max_batch=1, name="one-lane")
+    first = batcher.submit("voice", [1] * 3, "first")
+    assert model.began.acquire(timeout=5)
+    second = batcher.submit("voice", [2] * 3, "second")
+    assert not model.began.acquire(timeout=0.3)
+    model.go.set()
+    assert second.result(timeout=5).audio.size == first.result(timeout=5).audio.size == 3
+    batcher.close()
+    assert model.beside == [0, 0]
+
+
+def test_preferred_work_stops_every_running_call_of_a_parallel_batcher() -> None:
+    preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
+    model = StoppableModel()
+    bulk = DynamicBatcher(model, max_batch=1, defer_to=preferred, preemptible=True, parallel_calls=2)
+    results = [bulk.submit("voice", [n] * 4, f"bulk{n}") for n in (1, 2)]
+    assert model.started.acquire(timeout=5)
+    assert model.started.acquire(timeout=5)
+    preferred.submit("voice", [3] * 3, "preferred").result(timeout=5)
+    assert model.started.acquire(timeout=5)
+    assert model.started.acquire(timeout=5)
+    model.let_go()
+    assert [r.result(timeout=5).audio.size for r in results] == [4, 4]
+    bulk.close()
+    preferred.close()
+    assert (bulk.calls, bulk.stopped_calls) == (2, 2)
+
+
+def test_parallel_calls_below_one_are_refused() -> None:
+    with pytest.raises(ValueError, match="parallel_calls"):
+        DynamicBatcher(FakeModel(), parallel_calls=0)

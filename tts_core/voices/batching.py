@@ -4,8 +4,9 @@ Task threads call :meth:`DynamicBatcher.submit` and wait on the returned future.
 takes the first waiting item (lowest ``priority`` value first, then oldest), collects more until
 ``max_batch`` items or ``max_wait_ms`` (whichever comes first), splits them by batch key (voice and
 options must match to share one call) and by length (to bound padding), and runs each group as one
-inference call. Only this thread ever calls the model, so the session needs no locking and sees one
-request at a time.
+inference call. With ``parallel_calls`` above one, as many batcher threads take items from the one
+queue: a second call starts only while one runs and another item waits, so a lone call is as it was
+(the run function is told, through :class:`CallStop`'s ``beside``, how many calls ran when it began).
 
 A batcher may be *preemptible* by the one it defers to: when an item arrives there while a call
 runs here, that call is stopped (its run function says how, through :class:`CallStop`) and, once
@@ -20,6 +21,8 @@ then on, so that task's own preparation has the cores too, for at most ``MAX_EXP
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import heapq
 import itertools
 import logging
@@ -48,10 +51,12 @@ class CallStop:
     (:meth:`when_requested`, e.g. set ONNX Runtime's ``RunOptions.terminate``), the batcher asks
     (:meth:`request`). A request that comes before the run function registered stops it at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, beside: int = 0) -> None:
         self._lock = threading.Lock()
         self._stop: Callable[[], None] | None = None
         self.requested = False
+        self.beside = beside
+        """Other calls of the batcher running when this one began (0: it began alone)."""
 
     def when_requested(self, stop: Callable[[], None]) -> None:
         """Call ``stop`` (from the requesting thread) when a stop is requested, now if it was."""
@@ -110,6 +115,8 @@ class CallRecord:
     stopped: bool = False
     """Stopped for preferred work (``ok`` is False): its items ran again in a later call; neither a
     failure nor counted as a call by observers."""
+    beside: int = 0
+    """Other calls of its batcher running when it began (``parallel_calls``)."""
 
     @property
     def padding_share(self) -> float:
@@ -215,18 +222,24 @@ class DynamicBatcher(Generic[K]):
         defer_to: DynamicBatcher[K] | None = None,
         observe: ObserveCall[K] | None = None,
         preemptible: bool = False,
+        parallel_calls: int = 1,
     ) -> None:
         """``defer_to``: another batcher whose work goes first: before each call this one waits
         (up to ``MAX_DEFER_S``) until that one is idle, so the two do not share the cores.
-        ``preemptible`` (with ``defer_to``): an item arriving there also stops the call running
-        here, which runs again once that one is idle (each call at most once).
-        ``observe``: told of each call with its key and record."""
+        ``preemptible`` (with ``defer_to``): an item arriving there also stops the calls running
+        here, which run again once that one is idle (each call at most once).
+        ``observe``: told of each call with its key and record.
+        ``parallel_calls``: most calls running at once (a thread each); meant for ``max_batch`` 1,
+        where a second thread would otherwise split batches the first was still collecting."""
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
+        if parallel_calls < 1:
+            raise ValueError("parallel_calls must be at least 1")
         if max_wait_ms < 0:
             raise ValueError("max_wait_ms must not be negative")
         self.max_batch = max_batch
         self.max_wait_ms = max_wait_ms
+        self.parallel_calls = parallel_calls
         self.max_padding = max_padding
         self._run = run
         self._queue: queue.PriorityQueue[_Queued] = queue.PriorityQueue()
@@ -238,8 +251,9 @@ class DynamicBatcher(Generic[K]):
         self.stopped_calls = 0
         self._defer_to = defer_to
         self._followers: list[DynamicBatcher[K]] = []
-        self._running: CallStop | None = None
-        """The running call's stop, while it may still be stopped (first runs of a preemptible batcher)."""
+        self._stoppable_calls: set[CallStop] = set()
+        """The running calls' stops, while they may still be stopped (first runs of a preemptible batcher)."""
+        self._calls_running = 0
         self._running_lock = threading.Lock()
         self._preemptible = preemptible and defer_to is not None
         if defer_to is not None and self._preemptible:
@@ -250,12 +264,16 @@ class DynamicBatcher(Generic[K]):
         self._idle = threading.Event()
         self._idle.set()
         self._lapses = _Lapses(f"{name}-lapses")
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._loop, name=name if n == 0 else f"{name}-{n + 1}", daemon=True)
+            for n in range(parallel_calls)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, key: K, ids: Sequence[int], tag: str = "", priority: int = 0) -> Future[BatchResult]:
         """Queue one item; the future resolves with its audio or the call's exception."""
-        if not self._thread.is_alive():
+        if not self.alive:
             raise RuntimeError("batcher is stopped")
         arrival = next(self._counter)
         request: BatchItem[K] = BatchItem(key, ids, tag or str(arrival), priority)
@@ -287,11 +305,11 @@ class DynamicBatcher(Generic[K]):
         return release
 
     def preempt(self) -> None:
-        """Stop the call running now, if it may be stopped (see ``preemptible``)."""
+        """Stop the calls running now, those that may be stopped (see ``preemptible``)."""
         with self._running_lock:
-            running, self._running = self._running, None
-        if running is not None:
-            running.request()
+            running, self._stoppable_calls = self._stoppable_calls, set()
+        for stop in running:
+            stop.request()
 
     def _settled(self, _: Future[BatchResult] | None) -> None:
         with self._pending_lock:
@@ -301,8 +319,8 @@ class DynamicBatcher(Generic[K]):
 
     @property
     def alive(self) -> bool:
-        """Whether the batcher thread still runs (a dead one would leave every task waiting)."""
-        return self._thread.is_alive()
+        """Whether every batcher thread still runs (a dead one would leave tasks waiting)."""
+        return all(thread.is_alive() for thread in self._threads)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until no item is queued or running here (or ``timeout_s`` passed); True if idle."""
@@ -319,9 +337,12 @@ class DynamicBatcher(Generic[K]):
             return list(self._history)
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Finish what is queued, then stop the thread."""
-        self._queue.put((_STOP_PRIORITY, next(self._counter), _STOP))
-        self._thread.join(timeout_s)
+        """Finish what is queued, then stop the threads (each takes one stop)."""
+        for _ in self._threads:
+            self._queue.put((_STOP_PRIORITY, next(self._counter), _STOP))
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _collect(self, first: BatchItem[K]) -> tuple[list[BatchItem[K]], bool]:
         pending = [first]
@@ -339,6 +360,7 @@ class DynamicBatcher(Generic[K]):
         return pending, False
 
     def _loop(self) -> None:
+        name_native_thread(threading.current_thread().name)
         stopping = False
         while not stopping:
             _, _, first = self._queue.get()
@@ -360,7 +382,9 @@ class DynamicBatcher(Generic[K]):
 
     def _call(self, group: list[BatchItem[K]], stoppable: bool) -> bool:
         """One inference call for ``group``; False if it was stopped (its items still wait)."""
-        stop = CallStop()
+        with self._running_lock:
+            stop = CallStop(beside=self._calls_running)
+            self._calls_running += 1
         if stoppable:
             self._stoppable(stop)
         started_wall = time.time()
@@ -379,17 +403,18 @@ class DynamicBatcher(Generic[K]):
             raise
         finally:
             with self._running_lock:
-                self._running = None
+                self._stoppable_calls.discard(stop)
+                self._calls_running -= 1
         run_ms = (time.perf_counter() - started) * 1000.0
         ok = bool(outputs)
         if ok:
             self._settle(group, outputs, started, run_ms)
-        self._remember(group, started_wall, started, run_ms, outputs, stopped=not ok and stop.requested)
+        self._remember(group, started_wall, started, run_ms, outputs, stop)
         return ok or not stop.requested
 
     def _stoppable(self, stop: CallStop) -> None:
         with self._running_lock:
-            self._running = stop
+            self._stoppable_calls.add(stop)
         # Preferred work that arrived after this batcher's deferral but before the line above
         # found no call to stop: it is stopped here, before it starts.
         if self._defer_to is not None and not self._defer_to.wait_idle(0):
@@ -413,9 +438,10 @@ class DynamicBatcher(Generic[K]):
         started: float,
         run_ms: float,
         outputs: Sequence[FloatAudio | TimedAudio],
-        stopped: bool,
+        stop: CallStop,
     ) -> None:
         """Keep the call in the history and tell the observer (of calls that ran to their end)."""
+        stopped = not outputs and stop.requested
         lengths = [len(r.ids) for r in group]
         record = CallRecord(
             started_at=started_wall,
@@ -428,6 +454,7 @@ class DynamicBatcher(Generic[K]):
             ok=bool(outputs),
             output_samples=sum(len(_audio(output)) for output in outputs),
             stopped=stopped,
+            beside=stop.beside,
         )
         with self._history_lock:
             self._history.append(record)
@@ -446,6 +473,14 @@ class DynamicBatcher(Generic[K]):
     def _fail(group: list[BatchItem[K]], error: BaseException) -> None:
         for request in group:
             request.future.set_exception(error)
+
+
+def name_native_thread(name: str) -> None:
+    """Give the calling thread ``name`` where the OS shows it (``top -H``, ``/proc/<pid>/task/*/comm``;
+    Linux keeps 15 bytes), so an operator can tell a worker's batcher threads apart; elsewhere nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.pthread_setname_np(ctypes.c_ulong(threading.get_ident()), name.encode()[:15])
 
 
 def _audio(output: FloatAudio | TimedAudio) -> FloatAudio:
