@@ -245,6 +245,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         concurrency=5,
         max_batch=4,
         max_wait_ms=2.5,
+        parallel_calls=3,
         preload_voices=["a", "b"],
         metrics_port=9301,
         metrics_host="10.0.0.7",

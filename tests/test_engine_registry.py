@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from api.main import create_app
+from cli.processes import wait_until
 from tests.conftest import serve
 from tts_core.base.audio import PCM16, FloatAudio, to_int16
 from tts_core.base.config import SynthesisConfig
@@ -26,6 +27,7 @@ from tts_core.base.errors import VoiceLoadError
 from tts_core.base.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_words
 from tts_core.frontend.segments import FrontEnd
 from tts_core.text.sentences import split_sentences
+from tts_core.voices.batching import CallStop
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
 from tts_core.voices.engines import SpeechEngine, SpeechModel, engine_named, engine_of, register, registered, unregister
 from tts_core.voices.voice_info import EngineName, VoiceInfo
@@ -144,6 +146,8 @@ class ToneEngine(SpeechEngine):
 
     def __init__(self) -> None:
         self.loaded: list[ToneModel] = []
+        self.threads: list[int] = []
+        """The ``intra_op_threads`` of each load, in order."""
 
     def voices(self, voices_dir: Path | None) -> list[VoiceInfo]:
         return [
@@ -153,6 +157,7 @@ class ToneEngine(SpeechEngine):
     def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
         model = ToneModel()
         self.loaded.append(model)
+        self.threads.append(intra_op_threads)
         return model
 
     def front_end(self, info: VoiceInfo) -> FrontEnd:
@@ -289,6 +294,43 @@ def test_warm_up_on_the_cpu_provider_runs_no_batch_shapes(
     worker_engine.warm_up()
     (model,) = tone.loaded
     assert (model.spoken, model.calls) == ([ToneEngine.warm_up_text], [])
+
+
+def test_a_call_beside_another_runs_on_the_models_one_thread_twin(settings: Settings, tone: ToneEngine) -> None:
+    """``parallel_calls`` 2 (the CPU default): a lone call keeps the voice's own model; the first call
+    that begins beside another still does, while the twin loads on one thread; later ones run on it."""
+    worker = settings.worker.model_copy(update={"max_batch": 1, "parallel_calls": 2})
+    host = VoiceHost(settings.model_copy(update={"worker": worker, "default_voice": TONE_VOICE}), Device.CPU)
+    try:
+        key = (TONE_VOICE, SynthesisConfig())
+        own = host.voice(TONE_VOICE)
+        host._run(key, [[1, 2, 3]], CallStop(beside=0))
+        assert host.twins is not None
+        assert host.twins.loaded() == []
+        host._run(key, [[1, 2]], CallStop(beside=1))  # beside another: the twin is asked for
+        wait_until(lambda: host.twins is not None and host.twins.loaded() == [TONE_VOICE], 10, "the twin loaded")
+        host._run(key, [[1]], CallStop(beside=1))
+        host._run(key, [[4, 5, 6, 7]], CallStop(beside=0))
+        twin = tone.loaded[-1]
+        assert isinstance(own, ToneModel)
+        assert twin is not own
+        assert (own.calls, twin.calls) == ([[3], [2], [4]], [[1]])
+        assert tone.threads == [settings.worker.intra_op_threads, 1]
+        host._evicted(TONE_VOICE)  # the model evicted: its twin goes with it
+        assert host.twins.loaded() == []
+    finally:
+        host.close()
+
+
+def test_no_twin_with_one_call_at_a_time(settings: Settings, tone: ToneEngine) -> None:
+    worker = settings.worker.model_copy(update={"max_batch": 1, "parallel_calls": 1})
+    host = VoiceHost(settings.model_copy(update={"worker": worker, "default_voice": TONE_VOICE}), Device.CPU)
+    try:
+        assert host.twins is None
+        host._run((TONE_VOICE, SynthesisConfig()), [[1, 2]], CallStop(beside=1))
+        assert len(tone.loaded) == 1
+    finally:
+        host.close()
 
 
 def test_a_voice_loaded_on_demand_is_not_warmed_up(worker_engine: VoiceHost, tone: ToneEngine) -> None:

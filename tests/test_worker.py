@@ -20,6 +20,7 @@ from tests.conftest import (
     IdleQueueApi,
     create_record,
     enqueue,
+    wait_for,
     wait_for_job,
     wait_for_tasks,
 )
@@ -174,3 +175,32 @@ def test_celery_inspect_batches_reports_the_workers_batching_and_its_recent_call
     assert answer["calls"] >= 1, answer
     assert answer["items"] >= answer["calls"], answer
     assert 1 <= len(answer["recent"]) <= 3, answer
+
+
+def _batches(settings: Settings, limit: int) -> dict[str, Any]:
+    """The session worker's ``celery inspect batches`` answer."""
+    producer = make_producer(settings)
+    try:
+        replies = cast(dict[str, Any], producer.control.inspect(timeout=5)._request("batches", limit=limit) or {})
+    finally:
+        producer.close()
+    (answer,) = [answer for node, answer in replies.items() if "main-worker" in node]
+    return cast(dict[str, Any], answer)
+
+
+def test_a_call_beside_another_runs_and_the_models_one_thread_twin_loads(
+    settings: Settings, client: httpx.Client, worker: ManagedProcess
+) -> None:
+    """Two calls at once (``parallel_calls``, 2 on CPU): a segment's sentences are handed to the
+    batcher together, so the second starts while the first runs; calls that meet have the model's
+    one-thread twin loaded (``workers.twin_sessions``), which the worker then names."""
+    text = "The first sentence is here. A second one follows it. Then comes a third. And a fourth ends it."
+    job = client.post("/v1/jobs", json={"text": text}).json()
+    assert wait_for_job(client, job["id"])["status"] == "succeeded"
+    answer = wait_for(lambda: _batches(settings, 1000), lambda a: DEFAULT_VOICE_ID in a["twins"], 30, "the twin loaded")
+    assert answer["parallel_calls"] == 2
+    mine = [r for r in answer["recent"] if any(tag.startswith(job["id"]) for tag in r["tags"])]
+    assert len(mine) >= 4, answer["recent"][-8:]
+    assert any(r["beside"] >= 1 for r in mine), mine
+    assert worker.log_path is not None
+    assert f"loaded the one-thread twin of model {DEFAULT_VOICE_ID}" in worker.log_path.read_text()

@@ -74,6 +74,10 @@ def test_batch_plan_defaults_and_overrides() -> None:
     plan = batch_plan(WorkerSettings(max_batch=16, max_wait_ms=3, concurrency=20), Device.CPU)
     assert (plan.max_batch, plan.max_wait_ms, plan.concurrency) == (16, 3, 20)
     assert batch_plan(WorkerSettings(), Device.CUDA).max_batch == 8
+    # Two calls at once on CPU, one where calls are batched (a second thread would split batches).
+    assert [batch_plan(WorkerSettings(), device).parallel_calls for device in (Device.CPU, Device.CUDA)] == [2, 1]
+    assert batch_plan(WorkerSettings(parallel_calls=3), Device.CPU).parallel_calls == 3
+    assert batch_plan(WorkerSettings(parallel_calls=3, max_batch=4), Device.CPU).parallel_calls == 1
 
 
 def test_the_default_worker_is_sized_for_the_device_it_will_use() -> None:

@@ -157,6 +157,10 @@ class WorkerSettings(BaseModel):
     """Most segments per inference call; default by provider (CPU 1, CUDA 8), see docs/PERFORMANCE.md."""
     max_wait_ms: float | None = Field(None, ge=0, le=1000)
     """How long the first item waits for company; default by provider (CPU 0, CUDA 10)."""
+    parallel_calls: int | None = Field(None, ge=1, le=8)
+    """Most inference calls a batcher runs at once where ``max_batch`` is 1; default by provider (CPU 2,
+    CUDA 1). A call that begins beside another runs on a one-thread session of its model, loaded
+    the first time two calls meet (docs/PERFORMANCE.md, "Two calls at once")."""
     interactive_slot: bool = True
     """A task slot besides ``concurrency`` that takes only interactive messages (same process, same
     model), so an interactive job never waits for a task thread busy with bulk segments."""

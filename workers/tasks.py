@@ -208,6 +208,8 @@ def batches(state: Any, limit: int = 100) -> dict[str, Any]:
         "device": engine.device.value,
         "max_batch": batcher.max_batch,
         "max_wait_ms": batcher.max_wait_ms,
+        "parallel_calls": batcher.parallel_calls,
+        "twins": engine.twins.loaded() if engine.twins is not None else [],
         "calls": batcher.calls + engine.interactive.calls,
         "items": batcher.items + engine.interactive.items,
         "recent": [asdict(r) for r in recent],

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -43,6 +44,7 @@ from ttsq.settings import Settings
 from workers import metrics
 from workers.models import LoadedModels, ModelEvents
 from workers.tuning import batch_plan
+from workers.twin_sessions import TwinSessions
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +81,16 @@ class VoiceHost:
         )
         self.models.pin([settings.default_voice, *settings.worker.preload_voices])
         self._levelings: dict[tuple[str, LoudnessTarget], Leveling] = {}
-        self._bulk_thread_lowered = False
+        self._lowered_bulk_threads: set[threading.Thread] = set()
         plan = batch_plan(settings.worker, device)
+        self.twins = TwinSessions(self._load_twin, self._share) if plan.parallel_calls > 1 else None
         self.interactive: DynamicBatcher[BatchKey] = DynamicBatcher(
             self._run,
             plan.max_batch,
             plan.max_wait_ms,
             name="ttsq-batcher-interactive",
             observe=self._observer(Priority.INTERACTIVE),
+            parallel_calls=plan.parallel_calls,
         )
         self.batcher: DynamicBatcher[BatchKey] = DynamicBatcher(
             self._run_bulk,
@@ -95,9 +99,16 @@ class VoiceHost:
             defer_to=self.interactive,
             observe=self._observer(Priority.BULK),
             preemptible=settings.worker.preempt_bulk,
+            parallel_calls=plan.parallel_calls,
         )
         metrics.WORKER_INFO.labels(device.value, str(plan.max_batch)).set(1)
-        log.info("engine on %s: max_batch=%d max_wait_ms=%g", device.value, plan.max_batch, plan.max_wait_ms)
+        log.info(
+            "engine on %s: max_batch=%d max_wait_ms=%g parallel_calls=%d",
+            device.value,
+            plan.max_batch,
+            plan.max_wait_ms,
+            plan.parallel_calls,
+        )
 
     def _observer(self, lane: Priority) -> CallObserver:
         def observe(key: BatchKey, record: CallRecord) -> None:
@@ -128,6 +139,8 @@ class VoiceHost:
 
     def _evicted(self, key: str) -> None:
         metrics.MODEL_EVICTIONS.labels(self.device.value, key).inc()
+        if self.twins is not None:
+            self.twins.drop(key)
 
     def _count(self, models: int) -> None:
         metrics.MODELS_LOADED.labels(self.device.value).set(models)
@@ -214,16 +227,30 @@ class VoiceHost:
             self.interactive.wait_idle(MAX_DEFER_S)
 
     def _run_bulk(self, key: BatchKey, batch: list[Sequence[int]], stop: CallStop) -> Sequence[FloatAudio | TimedAudio]:
-        """The bulk batcher's calls, its thread stepped back for good at the first (it runs nothing
-        else): a bulk call an interactive one does not stop takes only what the cores have left."""
-        if not self._bulk_thread_lowered:
+        """The bulk batcher's calls, each of its threads stepped back for good at its first (they
+        run nothing else): a bulk call an interactive one does not stop takes only what the cores
+        have left."""
+        if threading.current_thread() not in self._lowered_bulk_threads:
             lower_thread_for_good(BULK_NICENESS)
-            self._bulk_thread_lowered = True
+            self._lowered_bulk_threads.add(threading.current_thread())
         return self._run(key, batch, stop)
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]], stop: CallStop) -> Sequence[FloatAudio | TimedAudio]:
+        """A call on the voice's session; one that began beside another on the model's one-thread
+        twin once it is loaded (asked for here, the first time two calls meet). Only engines that
+        batch (Piper) have twins: the gain was measured there, while a twin of Kokoro's larger
+        model was not."""
         voice_id, config = key
-        return self.voice(voice_id).synthesize_batch(batch, config, stoppable_run(stop))
+        model = self.voice(voice_id)
+        if stop.beside and self.twins is not None and engine_of(self.catalog.get(voice_id)).batches:
+            model = self.twins.get(self.model_key(voice_id), voice_id) or model
+        return model.synthesize_batch(batch, config, stoppable_run(stop))
+
+    def _load_twin(self, voice_id: str) -> SpeechModel:
+        """The voice's model again, on one ONNX Runtime thread (``TwinSessions``)."""
+        info = self.catalog.get(voice_id)
+        with normal_thread():
+            return engine_of(info).load(info, self.device, 1, self._settings.worker.spin_wait)
 
     def word_weight(self, voice_id: str, pronunciation: Pronunciation | None = None) -> Weigh:
         """How many phonemes a word of this voice's text becomes (its engine's guess, of what the
