@@ -158,6 +158,10 @@ def settings(redis_service: RedisService, s3_service: SeaweedService, voices_dir
             # spaced by what earlier tests' long bodies cost (a 429 seen in CI). Pacing is tested
             # with limits of its own (tests/test_pacing.py).
             "default_limits": Limits(),
+            # Workers a test starts of its own run one inference call at a time: each that met two
+            # calls at once would load its model's one-thread twin (about 2 CPU s). The session
+            # worker keeps the default, two on CPU (``session_workers``).
+            "worker": base.worker.model_copy(update={"parallel_calls": 1}),
         }
     )
 
@@ -238,7 +242,8 @@ def session_workers(
     """The suite's synthesis worker and its service worker (webhooks, maintenance, batches), as
     ``ttsq dev`` runs them, started together so that their start-ups overlap (``worker`` and
     ``webhook_worker`` each wait for their own)."""
-    main = spawn_local_worker(settings, "main-worker", tmp_path_factory.mktemp("worker") / "worker.log")
+    as_deployed = settings.model_copy(update={"worker": settings.worker.model_copy(update={"parallel_calls": None})})
+    main = spawn_local_worker(as_deployed, "main-worker", tmp_path_factory.mktemp("worker") / "worker.log")
     service_log = tmp_path_factory.mktemp("webhooks") / "webhooks.log"
     env = {**os.environ, **settings_env(settings)}
     service = ManagedProcess("webhook-worker", webhook_worker_argv(4, "webhook-worker@%h"), service_log, env).start()
