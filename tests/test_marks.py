@@ -255,3 +255,32 @@ def test_a_batch_item_naming_a_mark_twice_is_refused_by_name(client: httpx.Clien
     assert answer.status_code == 422, answer.text
     assert "marks names a kind twice" in answer.json()["error"]["message"]
     assert "items" in answer.json()["error"]["message"]
+
+
+def test_the_files_route_passes_on_the_stored_audio_marks_and_subtitles(
+    story: tuple[dict[str, Any], list[Mark], Any, int], client: httpx.Client
+) -> None:
+    """A page that cannot follow presigned URLs gets the same bytes through the API."""
+    job, _, _, _ = story
+    result = job["result"]
+    by_file = {
+        "audio": result["url"],
+        "marks.json": result["marks_url"],
+        "subtitles.vtt": result["subtitles_url"],
+        "subtitles.srt": result["srt_url"],
+    }
+    for name, url in by_file.items():
+        answer = client.get(f"/v1/jobs/{job['id']}/files/{name}")
+        assert answer.status_code == 200, (name, answer.text)
+        assert answer.content == fetched(url), name
+        assert answer.headers["content-disposition"].startswith("inline;"), name
+    saved = client.get(f"/v1/jobs/{job['id']}/files/audio", params={"download": "true"})
+    assert saved.headers["content-disposition"].startswith(f'attachment; filename="{job["id"]}.wav"')
+    assert saved.headers["content-type"] == result["content_type"]
+
+
+def test_the_files_route_names_what_is_missing(client: httpx.Client) -> None:
+    plain = finished_job(client, {"text": "No marks here."})
+    missing = client.get(f"/v1/jobs/{plain['id']}/files/marks.json")
+    assert missing.status_code == 404 and "no marks.json" in missing.json()["error"]["message"]
+    assert client.get(f"/v1/jobs/{plain['id']}/files/cover.png").status_code == 422

@@ -7,6 +7,8 @@ too takes no work until fixed, ``workers.fitness``; else the job fails at once).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO, Final
 
@@ -93,6 +95,19 @@ def _client(
     )
 
 
+STREAM_CHUNK_BYTES: Final = 256 * 1024
+"""Bytes read from the store at a time when an object is passed on as a stream."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object being read: its chunks (read once), its size in bytes and its content type."""
+
+    chunks: Iterator[bytes]
+    size: int
+    content_type: str
+
+
 class ObjectStore:
     """One bucket, used for writing results and presigning reads."""
 
@@ -149,6 +164,20 @@ class ObjectStore:
             raise storage_error(f"the download of {key}", e) from e
         except BotoCoreError as e:
             raise storage_error(f"the download of {key}", e) from e
+
+    def open(self, key: str) -> StoredObject | None:
+        """The object as a stream of chunks with its size and type, or None if there is no such key:
+        for passing a large object on without holding it whole."""
+        try:
+            answer = self._s3.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                return None
+            raise storage_error(f"the download of {key}", e) from e
+        except BotoCoreError as e:
+            raise storage_error(f"the download of {key}", e) from e
+        body = answer["Body"]
+        return StoredObject(body.iter_chunks(STREAM_CHUNK_BYTES), answer["ContentLength"], answer["ContentType"])
 
     def list_keys(self, prefix: str) -> list[str]:
         """Every key under ``prefix`` (all pages)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, StreamingResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from api.deps import (
@@ -25,6 +26,7 @@ from api.deps import (
 )
 from api.errors import ApiError, resource_location
 from api.idempotency import mark_replayed
+from api.object_download import object_response
 from api.pacing import PacedSubmission
 from api.schemas import SUBMIT_ERRORS, JobCreate, JobPublic, JobsPublic, error_responses
 from api.state import AppState
@@ -173,3 +175,39 @@ def get_job_audio(job_id: JobId, state: StateDep, tenant: TenantDep) -> Redirect
     if record.status is not JobStatus.SUCCEEDED or record.result is None:
         raise ApiError(409, "job_not_succeeded", f"job is {record.status.value}; audio exists once it has succeeded")
     return RedirectResponse(state.stores.objects.presigned_get_url(record.result.key), status_code=302)
+
+
+class JobFile(StrEnum):
+    """A finished job's stored files, as ``GET /v1/jobs/{id}/files/{file}`` names them."""
+
+    AUDIO = "audio"
+    MARKS = "marks.json"
+    VTT = "subtitles.vtt"
+    SRT = "subtitles.srt"
+
+
+@router.get(
+    "/{job_id}/files/{file}",
+    response_class=StreamingResponse,
+    responses={**error_responses(404, 409), 200: {"content": {"application/octet-stream": {}}}},
+    summary="A finished job's audio, marks or subtitles, through the API",
+)
+def get_job_file(
+    job_id: JobId,
+    file: JobFile,
+    state: StateDep,
+    tenant: TenantDep,
+    download: Annotated[bool, Query(description="Save it (attachment), not show it.")] = False,
+) -> StreamingResponse:
+    """The bytes themselves, with the key's authorization, for a page whose policy or store keeps it
+    from the presigned URLs (no CORS on the store, a Content-Security-Policy of its own origin)."""
+    record = owned_job(state, tenant, job_id)
+    if record.status is not JobStatus.SUCCEEDED or record.result is None:
+        raise ApiError(409, "job_not_succeeded", f"job is {record.status.value}; its files exist once it has succeeded")
+    result = record.result
+    keys = {JobFile.AUDIO: result.key, JobFile.MARKS: result.marks_key, JobFile.VTT: result.subtitles_key}
+    key = keys.get(file, result.srt_key)
+    if key is None:
+        raise ApiError(404, "not_found", f"job {job_id} has no {file.value}: it asked for no marks")
+    name = f"{job_id}.{record.output.format.extension}" if file is JobFile.AUDIO else f"{job_id}.{file.value}"
+    return object_response(state.stores.objects, key, name, "attachment" if download else "inline")
