@@ -209,3 +209,19 @@ def test_no_worker_means_a_504_naming_the_job_not_a_hang(
     assert error["code"] == "speech_timeout"
     job_id = error["message"].rsplit("/", 1)[-1]  # the message says where the job can be followed
     assert idle_queue_api.client.get(f"/v1/jobs/{job_id}").json()["status"] == "queued"
+
+
+def test_a_streamed_answer_can_keep_marks_for_a_read_along(client: httpx.Client) -> None:
+    answer = client.post(
+        "/v1/audio/speech",
+        json={"model": "tts-1", "input": "Read along with me. Word by word.", "voice": "alloy", "marks": ["word"]},
+    )
+    assert answer.status_code == 200, answer.text
+    job = wait_for_job(client, answer.headers["x-ttsq-job-id"])
+    words = [m for m in client.get(f"/v1/jobs/{job['id']}/files/marks.json").json() if m["type"] == "word"]
+    assert [w["value"] for w in words] == ["Read", "along", "with", "me", "Word", "by", "word"]
+    refused = client.post(
+        "/v1/audio/speech",
+        json={"model": "tts-1", "input": "Gone.", "voice": "alloy", "marks": ["word"], "keep": False},
+    )
+    assert refused.status_code == 422 and "keep" in refused.json()["error"]["message"]

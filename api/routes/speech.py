@@ -34,6 +34,7 @@ from api.state import AppState
 from api.streamed_job import StreamedJob
 from tts_core.base.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.base.errors import UnsupportedFormat
+from tts_core.marks.speech_marks import MARK_TYPES, MarkType
 from tts_core.mastering.encoding import StreamEncoder, encode
 from tts_core.mastering.formats import AudioFormat, AudioOutput
 from ttsq.job_record import NormalizeOption, Priority
@@ -109,6 +110,12 @@ class SpeechCreate(RequestBody):
         description="ttsq: your lexicons to apply, as a job's `lexicons` (OpenAI clients send it through extra_body).",
     )
     normalize: StrictBool | NormalizeOption | None = Field(None, description="ttsq: as a job's `normalize`.")
+    marks: list[MarkType] = Field(
+        default_factory=list,
+        max_length=len(MARK_TYPES),
+        description="ttsq: timing marks stored with the kept job, as a job's `marks` (GET /v1/jobs/{id} then links "
+        "them): a page reads along with the audio it streamed.",
+    )
 
 
 def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:
@@ -141,6 +148,8 @@ def _response_format(body: SpeechCreate) -> AudioFormat | None:
 async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, _turn: PacedSubmission) -> Response:
     """Queue an interactive job, wait for its first audio, then stream the rest as it is made."""
     audio_format = _response_format(body)
+    if body.marks and not body.keep:
+        raise ApiError(422, "invalid_request", "marks are stored with the job: they need keep true")
     output = AudioOutput(audio_format or AudioFormat.WAV, body.sample_rate)  # pcm is stored as WAV
     try:
         output.check()
@@ -156,6 +165,7 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, 
         loudness=body.loudness,
         lexicons=body.lexicons,
         normalize=body.normalize,
+        marks=body.marks,
         metadata={"source": "openai"},
         priority=Priority.INTERACTIVE,
     )
