@@ -105,7 +105,13 @@ XDIST_ORDER := --dist loadfile --no-loadscope-reorder
 # project's modules each time (0.2 s of a worker's start) and rewrote 389 modules' asserts each time
 # (7 of a collection's 15 s). An empty value is Python's "not set".
 test recovery: export PYTHONDONTWRITEBYTECODE :=
-test: lint
+# The studio's browser tests run axe-core (accessibility) from npm, installed from the lock file. The
+# page itself needs no npm: plain ES modules served by the API.
+NODE_STAMP := node_modules/.package-lock.json
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+test: lint $(NODE_STAMP)
 	$(BIN)/pytest --numprocesses $(TEST_PROCESSES) $(XDIST_ORDER)
 
 faults: setup
@@ -155,4 +161,4 @@ bench-gpu: setup
 	$(BIN)/python -m bench.gpu --out bench/results/gpu-latest.json
 
 clean:
-	rm -rf $(VENV) .ttsq .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .ttsq .pytest_cache .mypy_cache .ruff_cache *.egg-info node_modules

@@ -1,4 +1,5 @@
-"""``GET /``: a small page to try ttsq in a browser (static files, no build step, no CDN)."""
+"""``GET /``: the studio, a page for people who don't write code (static ES modules, no build step,
+nothing from a CDN), under a Content-Security-Policy that allows only its own origin's scripts."""
 
 from __future__ import annotations
 
@@ -11,14 +12,38 @@ from fastapi.staticfiles import StaticFiles
 
 STATIC_DIR: Final = Path(__file__).resolve().parent.parent / "static"
 
+CONTENT_SECURITY_POLICY: Final = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "media-src 'self' blob:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    )
+)
+"""No inline script or style, no other origin: a script injected through a job's text or a voice
+name would not run, and the key (in sessionStorage) can leave only for this API. Audio plays from
+blob URLs of files fetched with the key."""
+
+PAGE_HEADERS: Final = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
+
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/")
 def index() -> FileResponse:
-    return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers=PAGE_HEADERS)
 
 
 def mount_static(app: FastAPI) -> None:
-    """The page's script and style under ``/static``."""
+    """The page's modules and style under ``/static``."""
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
