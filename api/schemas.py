@@ -1,5 +1,6 @@
 """Request and response bodies, in families: ``JobCreate`` in, ``JobPublic`` out (defined in
-:mod:`ttsq.public`, since webhooks send it too)."""
+:mod:`ttsq.public`, since webhooks send it too; ``UsagePublic`` in :mod:`ttsq.usage`, since
+``ttsq usage --json`` prints it too)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tts_core.text.speech_markup import VOLUME_RANGE_DB
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.job_record import JobOptions, LexiconUse, LoudnessOption, NormalizeOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
+from ttsq.usage import UsagePublic
 
 MAX_METADATA_BYTES = 16 * 1024
 SampleRate = Literal[8000, 16000, 22050, 24000, 44100, 48000]
@@ -50,7 +52,7 @@ VolumeDb = Annotated[float, Field(ge=VOLUME_RANGE_DB[0], le=VOLUME_RANGE_DB[1], 
 Pause = Annotated[float, Field(ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1], strict=True)]
 """The bounded numbers of a job's options, one definition each for a job and a batch's defaults."""
 
-__all__ = ["JobCreate", "JobPublic", "JobResultPublic"]
+__all__ = ["JobCreate", "JobPublic", "JobResultPublic", "UsagePublic"]
 
 
 def named_once(names: list[str]) -> list[str]:

@@ -409,20 +409,20 @@ def check_queue(state: AppState, priority: Priority) -> None:
 @contextlib.contextmanager
 def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priority: Priority) -> Iterator[None]:
     """Check the queue and admit ``records`` at once against the tenant's limits (charging their
-    sum), then run the block; if the block fails, the admission is given back."""
-    charge = Charge(sum(charged_characters(r) for r in records), sum(r.reserved_audio_ms for r in records))
-    ids = [record.id for record in records]
+    sum, each to its voice), then run the block; if the block fails, the admission is given back."""
+    charges = {r.id: Charge(r.voice, charged_characters(r), r.reserved_audio_ms) for r in records}
+    ids = list(charges)
     created_at = records[0].created_at
     try:
         check_queue(state, priority)
-        state.stores.quotas.admit_many(tenant.id, ids, charge, tenant.limits, created_at)
+        state.stores.quotas.admit_many(tenant.id, charges, tenant.limits, created_at)
     except redis.RedisError as e:
         raise StoreUnavailable(f"job store unavailable: {e}") from e
     try:
         yield
     except BaseException:
         try:
-            state.stores.quotas.release_many(tenant.id, ids, charge, usage_day(created_at))
+            state.stores.quotas.release_many(tenant.id, charges, usage_day(created_at))
         except redis.RedisError:  # Redis is the outage: nothing was stored
             log.warning("job %s…: could not release its admission", ids[0])
         raise

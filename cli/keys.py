@@ -34,12 +34,13 @@ SOCKET_TIMEOUT_S: Final = 30.0
 """An administrator's command waits this long for Redis before it fails."""
 
 
-def _stores() -> Stores:
+def admin_stores() -> Stores:
+    """The stores of the deployment the settings name, as an administrator's command reaches them."""
     return Stores.connect(get_settings(), SOCKET_TIMEOUT_S)
 
 
 def _store() -> TenantStore:
-    return _stores().tenants
+    return admin_stores().tenants
 
 
 def limit_options(command: Any) -> Any:
@@ -160,4 +161,4 @@ def _lifecycle(settings: Settings) -> Lifecycle:
     from ttsq.broker import TaskPublisher, make_producer
 
     send = TaskPublisher(make_producer(settings), settings.queue)
-    return _stores().lifecycle(send.finish_batch)
+    return admin_stores().lifecycle(send.finish_batch)

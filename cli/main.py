@@ -3,7 +3,8 @@
 ``ttsq say`` and ``ttsq api`` never load the inference runtime: only worker commands do, when
 they start workers. What runs the stack (``cli.dev``, ``cli.workerpool``: the embedded services,
 boto3, the worker launcher) is imported by its own commands only: at the top, it was a second of
-every ``ttsq narrate`` or ``ttsq say`` start. ``ttsq keys`` and ``ttsq lexicons`` load when named.
+every ``ttsq narrate`` or ``ttsq say`` start. ``ttsq keys``, ``ttsq lexicons`` and ``ttsq usage`` load
+when named.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ FORMAT_BY_SUFFIX = {f.extension: f.value for f in reversed(AudioFormat)}
 
 
 class _Commands(click.Group):
-    """The command group, with the administrators' groups (``keys``, ``lexicons``: the stores and the
-    broker's client) imported only when one of them is named or the commands are listed."""
+    """The command group, with the administrators' commands (``keys``, ``lexicons``, ``usage``: the
+    stores and the broker's client) imported only when one of them is named or the commands are listed."""
 
-    LAZY: Final = {"keys": "cli.keys", "lexicons": "cli.lexicons"}
+    LAZY: Final = {"keys": "cli.keys", "lexicons": "cli.lexicons", "usage": "cli.usage"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])

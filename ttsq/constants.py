@@ -261,7 +261,8 @@ def tenant_jobs_key(tenant: str) -> str:
 
 
 def usage_key(tenant: str, day: str) -> str:
-    """A tenant's characters and audio milliseconds of one UTC day (``YYYY-MM-DD``)."""
+    """A tenant's usage of one UTC day (``YYYY-MM-DD``): what its limits count, and its jobs and each
+    voice's share (the fields: ``ttsq.quotas``)."""
     return f"{KEY_PREFIX}:usage:{tenant}:{day}"
 
 

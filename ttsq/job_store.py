@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import redis
@@ -32,7 +32,6 @@ from ttsq.constants import (
     segment_step,
     tenant_active_key,
     tenant_jobs_key,
-    usage_key,
 )
 from ttsq.errors import JobNotFound
 from ttsq.events import status_message
@@ -43,6 +42,7 @@ from ttsq.job_record import (
     utcnow,
 )
 from ttsq.leader import Fence
+from ttsq.quotas import settle_in, usage_day
 from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
 
@@ -70,9 +70,7 @@ def _settle(pipe: redis.client.Pipeline, record: JobRecord, ttl_s: int) -> None:
     pipe.zrem(ACTIVE_JOBS_KEY, record.id)
     pipe.zrem(tenant_active_key(record.tenant), record.id)
     delivered_ms = round((record.progress.audio_s or 0) * 1000) if record.status is JobStatus.SUCCEEDED else 0
-    if delivered_ms != record.reserved_audio_ms:
-        day = record.created_at.astimezone(UTC).strftime("%Y-%m-%d")
-        pipe.hincrby(usage_key(record.tenant, day), "audio_ms", delivered_ms - record.reserved_audio_ms)
+    settle_in(pipe, record.tenant, usage_day(record.created_at), record.voice, record.reserved_audio_ms, delivered_ms)
     expiry = expiry_of(record.created_at, record.finished_at, record.ttl_s, ttl_s)
     if record.result is not None:
         pipe.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(record.result.keys(), expiry))

@@ -182,7 +182,7 @@ def _claim_planned(
     planned_ms = round((speech_s + pauses) * 1000)
     limits = _tenant_limits(record.tenant, ctx)
     delta = planned_ms - record.reserved_audio_ms
-    if not ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), delta, limits):
+    if not ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), record.voice, delta, limits):
         message = (
             f"the job's planned {planned_ms / 1000:.0f} s of audio pass what is left of the key's "
             f"{limits.audio_seconds_per_day:g} s per day"
@@ -198,7 +198,7 @@ def _claim_planned(
 
     claimed = ctx.stores.jobs.transition_by(record.id, _STARTABLE, JobStatus.RUNNING, claim)
     if claimed is None or not replaced[0]:  # ended meanwhile, or replanned by another run: give it back
-        ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), -delta, limits)
+        ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), record.voice, -delta, limits)
     return claimed
 
 
