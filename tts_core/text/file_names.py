@@ -22,9 +22,20 @@ def safe_name(index: int, title: str, digits: int = 2) -> str:
     if index < 0:
         raise ValueError(f"chapter index must not be negative, got {index}")
     prefix = f"{index:0{digits}d}-"
+    return prefix + (_slug(title, MAX_NAME_CHARS - len(prefix)) or "chapter")
+
+
+def book_name(title: str | None) -> str:
+    """A whole book's file name stem (its ``.m4b``, its zip): the title's words as in ``safe_name``,
+    without a number; ``book`` when the title has none in ASCII."""
+    return _slug(title or "", MAX_NAME_CHARS) or "book"
+
+
+def _slug(title: str, most: int) -> str:
+    """The title's words, ASCII lowercase and joined by hyphens, cut at a word boundary to ``most``."""
     folded = unicodedata.normalize("NFKD", title.translate(_FOLD)).encode("ascii", "ignore").decode()
     words = re.sub(r"['\u2019`]", "", folded).lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", words).strip("-")[: MAX_NAME_CHARS - len(prefix)]
-    if len(slug) == MAX_NAME_CHARS - len(prefix) and "-" in slug:
+    slug = re.sub(r"[^a-z0-9]+", "-", words).strip("-")[:most]
+    if len(slug) == most and "-" in slug:
         slug = slug.rsplit("-", 1)[0]  # cut at a word boundary, not inside a word
-    return prefix + (slug.strip("-") or "chapter")
+    return slug.strip("-")
