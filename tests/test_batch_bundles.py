@@ -22,7 +22,7 @@ from tests.conftest import TEST_BUCKET, IdleQueueApi
 from tests.test_batches import submit, wait_for_batch
 from tests.voices import BROKEN_VOICE_ID
 from ttsq.bundling import make_bundles
-from ttsq.constants import ACTIVE_BATCHES_KEY
+from ttsq.constants import ACTIVE_BATCHES_KEY, OBJECT_EXPIRY_KEY
 from ttsq.settings import Settings
 from ttsq.stores import Stores
 
@@ -47,7 +47,7 @@ def settled(batch: dict[str, Any]) -> bool:
 
 
 def decoded_s(data: bytes) -> float:
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), mode="r") as container:
         stream = container.streams.audio[0]
         return sum(frame.samples for frame in container.decode(stream)) / stream.sample_rate
 
@@ -105,7 +105,7 @@ def test_a_book_batch_gets_a_zip_of_its_chapters_and_an_m4b_with_chapter_marks(
         assert container.metadata["title"] == "The Small Book"
         marks = container.chapters()
     assert [mark["metadata"]["title"] for mark in marks] == TITLES
-    starts = [float(mark["start"] * mark["time_base"]) for mark in marks]
+    starts = [float(mark["start"] * (mark["time_base"] or 0)) for mark in marks]
     assert starts == [0, pytest.approx(durations[0], abs=0.01)]
     assert decoded_s(book) == pytest.approx(sum(durations), abs=0.1)
 
@@ -119,9 +119,11 @@ def test_a_book_batch_gets_a_zip_of_its_chapters_and_an_m4b_with_chapter_marks(
 
     # Under the batch's prefix, beside the manifest, with the same expiry as it.
     record = stores.batches.get(batch["id"])
-    keys = [record.bundles[kind].key for kind in record.bundles]
-    assert all(key is not None and key.startswith(f"anonymous/batches/{batch['id']}/") for key in keys)
-    expiries = {redis_client.zscore("ttsq:objects:expiry", key) for key in [record.manifest_key, *keys]}
+    keys = [key for state in record.bundles.values() if (key := state.key) is not None]
+    assert len(keys) == 2
+    assert all(key.startswith(f"anonymous/batches/{batch['id']}/") for key in keys)
+    assert record.manifest_key is not None
+    expiries = {redis_client.zscore(OBJECT_EXPIRY_KEY, key) for key in [record.manifest_key, *keys]}
     assert len(expiries) == 1
     assert None not in expiries
 
