@@ -29,6 +29,7 @@ from tts_core.mastering.formats import DEFAULT_FORMAT, AudioFormat, AudioOutput
 from tts_core.mastering.loudness import TARGET_LUFS_RANGE, TRUE_PEAK_RANGE_DB, LoudnessPreset, loudness_target
 from tts_core.text.speech_markup import VOLUME_RANGE_DB
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
+from ttsq.batch_bundles import BundleKind
 from ttsq.job_record import JobOptions, LexiconUse, LoudnessOption, NormalizeOption, Priority, TextType
 from ttsq.public import BatchPublic, JobPublic, JobResultPublic
 from ttsq.usage import UsagePublic
@@ -342,6 +343,9 @@ class ReadinessPublic(BaseModel):
 
 
 MAX_REF_CHARS = 200
+MAX_TITLE_CHARS = 500
+"""Longest chapter or book title: a long heading fits, a paragraph pasted by mistake does not."""
+Title = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TITLE_CHARS)]
 
 
 class BatchDefaults(RequestBody):
@@ -378,6 +382,11 @@ class BatchItemCreate(BatchDefaults):
     ref: Annotated[str, StringConstraints(min_length=1, max_length=MAX_REF_CHARS)] | None = Field(
         None, description="The client's reference, unique within the batch; the item's index if omitted."
     )
+    title: Title | None = Field(
+        None,
+        description="The item's chapter title: its file name in the batch's `zip` bundle and its chapter mark in "
+        "the `m4b` (`Chapter N` if omitted).",
+    )
 
     @field_validator("metadata")
     @classmethod
@@ -401,12 +410,27 @@ class BatchCreate(RequestBody):
         description="http(s) URL that receives a signed batch.completed (or batch.canceled) event when "
         "every item is finished and the manifest is written.",
     )
+    title: Title | None = Field(None, description="The book's title: the `m4b` bundle's title tag and download name.")
+    bundle: list[BundleKind] | None = Field(
+        None,
+        max_length=len(BundleKind),
+        description="Whole-book downloads made once every item is finished: `zip` (each succeeded item's audio "
+        "with its subtitles and marks) and `m4b` (one AAC audiobook with a chapter mark per item; made only if every "
+        "item succeeds; not from `mulaw` or `alaw` items). Shown in the batch's `bundles`.",
+    )
+
+    @field_validator("bundle")
+    @classmethod
+    def _bundle_once(cls, value: list[BundleKind] | None) -> list[BundleKind] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("bundle names a kind twice")
+        return value
 
     def job_request(self, index: int) -> JobCreate:
         """Item ``index`` as the job request it stands for: the defaults, then its own fields; bulk."""
         fields = {
             **self.defaults.model_dump(exclude_none=True),
-            **self.items[index].model_dump(exclude_none=True, exclude={"ref"}),
+            **self.items[index].model_dump(exclude_none=True, exclude={"ref", "title"}),
             **({"ttl_hours": self.ttl_hours} if self.ttl_hours is not None else {}),
         }
         return JobCreate.model_validate({**fields, "priority": Priority.BULK})

@@ -47,6 +47,7 @@ from tts_core.text.sentences import check_text
 from tts_core.text.speech_markup import SsmlDocument, parse_ssml
 from tts_core.voices.engines import SpeechEngine, engine_of
 from tts_core.voices.voice_info import VoiceInfo
+from ttsq.batch_bundles import BundleKind, BundleState, m4b_refusal
 from ttsq.batches import BatchRecord, new_batch_id
 from ttsq.broker import entry_queue, segments_queue
 from ttsq.constants import SYNTHESIZE_TASK
@@ -128,11 +129,12 @@ def draft_job(
     keep: bool = True,
     batch_id: str | None = None,
     ref: str | None = None,
+    title: str | None = None,
 ) -> Draft:
     """The request as a job of the tenant (:func:`read_job`), read in the API's helper processes if
     it is heavy (``api.heavy_work``): long, or naming lexicons (a new version is read and checked)."""
     work = functools.partial(
-        read_job, tenant=tenant, request=request, stream=stream, keep=keep, batch_id=batch_id, ref=ref
+        read_job, tenant=tenant, request=request, stream=stream, keep=keep, batch_id=batch_id, ref=ref, title=title
     )
     return state.heavy.run(tenant.id, is_heavy(request, state.settings), work)
 
@@ -151,6 +153,7 @@ def read_job(
     keep: bool,
     batch_id: str | None,
     ref: str | None,
+    title: str | None,
 ) -> Draft:
     """The request as a job of the tenant: voice, text (plain or SSML), what the voice can speak,
     marks, options, the audio estimate (speech and pauses) and the webhook URL, each refused with its
@@ -189,6 +192,7 @@ def read_job(
         reserved_audio_ms=estimate.audio_ms,
         batch_id=batch_id,
         ref=ref,
+        title=title,
         ttl_s=ttl_s,
     )
     return Draft(record, request.text)
@@ -217,6 +221,9 @@ def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraf
     batch_id = new_batch_id()
     items = [_draft_item(state, tenant, body, index, batch_id) for index in range(len(body.items))]
     _check_refs(items)
+    kinds = body.bundle or []
+    if BundleKind.M4B in kinds and (refusal := m4b_refusal([item.record.format for item in items])):
+        raise ApiError(422, "invalid_request", refusal)
     batch = BatchRecord(
         id=batch_id,
         tenant=tenant.id,
@@ -225,6 +232,8 @@ def draft_batch(state: AppState, tenant: Tenant, body: BatchCreate) -> BatchDraf
         created_at=utcnow(),
         webhook_url=body.webhook_url,
         ttl_s=ttl_s,
+        title=body.title,
+        bundles={kind: BundleState() for kind in kinds},
     )
     return BatchDraft(batch, items)
 
@@ -234,9 +243,9 @@ def _draft_item(state: AppState, tenant: Tenant, body: BatchCreate, index: int, 
         request = body.job_request(index)
     except ValidationError as e:  # what only the item and the defaults together get wrong (bitrate for wav)
         raise ApiError(422, "invalid_request", f"items[{index}]: {describe_validation_errors(e.errors())}") from None
-    ref = body.items[index].ref or str(index)
+    item = body.items[index]
     try:
-        return draft_job(state, tenant, request, batch_id=batch_id, ref=ref)
+        return draft_job(state, tenant, request, batch_id=batch_id, ref=item.ref or str(index), title=item.title)
     except (TTSError, ServiceError) as e:
         field = ITEM_FIELD_OF_CODE.get(e.code, "text")
         raise ApiError(422, e.code, f"items[{index}].{field}: {e}") from e

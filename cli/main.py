@@ -372,7 +372,7 @@ def _finish(narration: Narration, folder: Path, m4b: bool, console: Console) -> 
     if m4b:
         import av  # PyAV (bundled FFmpeg): loaded only when an audiobook is asked for
 
-        from narration.m4b import ChapterAudio, write_m4b
+        from tts_core.mastering.m4b import ChapterAudio, write_m4b
 
         path = folder / f"{narration.book_name}.m4b"
         chapters = [ChapterAudio(folder / o.file, o.title) for o in done]

@@ -24,7 +24,7 @@ from typing import Any, Final
 from rich.console import Console
 
 from narration.api_contract import JobStatus
-from narration.books import Book, read_book, safe_name
+from narration.books import Book, read_book
 from narration.client import BatchGone, ClientError, TTSQClient
 from narration.interrupts import Checkpoints
 from narration.outputs import Display, m3u
@@ -39,6 +39,7 @@ from narration.planning import (
     plan,
 )
 from narration.state import Outcome, State, file_sha256, write_atomic
+from tts_core.text.file_names import book_name
 
 POLL_S: Final = 1.0
 """Seconds between two reads of the batch."""
@@ -288,8 +289,8 @@ class Narration:
 
     @property
     def book_name(self) -> str:
-        """The book's file name stem: its ``safe_name`` without the number."""
-        return safe_name(0, self.book.title).removeprefix("00-") or "book"
+        """The book's file name stem (its playlist, its .m4b)."""
+        return book_name(self.book.title)
 
 
 def _renamed(outcome: Outcome, planned: Planned) -> Outcome:

@@ -77,7 +77,7 @@ def test_only_the_app_imports_route_modules() -> None:
 
 
 def test_the_narration_client_loads_no_service_code_and_no_inference_runtime() -> None:
-    modules = ["narration.narrate", "narration.client", "narration.m4b", "narration.books"]
+    modules = ["narration.narrate", "narration.client", "narration.books"]
     probe = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted({{m.split('.')[0] for m in sys.modules}}))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     top_level = set(ast.literal_eval(loaded.stdout))

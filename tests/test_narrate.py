@@ -25,13 +25,13 @@ import webvtt
 from cli.processes import ManagedProcess, free_port, wait_until
 from narration.books import Book, BookError, Chapter, read_book
 from narration.client import ClientError
-from narration.m4b import ChapterAudio, write_m4b
 from narration.planning import MARKS, SIDE_FILES, NarrateOptions, batch_body, naming_chapters, plan
 from narration.state import STATE_FILE, Outcome, State
 from tests.conftest import idempotency_claim, paused
 from tests.test_cli import clean_env
 from tests.test_marks import seconds
 from tests.voices import BROKEN_VOICE_ID
+from tts_core.mastering.m4b import ChapterAudio, write_m4b
 from ttsq.constants import batch_key
 
 BOOK = """# The Small Book

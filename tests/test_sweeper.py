@@ -21,8 +21,10 @@ from cli.processes import ManagedProcess, wait_until
 from cli.workerpool import wait_for_node
 from tests.conftest import create_record, database_url, production_sweep, start_worker
 from tts_core.base.plan import PlannedUtterance
+from ttsq.batch_bundles import BundleKind, BundleState, BundleStatus
 from ttsq.batches import BatchRecord, BatchStatus, BatchStore, cancel_batch, finish_batch, new_batch_id
 from ttsq.broker import TaskPublisher, make_producer, register_model_queues
+from ttsq.bundling import make_bundles
 from ttsq.constants import (
     ACTIVE_BATCHES_KEY,
     MAINTENANCE_QUEUE,
@@ -37,7 +39,7 @@ from ttsq.constants import (
     model_queue,
     part_object_key,
 )
-from ttsq.job_record import JobRecord, JobStatus, Priority, utcnow
+from ttsq.job_record import JobError, JobRecord, JobStatus, Priority, utcnow
 from ttsq.job_store import JobStore
 from ttsq.lifecycle import Lifecycle, cancel_job
 from ttsq.maintenance import Sweeper, cleanup
@@ -419,3 +421,33 @@ def test_canceling_a_batch_sends_one_finishing_task(
     assert messages_naming(own_redis, batch.id) == 1
     own_redis.delete(MAINTENANCE_QUEUE)
     batches.forget_active([batch.id])
+
+
+def test_a_finished_batch_with_a_bundle_to_make_stays_in_the_index_until_it_is_settled(
+    own_settings: Settings, own_redis: redis.Redis
+) -> None:
+    """The manifest is written but the finishing task was lost before the bundle was made: the
+    sweeper sends the task again; once the bundle is settled (failed here: no item has audio), the
+    batch leaves the index."""
+    jobs = JobStore(own_redis, own_settings.job_ttl_s)
+    batches = BatchStore(own_redis, own_settings.job_ttl_s)
+    objects = ObjectStore(own_settings.s3)
+    batch, [item] = create_batch(jobs, batches, 1)
+    batches.update(batch.id, (BatchStatus.RUNNING,), lambda _: {"bundles": {BundleKind.ZIP: BundleState()}})
+    jobs.transition(item.id, {JobStatus.QUEUED}, JobStatus.CANCELED, {})
+    assert finish_batch(batch.id, batches, jobs, objects, "a1") is not None
+    assert own_redis.zscore(ACTIVE_BATCHES_KEY, batch.id) is not None
+    sweeper = sweeper_for(own_settings)
+    now = time.time() + own_settings.sweep_interval_s
+    assert batch.id in sweeper.sweep(now).batches.suspected
+    assert sweeper.sweep(now + own_settings.sweep_interval_s).batches.resent == [batch.id]
+    assert messages_naming(own_redis, batch.id) == 1
+    own_redis.delete(MAINTENANCE_QUEUE)
+    settled = make_bundles(batch.id, batches, jobs, objects, "a2")
+    assert settled is not None
+    assert settled.bundles[BundleKind.ZIP].status is BundleStatus.FAILED
+    assert settled.bundles[BundleKind.ZIP].error == JobError(
+        code="no_item_succeeded", message="no item of the batch has audio to put in a zip"
+    )
+    assert own_redis.zscore(ACTIVE_BATCHES_KEY, batch.id) is None
+    assert make_bundles(batch.id, batches, jobs, objects, "a3") is None

@@ -2,13 +2,15 @@
 
 The write that finishes a batch's last item sends ``ttsq.finish_batch`` once. If that message is
 lost (Redis crashed, the broker refused the send), every item is finished but the batch never gets
-its manifest. The sweeper lists the batches without a manifest (``ttsq:batches:active``, not a key
-scan), keeps those whose items are all finished, and sends their finishing task again when no
+its manifest (or, if it was lost while the task made them, its bundles). The sweeper lists the
+batches not yet settled (``ttsq:batches:active``, not a key scan), keeps those whose items are all
+finished, and sends their finishing task again when no
 message names them and no task holds their ``finish`` claim at two looks at least
 :data:`~ttsq.constants.SWEEP_CONFIRM_S` apart (a message moving from the queue to the service worker
 is briefly in neither). A duplicate is harmless:
-:func:`ttsq.batches.finish_batch` does nothing once the manifest is written. Entries of batches that
-are finished, or whose records expired, leave the index here.
+:func:`ttsq.batches.finish_batch` does nothing once the manifest is written, and
+:func:`ttsq.bundling.make_bundles` nothing once every bundle is settled. Entries of batches that are
+settled, or whose records expired, leave the index here.
 """
 
 from __future__ import annotations
@@ -84,14 +86,14 @@ class BatchSweeper:
         return report
 
     def _done(self, batch_ids: list[str], report: BatchSweepReport) -> list[str]:
-        """The batches among ``batch_ids`` whose items are all finished but which have no manifest;
-        the finished and expired ones leave the index."""
+        """The batches among ``batch_ids`` whose items are all finished but which are not settled (no
+        manifest, or a bundle pending); the settled and expired ones leave the index."""
         records = self._batches.many(batch_ids)
         finished = self._batches.finished_items(batch_ids)
         done: list[str] = []
         stale: list[str] = []
         for batch_id, record, count in zip(batch_ids, records, finished, strict=True):
-            if record is None or record.manifest_key is not None:
+            if record is None or record.settled:
                 stale.append(batch_id)
             elif count >= record.total:
                 done.append(batch_id)

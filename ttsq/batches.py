@@ -6,9 +6,11 @@ job with ``batch_id`` and ``ref`` set. When an item reaches its terminal status,
 transaction moves the counters (``JobStore._write``), so they are exact whatever is delivered
 twice; the write that finishes the last item tells its caller, which sends ``ttsq.finish_batch``:
 :func:`finish_batch` writes the manifest to the object store and marks the batch finished (that
-write queues the batch's webhook event, if it has a receiver).
-Until then the batch is listed in ``ttsq:batches:active``, where the sweeper finds a batch whose
-finishing task was lost (:mod:`ttsq.batch_sweep`).
+write queues the batch's webhook event, if it has a receiver). The same task then makes the bundles
+the batch asked for (:mod:`ttsq.bundling`); the webhook does not wait for them.
+Until its manifest is written and its bundles settled, the batch is listed in
+``ttsq:batches:active``, where the sweeper finds a batch whose finishing task was lost
+(:mod:`ttsq.batch_sweep`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import redis
 from pydantic import BaseModel
 from redis.lock import Lock
 
+from ttsq.batch_bundles import BundleKind, BundleState, BundleStatus
 from ttsq.constants import (
     ACTIVE_BATCHES_KEY,
     OBJECT_EXPIRY_KEY,
@@ -82,6 +85,16 @@ class BatchRecord(BaseModel):
     """Set when the batch finishes, if it has a ``webhook_url``."""
     ttl_s: int | None = None
     """How long the batch (and each item) is kept after it finishes; None: ``TTSQ_JOB_TTL_S`` from creation."""
+    title: str | None = None
+    """The book's title, if the client gave one: the m4b bundle's title tag and its download name."""
+    bundles: dict[BundleKind, BundleState] = {}
+    """The bundles asked for (``pending`` from creation), each as the service worker settled it."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether nothing is left to do: the manifest written and no bundle pending."""
+        pending = any(state.status is BundleStatus.PENDING for state in self.bundles.values())
+        return self.manifest_key is not None and not pending
 
 
 @dataclass(frozen=True)
@@ -184,8 +197,9 @@ class BatchStore:
         changes_of: Callable[[BatchRecord], Mapping[str, Any]],
     ) -> BatchRecord | None:
         """Change the record atomically if its status is in ``allowed_from``; None otherwise. The
-        write that sets its manifest takes it out of the active set too, and the one that sets its
-        webhook queues that event for delivery (``ttsq.webhook_schedule``)."""
+        write that settles it (its manifest, and its last pending bundle) takes it out of the active
+        set too, and the one that sets its webhook queues that event for delivery
+        (``ttsq.webhook_schedule``)."""
         key = batch_key(batch_id)
         outcome: list[BatchRecord | None] = [None]
 
@@ -200,7 +214,7 @@ class BatchStore:
             updated = BatchRecord.model_validate({**record.model_dump(), **changes_of(record)})
             pipe.multi()
             pipe.set(key, updated.model_dump_json(), keepttl=True)
-            if updated.manifest_key is not None:
+            if updated.settled:
                 pipe.zrem(ACTIVE_BATCHES_KEY, batch_id)
             if updated.webhook is not None and record.webhook is None and updated.webhook_url:
                 lane = lane_of(updated.tenant, updated.webhook_url)
@@ -215,9 +229,9 @@ class BatchStore:
         return newest_page(self._redis, tenant_batches_key(tenant), self._ttl_s, after, limit)
 
     def schedule_object_expiry(self, record: BatchRecord, key: str) -> None:
-        """The cleanup task deletes the manifest when the batch's records expire (its own lifetime
-        counted from now, when the manifest is written as the batch finishes)."""
-        expiry = expiry_of(record.created_at, utcnow(), record.ttl_s, self._ttl_s)
+        """The cleanup task deletes the object (manifest, bundle) when the batch's records expire (its
+        own lifetime counted from when it finished: now, for the manifest written as it finishes)."""
+        expiry = expiry_of(record.created_at, record.finished_at, record.ttl_s, self._ttl_s)
         self._redis.zadd(OBJECT_EXPIRY_KEY, {key: expiry})
 
     def keep_until_its_lifetime_ends(self, record: BatchRecord) -> None:

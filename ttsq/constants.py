@@ -349,17 +349,22 @@ def webhook_lane_key(tenant: str, receiver: str) -> str:
 
 
 FINISH_BATCH_TASK: Final = "ttsq.finish_batch"
-"""Writes a batch's manifest once its last item finished (which schedules its webhook); argument:
-the batch id. Run by the service worker (no model), idempotent under the batch's ``finish`` claim."""
+"""Writes a batch's manifest once its last item finished (which schedules its webhook), then makes
+the bundles it asked for; argument: the batch id. Run by the service worker (no model), idempotent
+under the batch's ``finish`` claim."""
 
 BATCH_MANIFEST_TEMPLATE: Final = "{tenant}/batches/{batch_id}/{attempt}/manifest.json"
 """S3 key of a finished batch's manifest (each item's ref, job id, status, object key and error), as
 one attempt at finishing the batch wrote it; the batch record names the winner's."""
 
+BATCH_BUNDLE_TEMPLATE: Final = "{tenant}/batches/{batch_id}/{attempt}/{name}"
+"""S3 key of a batch's bundle (``book.zip``, ``book.m4b``) as one attempt made it, beside the
+manifest under the batch's prefix; the batch record names the winner's (``ttsq.bundling``)."""
+
 
 ACTIVE_BATCHES_KEY: Final = f"{KEY_PREFIX}:batches:active"
-"""Sorted set of every batch without a manifest yet (score: creation time), so the sweeper finds a
-batch whose finishing task was lost without scanning keys."""
+"""Sorted set of every batch without a manifest, or with a bundle still pending (score: creation
+time), so the sweeper finds a batch whose finishing task was lost without scanning keys."""
 
 
 def batch_key(batch_id: str) -> str:
@@ -390,6 +395,10 @@ def tenant_batches_key(tenant: str) -> str:
 
 def batch_manifest_key(tenant: str, batch_id: str, attempt: str) -> str:
     return BATCH_MANIFEST_TEMPLATE.format(tenant=tenant, batch_id=batch_id, attempt=attempt)
+
+
+def batch_bundle_key(tenant: str, batch_id: str, attempt: str, name: str) -> str:
+    return BATCH_BUNDLE_TEMPLATE.format(tenant=tenant, batch_id=batch_id, attempt=attempt, name=name)
 
 
 SWEEP_SUSPECTS_KEY: Final = f"{KEY_PREFIX}:sweeper:suspects"

@@ -229,6 +229,8 @@ class JobRecord(BaseModel):
     """The batch this job is an item of (``POST /v1/batches``), if any."""
     ref: str | None = None
     """The client's reference of a batch item, unique within its batch."""
+    title: str | None = None
+    """A batch item's chapter title: its name in the batch's zip, its chapter mark in the m4b."""
     ttl_s: int | None = None
     """How long the job is kept after it finishes (``ttl_hours``); None: ``TTSQ_JOB_TTL_S`` from its creation."""
     _completes_batch: bool = PrivateAttr(default=False)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ttsq.batch_bundles import BundleKind, BundleStatus
 from ttsq.batches import BatchCounts, BatchRecord, BatchStatus
 from ttsq.job_record import (
     JobError,
@@ -82,6 +83,8 @@ class JobPublic(BaseModel):
     """The batch this job is an item of, if any."""
     ref: str | None = None
     """The client's reference of a batch item."""
+    title: str | None = None
+    """A batch item's chapter title, if it has one."""
     ttl_hours: int | None = None
     """Hours the job is kept after it finishes, where it asked; else the server's lifetime applies."""
 
@@ -119,11 +122,36 @@ class BatchItemPublic(BaseModel):
     """One item of a batch: the client's ref, its job and how it ended."""
 
     ref: str | None
+    title: str | None = None
     job_id: str
     status: JobStatus | None
     """None once the item's job record expired."""
     result: JobResultPublic | None
     error: JobError | None
+
+
+class BundlePublic(BaseModel):
+    """A bundle of a batch: ``pending`` until made; once ``ready``, a fresh presigned URL of it (and
+    ``GET /v1/batches/{id}/files/book.<kind>`` serves it through the API)."""
+
+    status: BundleStatus
+    url: str | None = None
+    bytes: int | None = None
+    chapters: int | None = None
+    """Items in it: fewer than the batch's total in a zip when some items did not succeed."""
+    error: JobError | None = None
+    """Why it could not be made, once ``failed``."""
+
+
+def public_bundles(record: BatchRecord, objects: ObjectStore) -> dict[BundleKind, BundlePublic]:
+    """Each bundle's state, with a fresh presigned URL of a ready one."""
+    return {
+        kind: BundlePublic(
+            url=objects.presigned_get_url(state.key) if state.key is not None else None,
+            **state.model_dump(exclude={"key"}),
+        )
+        for kind, state in record.bundles.items()
+    }
 
 
 class BatchPublic(BaseModel):
@@ -142,6 +170,9 @@ class BatchPublic(BaseModel):
     webhook: WebhookDelivery | None
     ttl_hours: int | None = None
     """As a job's: hours the batch, its manifest and its items are kept after it finishes."""
+    title: str | None = None
+    bundles: dict[BundleKind, BundlePublic] = {}
+    """The bundles the batch asked for, by kind; none if it asked for none."""
     items: list[BatchItemPublic] | None = None
     next_cursor: str | None = None
     """Pass as ``cursor`` for the next page of items; null on the last one."""
@@ -151,7 +182,9 @@ def public_item(job_id: str, record: JobRecord | None, objects: ObjectStore) -> 
     if record is None:
         return BatchItemPublic(ref=None, job_id=job_id, status=None, result=None, error=None)
     result = public_result(record.result, objects)
-    return BatchItemPublic(ref=record.ref, job_id=job_id, status=record.status, result=result, error=record.error)
+    return BatchItemPublic(
+        ref=record.ref, title=record.title, job_id=job_id, status=record.status, result=result, error=record.error
+    )
 
 
 def public_batch(
@@ -182,6 +215,8 @@ def public_batch(
         webhook_url=record.webhook_url,
         webhook=record.webhook,
         ttl_hours=None if record.ttl_s is None else record.ttl_s // 3600,
+        title=record.title,
+        bundles=public_bundles(record, objects),
         items=items,
         next_cursor=next_cursor,
     )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.responses import StreamingResponse
 
 from api.deps import (
     BatchId,
@@ -16,12 +18,15 @@ from api.deps import (
     owned_batch,
     require_json,
 )
-from api.errors import resource_location
+from api.errors import ApiError, resource_location
 from api.idempotency import mark_replayed
+from api.object_download import object_response
 from api.pacing import PacedSubmission
-from api.schemas import SUBMIT_ERRORS, BatchCreate, BatchesPublic
+from api.schemas import SUBMIT_ERRORS, BatchCreate, BatchesPublic, error_responses
 from api.state import AppState
 from api.submission import Repeatable, draft_batch, submit_batch
+from tts_core.text.file_names import book_name
+from ttsq.batch_bundles import BundleFile, BundleStatus
 from ttsq.batches import BatchRecord, cancel_batch
 from ttsq.errors import InvalidCursor
 from ttsq.lifecycle import cancel_job, encode_cursor, parse_cursor
@@ -97,6 +102,35 @@ def get_batch(
     following = start + len(ids)
     next_cursor = encode_cursor((following, batch_id)) if following < record.total else None
     return public_batch(record, state.stores.batches.counts(batch_id), state.stores.objects, items, next_cursor)
+
+
+@router.get(
+    "/{batch_id}/files/{file}",
+    response_class=StreamingResponse,
+    responses={**error_responses(404, 409), 200: {"content": {"application/zip": {}, "audio/mp4": {}}}},
+    summary="A finished batch's bundle (all chapters as a zip, or an m4b audiobook), through the API",
+)
+def get_batch_file(
+    batch_id: BatchId,
+    file: BundleFile,
+    state: StateDep,
+    tenant: TenantDep,
+    download: Annotated[bool, Query(description="Save it (attachment), not show it.")] = False,
+) -> StreamingResponse:
+    """The bundle's bytes with the key's authorization, for a page that cannot follow the presigned
+    ``bundles.<kind>.url``; named after the batch's ``title`` (``book.zip`` without one)."""
+    record = owned_batch(state, tenant, batch_id)
+    kind = file.kind
+    bundle = record.bundles.get(kind)
+    if bundle is None:
+        raise ApiError(404, "not_found", f"batch {batch_id} asked for no {kind.value} bundle")
+    if bundle.status is BundleStatus.PENDING:
+        raise ApiError(409, "bundle_pending", f"the {kind.value} bundle is not made yet; it is once the batch finishes")
+    if bundle.key is None:
+        reason = bundle.error.message if bundle.error is not None else "it could not be made"
+        raise ApiError(409, "bundle_failed", f"the {kind.value} bundle failed: {reason}")
+    name = f"{book_name(record.title)}.{kind.value}"
+    return object_response(state.stores.objects, bundle.key, name, "attachment" if download else "inline")
 
 
 def _item_offset(after: tuple[float, str] | None, batch_id: str) -> int:

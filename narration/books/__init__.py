@@ -9,6 +9,7 @@ say is a chapter, since someone chose it. ``Book.left_out`` names each part left
 a folder book) and says why.
 
 One module per format: ``text``, ``markdown``, ``epub``, ``folder``; what they share is in ``common``.
+Chapter file names (``safe_name``) come from ``tts_core.text.file_names``, shared with the service.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from narration.books.common import MAX_NAME_CHARS, TEXT_SUFFIXES, Book, BookError, Chapter, safe_name
+from narration.books.common import TEXT_SUFFIXES, Book, BookError, Chapter
 from narration.books.epub import read_epub
 from narration.books.folder import read_folder
 from narration.books.markdown import read_markdown
 from narration.books.text import read_txt
+from tts_core.text.file_names import MAX_NAME_CHARS, safe_name
 
 __all__ = ["MAX_NAME_CHARS", "TEXT_SUFFIXES", "Book", "BookError", "Chapter", "read_book", "safe_name"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import codecs
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +14,6 @@ from tts_core.text.sentences import has_speech, normalize_text, split_sentences
 
 TEXT_SUFFIXES: Final = (".txt", ".md", ".markdown")
 """Files that a book folder's chapters may be; ``read_book`` also takes an ``.epub``."""
-
-MAX_NAME_CHARS: Final = 60
-"""Longest ``safe_name``: short enough for any file system and still readable in a listing."""
 
 
 class BookError(Exception):
@@ -51,25 +47,6 @@ class Book:
     chapters: list[Chapter]
     left_out: list[str] = field(default_factory=list)
     """What was read but is not a chapter, one line each: its file (a folder book) or title, and why."""
-
-
-def safe_name(index: int, title: str) -> str:
-    """``NN-title``: a chapter's output file name, ASCII lowercase words joined by hyphens, at most
-    ``MAX_NAME_CHARS`` characters and never just the number."""
-    if index < 0:
-        raise ValueError(f"chapter index must not be negative, got {index}")
-    prefix = f"{index:02d}-"
-    folded = unicodedata.normalize("NFKD", title.translate(_FOLD)).encode("ascii", "ignore").decode()
-    words = re.sub(r"['\u2019`]", "", folded).lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", words).strip("-")[: MAX_NAME_CHARS - len(prefix)]
-    if len(slug) == MAX_NAME_CHARS - len(prefix) and "-" in slug:
-        slug = slug.rsplit("-", 1)[0]  # cut at a word boundary, not inside a word
-    return prefix + (slug.strip("-") or "chapter")
-
-
-_FOLD: Final = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O",
-                              "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "Th", "ð": "d"})  # fmt: skip
-"""Letters that Unicode does not decompose into an ASCII base letter."""
 
 
 @dataclass(frozen=True)

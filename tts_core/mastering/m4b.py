@@ -1,5 +1,7 @@
-"""One audiobook file from a narrated book's chapter files: AAC in an MP4 container (``.m4b``) with a
-chapter mark where each chapter starts, through PyAV (which bundles FFmpeg: no ``ffmpeg`` binary).
+"""One audiobook file from a book's chapter files: AAC in an MP4 container (``.m4b``) with a chapter
+mark where each chapter starts, through PyAV (which bundles FFmpeg: no ``ffmpeg`` binary). Here, in
+the audio library, so that ``ttsq narrate --m4b`` on the reader's machine and a batch's ``m4b``
+bundle in the service worker write the same file from the same code.
 
 Chapter starts are counted in samples of the decoded audio, not taken from the jobs' reported
 durations, so the marks fall exactly where each chapter's audio begins in the file. Nothing is left
