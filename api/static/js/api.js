@@ -65,9 +65,19 @@ export async function getBlob(path) {
   return (await call(path)).blob();
 }
 
-/** Save a file the API holds under `name`, fetched with the key (never a key in a URL). */
+/** The file name a Content-Disposition header gives (RFC 6266's filename* first). */
+function dispositionName(header) {
+  const exact = /filename\*=UTF-8''([^;]+)/i.exec(header ?? "");
+  if (exact) return decodeURIComponent(exact[1]);
+  return /filename="([^"]*)"/i.exec(header ?? "")?.[1] ?? "download";
+}
+
+/** Save a file the API holds, fetched with the key (never a key in a URL), under `name` or the
+ * name the server gives it. */
 export async function saveFile(path, name) {
-  const url = URL.createObjectURL(await getBlob(path));
+  const response = await call(path);
+  const url = URL.createObjectURL(await response.blob());
+  name ??= dispositionName(response.headers.get("content-disposition"));
   const link = document.createElement("a");
   link.href = url;
   link.download = name;

@@ -62,7 +62,7 @@ async function narrate() {
   const defaults = { voice: $("book-voice").value, format: $("book-format").value, marks: ["sentence"] };
   const preset = $("book-loudness").value;
   if (preset) defaults.loudness = { preset };
-  const items = chosen.map((chapter) => ({ text: chapter.text, ref: chapter.name, title: chapter.title }));
+  const items = chosen.map((chapter) => ({ text: chapter.text, ref: `chapter-${chapter.index}`, title: chapter.title }));
   const batch = await getJson("/v1/batches", {
     method: "POST",
     json: { items, defaults, bundle: ["zip", "m4b"], title: found.title },
@@ -77,7 +77,7 @@ async function resume() {
   const kept = sessionStorage.getItem(BOOK_ITEM);
   if (kept) return watch(kept);
   const body = await getJson("/v1/batches?limit=20");
-  const book = body.batches.find((batch) => batch.bundles);
+  const book = body.batches.find((batch) => Object.keys(batch.bundles ?? {}).length > 0);
   if (book) watch(book.id);
 }
 
@@ -115,11 +115,11 @@ function render(batch) {
   $("book-progress-title").textContent = batch.title ?? batch.id;
   const done = batch.counts.succeeded + batch.counts.failed + batch.counts.canceled;
   $("book-status").textContent = `${batch.status}: ${t("bookProgress", { done, total: batch.counts.total })}`;
-  $("book-chapters").replaceChildren(...(batch.items ?? []).map((item) => {
+  $("book-chapters").replaceChildren(...(batch.items ?? []).map((item, index) => {
     const li = document.createElement("li");
     const title = item.title ?? item.ref ?? item.job_id;
     if (item.status === "succeeded" && item.result) {
-      const name = `${item.ref ?? item.job_id}.${item.result.key.split(".").pop()}`;
+      const name = `${String(index + 1).padStart(2, "0")} ${title}.${item.result.key.split(".").pop()}`;
       li.append(link(title, () => saveFile(`/v1/jobs/${item.job_id}/files/audio?download=true`, name)));
     } else {
       li.append(`${title}: ${item.status ?? "expired"}`);
@@ -131,8 +131,9 @@ function render(batch) {
     const bundle = batch.bundles?.[kind];
     if (!bundle) continue;
     const li = document.createElement("li");
-    if (bundle.status === "ready") li.append(link(label, () => saveFile(`/v1/batches/${batch.id}/files/${file}?download=true`, file)));
-    else li.append(`${label}: ${bundle.status === "pending" ? t("bundlePending") : bundle.status}`);
+    if (bundle.status === "ready") li.append(link(label, () => saveFile(`/v1/batches/${batch.id}/files/${file}?download=true`)));
+    else if (bundle.status === "pending") li.append(`${label}: ${t("bundlePending")}`);
+    else li.append(`${label}: ${bundle.error?.message ?? bundle.status}`);
     bundles.push(li);
   }
   $("book-bundles").replaceChildren(...bundles);

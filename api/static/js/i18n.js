@@ -109,6 +109,7 @@ const WORDS = {
   day: ["Day", "日付"],
   audioSeconds: ["Audio seconds", "音声（秒）"],
   jobsCount: ["Jobs", "ジョブ数"],
+  reserved: ["Audio seconds reserved by unfinished jobs", "未完了ジョブが予約中の音声（秒）"],
   activeJobs: ["Active jobs", "実行中のジョブ"],
   apiDocs: ["API documentation", "API ドキュメント"],
 };

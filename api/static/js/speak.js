@@ -67,6 +67,7 @@ function options() {
 
 function reset(keepAudio = false) {
   $("speak-error").textContent = "";
+  $("status").textContent = "";
   $("result").hidden = false;
   if (!keepAudio) {
     following?.abort();
@@ -85,6 +86,7 @@ function reset(keepAudio = false) {
 
 async function speak() {
   reset();
+  $("job-id").textContent = "";
   const text = $("text").value;
   const ssml = $("ssml").checked;
   const format = $("format").value;

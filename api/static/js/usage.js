@@ -32,17 +32,20 @@ function seconds(value) {
 async function load() {
   $("usage-error").textContent = "";
   const usage = await getJson("/v1/usage?days=30");
-  const { today, limits, remaining } = usage;
+  const { today } = usage;
+  const { limits, remaining } = today;
   $("usage-today").tBodies[0].replaceChildren(
     tr([t("characters"), today.characters, limits.chars_per_day, remaining.characters], true),
     tr([t("audioSeconds"), seconds(today.audio_seconds), seconds(limits.audio_seconds_per_day), seconds(remaining.audio_seconds)], true),
     tr([t("activeJobs"), today.active_jobs, limits.max_active_jobs, remaining.active_jobs], true),
     tr([t("jobsCount"), today.jobs, "", ""], true),
+    tr([t("reserved"), seconds(today.reserved_audio_seconds), "", ""], true),
   );
   $("usage-days").tBodies[0].replaceChildren(
-    ...usage.days.map((day) => tr([day.date, day.characters, seconds(day.audio_seconds), day.jobs], true)),
+    ...usage.by_day.filter((day) => day.jobs || day.characters).reverse()
+      .map((day) => tr([day.day, day.characters, seconds(day.audio_seconds), day.jobs], true)),
   );
   $("usage-voices").tBodies[0].replaceChildren(
-    ...usage.voices.map((voice) => tr([voice.voice, voice.characters, seconds(voice.audio_seconds), voice.jobs], true)),
+    ...usage.by_voice.map((voice) => tr([voice.voice, voice.characters, seconds(voice.audio_seconds), voice.jobs], true)),
   );
 }
