@@ -110,7 +110,13 @@ function link(text, handler) {
   return anchor;
 }
 
+let shown = "";
+
 function render(batch) {
+  const signature = JSON.stringify([batch.id, batch.status, batch.counts, (batch.items ?? []).map((i) => i.status),
+    Object.values(batch.bundles ?? {}).map((b) => b.status), document.documentElement.lang]);
+  if (signature === shown) return;  // links stay put while nothing changed: a click never lands on a redrawn one
+  shown = signature;
   $("book-progress").hidden = false;
   $("book-progress-title").textContent = batch.title ?? batch.id;
   const done = batch.counts.succeeded + batch.counts.failed + batch.counts.canceled;
