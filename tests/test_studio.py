@@ -62,7 +62,8 @@ class Studio:
     logs: list[str]
 
     def http(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
     def wait(self, timeout_s: float = WAIT_S) -> WebDriverWait[webdriver.Chrome]:
         return WebDriverWait(self.browser, timeout_s)
@@ -493,3 +494,20 @@ def test_signing_out_forgets_the_key(studio: Studio) -> None:
     assert not studio.element("main").is_displayed()
     studio.browser.refresh()
     studio.wait().until(lambda _: "API key" in studio.element("auth-message").text)
+
+
+def test_where_keys_are_not_required_the_page_works_without_one(studio: Studio, api_url: str) -> None:
+    page = httpx.get(f"{api_url}/")
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy
+    assert "unsafe-inline" not in policy
+    assert "default-src 'none'" in policy
+    studio.browser.get(f"{api_url}/")
+    studio.wait().until(lambda _: "needs no key" in studio.element("auth-message").text)
+    assert studio.element("main").is_displayed()
+    assert studio.element("sign-in").is_displayed()
+    job = speak(Studio(api_url, "", studio.browser, studio.downloads, studio.logs), "No key was needed here.")
+    assert job["status"] == "succeeded"
+    loaded = studio.browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert {httpx.URL(url).netloc for url in loaded} == {httpx.URL(api_url).netloc}, "it loads nothing from elsewhere"
+    assert console_errors(studio.browser) == []

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Final
 
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+
+from api.deps import StateDep
 
 STATIC_DIR: Final = Path(__file__).resolve().parent.parent / "static"
 
@@ -39,9 +41,16 @@ PAGE_HEADERS: Final = {
 router = APIRouter(include_in_schema=False)
 
 
+KEYS_PLACEHOLDER: Final = 'data-keys=""'
+
+
 @router.get("/")
-def index() -> FileResponse:
-    return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers=PAGE_HEADERS)
+def index(state: StateDep) -> HTMLResponse:
+    """The page, telling its script whether this server requires keys, so that it asks for one
+    without first being refused (a 401 in the console of every visitor)."""
+    keys = "required" if state.settings.auth_required else "optional"
+    page = (STATIC_DIR / "index.html").read_text(encoding="utf-8").replace(KEYS_PLACEHOLDER, f'data-keys="{keys}"')
+    return HTMLResponse(page, headers=PAGE_HEADERS)
 
 
 def mount_static(app: FastAPI) -> None:

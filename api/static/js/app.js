@@ -156,7 +156,7 @@ async function boot() {
   if (session.key && (await usable())) signedIn = true;
   if (!signedIn) {
     session.key = null;
-    open = await usable();
+    open = document.body.dataset.keys !== "required";
     showAuth(open ? t("noKeysNeeded") : t("keyNeeded"));
   }
   renderSignedIn();
