@@ -362,6 +362,12 @@ def test_markdown_markup_is_dropped() -> None:
     ]
 
 
+@pytest.mark.parametrize("end", ["", "\n"])
+def test_markdown_keeps_its_last_paragraph_with_or_without_a_last_newline(end: str) -> None:
+    book = read_book_file(f"# A Book\n\n## One\n\nFirst words.\n\n## Two\n\nLast words.{end}".encode(), "a.md")
+    assert [(c.title, c.text) for c in book.chapters] == [("One", "First words."), ("Two", "Last words.")]
+
+
 def test_markdown_with_several_top_headings_has_a_chapter_for_each(tmp_path: Path) -> None:
     path = tmp_path / "tales.md"
     path.write_text("# Part One\n\n## The Fox\n\nA fox ran off.\n\n# The Crow\n\nA crow sang once.\n", encoding="utf-8")

@@ -97,6 +97,7 @@ def markdown_blocks(text: str) -> Iterator[Block]:
             skip_until_blank = True
             continue
         yield from _markdown_line(raw, lines)
+    yield from _flush_markdown(lines)  # a file whose last line has no newline (an editor's or a browser's)
 
 
 def _markdown_line(raw: str, lines: list[str]) -> Iterator[Block]:
