@@ -111,9 +111,9 @@ def test_a_book_gives_the_chapters_and_batch_items_of_ttsq_narrate(
     assert answer["voice"] == "en_US-joe-medium"
     for chapter in answer["chapters"]:
         assert chapter["characters"] == len(chapter["text"])
-        assert 0.05 < chapter["estimated_audio_s"] / chapter["characters"] < 0.1  # English prose, pauses included
+        assert 0.05 < chapter["estimated_s"] / chapter["characters"] < 0.1  # English prose, pauses included
     assert answer["characters"] == sum(c["characters"] for c in answer["chapters"])
-    assert answer["estimated_audio_s"] == pytest.approx(sum(c["estimated_audio_s"] for c in answer["chapters"]))
+    assert answer["estimated_s"] == pytest.approx(sum(c["estimated_s"] for c in answer["chapters"]))
 
 
 def test_an_epub_says_what_it_left_out(books: httpx.Client, tmp_path: Path) -> None:
@@ -132,8 +132,8 @@ def test_the_estimates_follow_the_speed_and_need_a_known_voice(books: httpx.Clie
     normal = chapters(books, text, "text/plain").json()
     fast = chapters(books, text, "text/plain", speed=2.0, voice="en_US-joe-medium").json()
     for quick, slow in zip(fast["chapters"], normal["chapters"], strict=True):
-        assert {**quick, "estimated_audio_s": 0} == {**slow, "estimated_audio_s": 0}
-        assert slow["estimated_audio_s"] / 2 < quick["estimated_audio_s"] < slow["estimated_audio_s"]  # pauses stay
+        assert {**quick, "estimated_s": 0} == {**slow, "estimated_s": 0}
+        assert slow["estimated_s"] / 2 < quick["estimated_s"] < slow["estimated_s"]  # pauses stay
     message = refusal(chapters(books, text, "text/plain", voice="xx_XX-nobody"), 422, "voice_not_found")
     assert "xx_XX-nobody" in message
     refusal(chapters(books, text, "text/plain", speed=9), 422, "invalid_request")

@@ -69,7 +69,7 @@ class ChapterPublic(BaseModel):
     index: int = Field(description="From 1, in reading order; `ttsq narrate` sends it as the item's `metadata.index`.")
     title: str = Field(description="The chapter's title; `ttsq narrate` sends it as the item's `metadata.title`.")
     characters: int = Field(description="Characters of `text`, as a job counts them.")
-    estimated_audio_s: float = Field(
+    estimated_s: float = Field(
         description="Seconds of audio (speech and pauses) a job of `text` would make with the voice at the speed: "
         "the estimate a job reserves of its tenant's day."
     )
@@ -85,7 +85,7 @@ class BookChaptersPublic(BaseModel):
     title: str = Field(description="From the book's metadata or heading, else from its file name.")
     voice: str = Field(description="The voice the estimates are for.")
     characters: int
-    estimated_audio_s: float = Field(description="All chapters together.")
+    estimated_s: float = Field(description="All chapters together.")
     left_out: list[str] = Field(
         description="Parts read but not chapters (a cover, a title page, a table of contents), one line each, with why."
     )
@@ -194,7 +194,7 @@ def public_book(book: Book, voice: str, speed: float, settings: Settings) -> Boo
             index=chapter.index,
             title=chapter.title,
             characters=len(chapter.text),
-            estimated_audio_s=estimate_text(chapter.text, None, options, settings).audio_ms / 1000,
+            estimated_s=estimate_text(chapter.text, None, options, settings).audio_ms / 1000,
             file_stem=safe_name(chapter.index, chapter.title),
             text=chapter.text,
         )
@@ -204,7 +204,7 @@ def public_book(book: Book, voice: str, speed: float, settings: Settings) -> Boo
         title=book.title,
         voice=voice,
         characters=sum(c.characters for c in chapters),
-        estimated_audio_s=round(sum(c.estimated_audio_s for c in chapters), 3),
+        estimated_s=round(sum(c.estimated_s for c in chapters), 3),
         left_out=book.left_out,
         chapters=chapters,
     )
