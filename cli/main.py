@@ -20,14 +20,13 @@ import click
 from rich.console import Console
 
 from cli.commands import DEFAULT_WYOMING_URI, SERVICE_WORKER_THREADS, VOICEVOX_PORT, beat_argv, webhook_worker_argv
-from narration.books import BookError
 from narration.client import ClientError, TTSQClient
 from narration.narrate import EXIT_FAILED, EXIT_INTERRUPTED, Narration, narrate
 from narration.outputs import book_webvtt, failure_table, resume_command
 from narration.planning import MARKS, NarrateOptions
 from narration.state import write_atomic
 from tts_core.base.device import cuda_device_count
-from tts_core.base.errors import DeviceUnavailable
+from tts_core.base.errors import DeviceUnavailable, InvalidBook
 from tts_core.marks.speech_marks import marks_from_json
 from tts_core.mastering.formats import DEFAULT_FORMAT, AudioFormat
 from ttsq.constants import WYOMING_PORT
@@ -356,7 +355,7 @@ def narrate_command(
         console.print("Interrupted: the batch keeps running on the server; this resumes it:")
         click.echo(resume_command(book, folder, options, api_url, m4b))
         sys.exit(EXIT_INTERRUPTED)
-    except (BookError, ClientError, OSError) as e:
+    except (InvalidBook, ClientError, OSError) as e:
         raise click.ClickException(str(e)) from e
     _finish(narration, folder, m4b, console)
 

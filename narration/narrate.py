@@ -24,7 +24,7 @@ from typing import Any, Final
 from rich.console import Console
 
 from narration.api_contract import JobStatus
-from narration.books import Book, read_book
+from narration.books import read_book
 from narration.client import BatchGone, ClientError, TTSQClient
 from narration.interrupts import Checkpoints
 from narration.outputs import Display, m3u
@@ -39,6 +39,7 @@ from narration.planning import (
     plan,
 )
 from narration.state import Outcome, State, file_sha256, write_atomic
+from tts_core.books.common import Book
 from tts_core.text.file_names import book_name
 
 POLL_S: Final = 1.0
@@ -311,7 +312,7 @@ def _renamed(outcome: Outcome, planned: Planned) -> Outcome:
 
 def narrate(book_path: Path, folder: Path, options: NarrateOptions, client: TTSQClient, console: Console) -> Narration:
     """Read, submit (or rejoin), follow with a live display, download, write the manifest and
-    playlist. Raises ``BookError``, ``ClientError``, ``OSError``; ``KeyboardInterrupt`` leaves the
+    playlist. Raises ``InvalidBook``, ``ClientError``, ``OSError``; ``KeyboardInterrupt`` leaves the
     state saved and the batch running."""
     book = read_book(book_path)
     for line in book.left_out:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from narration.api_contract import suffix
-from narration.books import Book, Chapter, safe_name
 from narration.client import ClientError
+from tts_core.books.common import Book, Chapter
 from tts_core.marks.speech_marks import MarkType
+from tts_core.text.file_names import safe_name
 
 REF_CHARS: Final = 16
 """Hex digits of a chapter's ref (64 bits of sha256: no two chapters of a book collide)."""

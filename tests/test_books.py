@@ -1,5 +1,6 @@
-"""Books read into chapters (``narration.books``): the same book as text, Markdown, EPUB and a folder
-gives the same chapters, paragraph breaks survive, and every broken input says what is wrong."""
+"""Books read into chapters (``tts_core.books``, and ``narration.books`` on top for local files and
+folders): the same book as text, Markdown, EPUB and a folder gives the same chapters, paragraph
+breaks survive, and every broken input says what is wrong."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from narration.books import MAX_NAME_CHARS, Book, BookError, read_book, safe_name
+from narration.books import read_book
+from tts_core.base.errors import InvalidBook
+from tts_core.books import epub
+from tts_core.books.common import Book
+from tts_core.books.reading import read_book as read_book_file
+from tts_core.text.file_names import MAX_NAME_CHARS, safe_name
 
 CORPUS = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "pride_and_prejudice.txt"
 DATA = Path(__file__).resolve().parent / "data" / "books"
@@ -227,6 +233,14 @@ def test_every_format_gives_the_same_chapters(variant: str, tmp_path: Path) -> N
     assert not re.search("Gutenberg|Contents|Jane Austen", text)  # boilerplate, title page, table of contents
 
 
+@pytest.mark.parametrize("variant", [v for v in BUILDERS if v != "folder"])
+def test_a_files_bytes_read_under_its_name_give_what_its_path_gives(variant: str, tmp_path: Path) -> None:
+    """One reader for ``ttsq narrate`` and the API: the path only finds the bytes and names the book."""
+    path = BUILDERS[variant](tmp_path)
+    assert read_book_file(path.read_bytes(), path.name) == read_book(path)
+    assert read_book_file(path.read_bytes(), str(path)) == read_book(path)
+
+
 @pytest.mark.parametrize(
     ("variant", "title"),
     [
@@ -348,6 +362,12 @@ def test_markdown_markup_is_dropped() -> None:
     ]
 
 
+@pytest.mark.parametrize("end", ["", "\n"])
+def test_markdown_keeps_its_last_paragraph_with_or_without_a_last_newline(end: str) -> None:
+    book = read_book_file(f"# A Book\n\n## One\n\nFirst words.\n\n## Two\n\nLast words.{end}".encode(), "a.md")
+    assert [(c.title, c.text) for c in book.chapters] == [("One", "First words."), ("Two", "Last words.")]
+
+
 def test_markdown_with_several_top_headings_has_a_chapter_for_each(tmp_path: Path) -> None:
     path = tmp_path / "tales.md"
     path.write_text("# Part One\n\n## The Fox\n\nA fox ran off.\n\n# The Crow\n\nA crow sang once.\n", encoding="utf-8")
@@ -420,7 +440,7 @@ def test_unicode_encodings_that_say_so_are_read(encoded: bytes, name: str, tmp_p
 
 
 def refused(path: Path) -> str:
-    with pytest.raises(BookError) as caught:
+    with pytest.raises(InvalidBook) as caught:
         read_book(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
@@ -486,7 +506,7 @@ def test_an_empty_folder(tmp_path: Path) -> None:
 def test_a_bad_file_in_a_folder_is_named(tmp_path: Path) -> None:
     (tmp_path / "1.txt").write_text("Fine text.", encoding="utf-8")
     (tmp_path / "2.txt").write_bytes(b"caf\xe9")
-    with pytest.raises(BookError, match=re.escape(f"{tmp_path / '2.txt'}: not UTF-8 text (byte 3 is 0xe9)")):
+    with pytest.raises(InvalidBook, match=re.escape(f"{tmp_path / '2.txt'}: not UTF-8 text (byte 3 is 0xe9)")):
         read_book(tmp_path)
 
 
@@ -542,6 +562,16 @@ def test_an_epub_that_is_not_a_zip(tmp_path: Path) -> None:
     path = tmp_path / "fake.epub"
     path.write_text("<html>not a zip</html>", encoding="utf-8")
     assert refused(path) == "broken EPUB: not a zip archive"
+
+
+def test_an_epub_unpacking_past_its_allowance_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_epub(tmp_path / "pride.epub")
+    with zipfile.ZipFile(path) as archive:
+        first = ("META-INF/container.xml", "OEBPS/content.opf", "OEBPS/nav.xhtml", "OEBPS/cover.xhtml")
+        allowed = sum(archive.getinfo(name).file_size for name in first) + 10
+    monkeypatch.setattr(epub, "MAX_EPUB_UNPACKED_BYTES", allowed)  # what is read before the title page fits
+    problem = f"its documents unpack to more than {allowed} bytes (at OEBPS/title.xhtml, of "
+    assert refused(path).startswith(problem)
 
 
 def test_an_epub_with_xml_entity_expansion_is_refused(tmp_path: Path) -> None:

@@ -295,6 +295,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         lexicons_per_tenant=7,
         lexicon_max_entries=500,
         lexicon_max_bytes=65536,
+        book_max_bytes=2 << 20,
         lexicon_versions_kept=2,
         lexicon_bytes_per_tenant=1 << 20,
         voice_lexicons={"en_US-joe-medium": [Path("/etc/ttsq/names.pls")]},

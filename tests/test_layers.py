@@ -202,6 +202,7 @@ WINGS: Final = {
     "lexicon": {"base", "text"},
     "marks": {"base", "text"},
     "frontend": {"base", "text", "lexicon"},
+    "books": {"base", "text"},
     "voices": {"base", "text", "mastering", "lexicon", "marks", "frontend"},
 }
 """``tts_core``'s wings and the wings each may import: those below it, never one above or beside."""

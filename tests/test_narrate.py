@@ -23,7 +23,7 @@ import soundfile
 import webvtt
 
 from cli.processes import ManagedProcess, free_port, wait_until
-from narration.books import Book, BookError, Chapter, read_book
+from narration.books import read_book
 from narration.client import ClientError
 from narration.planning import MARKS, SIDE_FILES, NarrateOptions, batch_body, naming_chapters, plan
 from narration.state import STATE_FILE, Outcome, State
@@ -31,6 +31,8 @@ from tests.conftest import idempotency_claim, paused
 from tests.test_cli import clean_env
 from tests.test_marks import seconds
 from tests.voices import BROKEN_VOICE_ID
+from tts_core.base.errors import InvalidBook
+from tts_core.books.common import Book, Chapter
 from tts_core.mastering.m4b import ChapterAudio, write_m4b
 from ttsq.constants import batch_key
 
@@ -353,7 +355,7 @@ def test_an_empty_book_is_refused_before_anything_is_sent(
     run = narrate(book, tmp_path / "out", f"http://127.0.0.1:{free_port()}", timeout=60)
     assert run.returncode == 1
     assert f"{book}: {message}" in run.stderr
-    with pytest.raises(BookError, match=r"nothing\.txt: no such file or folder$"):  # told as the above is
+    with pytest.raises(InvalidBook, match=r"nothing\.txt: no such file or folder$"):  # told as the above is
         read_book(tmp_path / "nothing.txt")
 
 

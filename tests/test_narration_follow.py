@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from narration.books import Book, Chapter
 from narration.client import ClientError, TTSQClient
 from narration.narrate import POLL_S, Narration
 from narration.planning import NarrateOptions
+from tts_core.books.common import Book, Chapter
 
 OPTIONS = NarrateOptions(voice=None, format="wav", speed=None)
 

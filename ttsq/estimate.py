@@ -96,20 +96,28 @@ def estimate_job(
     settings: Settings,
     growth_s: float = 0.0,
 ) -> JobEstimate:
-    """The job's audio (``growth_s``: at most what its lexicons' pronunciations add, at speed 1),
-    checked against what no job may ask for: too long a pause at one place, more silence than its
-    allowance, or a text that certainly plans into more than ``max_job_segments`` (as far as the
-    voice's engine can tell without the synthesis stack, Piper from the text's digits; the worker
-    stops planning there for any)."""
+    """The job's audio (:func:`estimate_text`), checked against what no job may ask for: too long a
+    pause at one place, more silence than its allowance, or a text that certainly plans into more
+    than ``max_job_segments`` (as far as the voice's engine can tell without the synthesis stack,
+    Piper from the text's digits; the worker stops planning there for any)."""
+    estimate = estimate_text(spoken, document, options, settings, growth_s)
+    estimate.silence.check(estimate.speech_s, settings.silence_allowance_s, settings.silence_ratio)
+    fewest = engine_named(engine).least_segments(spoken, settings.segment_max_ids)
+    if fewest > settings.max_job_segments:
+        raise PlanTooLong(fewest, settings.max_job_segments, "estimated")
+    return estimate
+
+
+def estimate_text(
+    spoken: str, document: SsmlDocument | None, options: JobOptions, settings: Settings, growth_s: float = 0.0
+) -> JobEstimate:
+    """The speech and pauses a job of this text would make (``growth_s``: at most what its lexicons'
+    pronunciations add, at speed 1), unchecked: what a job reserves, and what a book's chapter is
+    told it will make before it is submitted (``/v1/books/chapters``)."""
     sentence = settings.sentence_pause_s if options.sentence_pause_s is None else options.sentence_pause_s
     paragraph = settings.paragraph_pause_s if options.paragraph_pause_s is None else options.paragraph_pause_s
     if document is not None:
         silence = ssml_silence(document, sentence, paragraph)
     else:
         silence = text_silence(spoken, sentence, paragraph)
-    speech_s = estimate_audio_s(spoken, options.speed) + growth_s / options.speed
-    silence.check(speech_s, settings.silence_allowance_s, settings.silence_ratio)
-    fewest = engine_named(engine).least_segments(spoken, settings.segment_max_ids)
-    if fewest > settings.max_job_segments:
-        raise PlanTooLong(fewest, settings.max_job_segments, "estimated")
-    return JobEstimate(speech_s, silence)
+    return JobEstimate(estimate_audio_s(spoken, options.speed) + growth_s / options.speed, silence)

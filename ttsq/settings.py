@@ -227,6 +227,11 @@ class Settings(BaseSettings):
     """Largest request body the API reads: above it, 413 before any parsing, so that no body can fill
     the API's memory. Unset (``null``): derived from ``max_text_chars`` (:attr:`request_bytes_limit`),
     12 bytes a character plus 64 KiB, 12,065,536 bytes (11.5 MiB) for the default 1,000,000."""
+    book_max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    """Largest book file ``POST /v1/books/chapters`` reads (``413 book_too_large`` above): a long novel
+    is under 2 MiB as text or EPUB, and most of a bigger EPUB is images, never unpacked. The request
+    body cap (:attr:`request_bytes_limit`) applies first, whichever is lower; an EPUB's documents
+    may unpack to 64 MiB at most whatever this is (``tts_core.books.epub``)."""
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     sentence_pause_s: float = Field(DEFAULT_SENTENCE_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])
     paragraph_pause_s: float = Field(DEFAULT_PARAGRAPH_PAUSE_S, ge=PAUSE_RANGE[0], le=PAUSE_RANGE[1])

@@ -1,31 +1,23 @@
-"""Books read into chapters for narration: a ``.txt`` or ``.md`` file, an ``.epub``, or a folder of
-``.txt``/``.md`` files (one chapter each).
+"""Books on the operator's machine, read into chapters for ``ttsq narrate``: a ``.txt``, ``.md`` or
+``.epub`` file, or a folder of ``.txt``/``.md`` files (one chapter each).
 
-Chapter text is plain: paragraphs separated by one blank line (they become paragraph pauses),
-lines inside a paragraph kept, markup dropped. Chapters with nothing to say (an empty file, one of
-only punctuation) are left out; so are, in a file or an EPUB, those without a sentence (a cover, a
-title page, a table of contents) while the book has others: in a folder, every file with something to
-say is a chapter, since someone chose it. ``Book.left_out`` names each part left out (by its file, in
-a folder book) and says why.
-
-One module per format: ``text``, ``markdown``, ``epub``, ``folder``; what they share is in ``common``.
-Chapter file names (``safe_name``) come from ``tts_core.text.file_names``, shared with the service.
+A file is read here and handed to ``tts_core.books.reading`` as bytes, the reader the API's
+``/v1/books/chapters`` uses too, so a book gives the same chapters either way. Only what is about
+local paths lives here: a missing or unreadable file, and folders (``folder``), where every file
+with something to say is a chapter, since someone chose it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Final
 
-from narration.books.common import TEXT_SUFFIXES, Book, BookError, Chapter
-from narration.books.epub import read_epub
-from narration.books.folder import read_folder
-from narration.books.markdown import read_markdown
-from narration.books.text import read_txt
-from tts_core.text.file_names import MAX_NAME_CHARS, safe_name
+from narration.books.folder import read_folder, read_local
+from tts_core.base.errors import InvalidBook
+from tts_core.books.common import Book
+from tts_core.books.reading import READERS, book_suffix
+from tts_core.books.reading import read_book as read_book_file
 
-__all__ = ["MAX_NAME_CHARS", "TEXT_SUFFIXES", "Book", "BookError", "Chapter", "read_book", "safe_name"]
+__all__ = ["read_book"]
 
 
 def read_book(path: Path) -> Book:
@@ -33,17 +25,9 @@ def read_book(path: Path) -> Book:
     if path.is_dir():
         return read_folder(path)
     if not path.exists():
-        raise BookError(f"{path}: no such file or folder")
-    reader = _READERS.get(path.suffix.lower())
-    if reader is None:
-        kind = repr(path.suffix) if path.suffix else "a file with no extension"
-        raise BookError(f"{path}: cannot read {kind}; a book is a .txt, .md or .epub file, or a folder of .txt/.md")
-    return reader(path)
-
-
-_READERS: Final[dict[str, Callable[[Path], Book]]] = {
-    ".txt": read_txt,
-    ".md": read_markdown,
-    ".markdown": read_markdown,
-    ".epub": read_epub,
-}
+        raise InvalidBook(f"{path}: no such file or folder")
+    suffix = book_suffix(path.name)
+    if suffix not in READERS:  # before reading it: a PDF or a video may be big
+        kind = repr(suffix) if suffix else "a file with no extension"
+        raise InvalidBook(f"{path}: cannot read {kind}; a book is a .txt, .md or .epub file, or a folder of .txt/.md")
+    return read_book_file(read_local(path), str(path))

@@ -15,7 +15,8 @@ Exception tree::
     │   ├── PauseTooLong        breaks in a row add up to too much silence at one place
     │   ├── TooMuchSilence      a job's pauses together pass its allowance
     │   ├── InvalidLexicon      a pronunciation lexicon malformed, unsafe or unusable (says where)
-    │   └── InvalidKana         a reading in AquesTalk-like notation that cannot be parsed (says where)
+    │   ├── InvalidKana         a reading in AquesTalk-like notation that cannot be parsed (says where)
+    │   └── InvalidBook         a book file that cannot be read into chapters (names the file and why)
     ├── VoiceLoadError          a voice's model or config cannot be read
     ├── DeviceUnavailable       CUDA was required but cannot be used
     └── SynthesisError          inference or encoding failed
@@ -160,6 +161,13 @@ class InvalidKana(InvalidInput, code="invalid_kana"):
     def __init__(self, message: str, position: int) -> None:
         super().__init__(f"invalid kana at character {position}: {message}")
         self.position = position
+
+
+class InvalidBook(InvalidInput, code="invalid_book"):
+    """A book (a ``.txt``, ``.md`` or ``.epub`` file, or a folder of chapter files) that cannot be
+    read into chapters: missing or unreadable, not UTF-8, an unknown format, a broken or oversized
+    EPUB, or nothing to speak. The message starts with the file's name and says what is wrong; the
+    same words reach ``ttsq narrate``'s operator and an API client."""
 
 
 class VoiceLoadError(TTSError, code="voice_load_error"):

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Final
 
-from narration.books.common import (
+from tts_core.books.common import (
     UNDERSCORE_ITALICS,
     Block,
     Book,
@@ -44,10 +43,10 @@ _GUTENBERG_LAST_LINE = re.compile(r"\n\s*End of (?:the )?Project Gutenberg\b[^\n
 _ILLUSTRATION = re.compile(r"\[Illustration(?::[^\]]*)?\]", re.IGNORECASE)
 
 
-def read_txt(path: Path) -> Book:
-    text, gutenberg_title = strip_gutenberg(read_text(path))
-    title = gutenberg_title or title_from_name(path)
-    return assemble(path, title, split_chapters(text_blocks(text), title))
+def read_txt(data: bytes, name: str) -> Book:
+    text, gutenberg_title = strip_gutenberg(read_text(data, name))
+    title = gutenberg_title or title_from_name(name)
+    return assemble(name, title, split_chapters(text_blocks(text), title))
 
 
 def strip_gutenberg(text: str) -> tuple[str, str | None]:

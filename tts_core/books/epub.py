@@ -2,17 +2,18 @@
 the NCX. Needs only the standard library (an EPUB is a zip with ``META-INF/container.xml`` pointing at
 the package document, whose spine lists the documents); package, container and NCX files go through
 defusedxml (no DTDs' entities, no external references), XHTML through ``html.parser``, which knows
-HTML's named entities and loads nothing."""
+HTML's named entities and loads nothing. The archive is read from memory: the API reads uploads with
+it, and no member is unpacked past :data:`MAX_EPUB_UNPACKED_BYTES` (a zip bomb)."""
 
 from __future__ import annotations
 
+import io
 import posixpath
 import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Final
 from urllib.parse import unquote
 from xml.etree.ElementTree import Element, ParseError
@@ -20,10 +21,13 @@ from xml.etree.ElementTree import Element, ParseError
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from narration.books.common import Book, BookError, Part, assemble, decode, join_paragraph, title_from_name
+from tts_core.base.errors import InvalidBook
+from tts_core.books.common import Book, Part, assemble, decode, join_paragraph, title_from_name
 
-MAX_EPUB_MEMBER_BYTES: Final = 64 * 1024 * 1024
-"""Largest uncompressed EPUB member read: far above any real chapter, below a zip bomb."""
+MAX_EPUB_UNPACKED_BYTES: Final = 64 * 1024 * 1024
+"""Most bytes unpacked from one EPUB, all members read together: far above any real book's text
+(its images are never read), below a zip bomb. A member's declared size is checked before it is
+unpacked, and :mod:`zipfile` unpacks no more than it declares (a member that holds more fails its CRC)."""
 
 _CONTAINER_PATH: Final = "META-INF/container.xml"
 _CONTAINER_NS: Final = "{urn:oasis:names:tc:opendocument:xmlns:container}"
@@ -44,67 +48,88 @@ class _Package:
     ncx: str | None
 
 
-def read_epub(path: Path) -> Book:
+@dataclass
+class _Archive:
+    """The book's zip, the file's name (for messages), and what may still be unpacked from it."""
+
+    name: str
+    files: zipfile.ZipFile
+    left: int
+
+    def member(self, member: str) -> bytes:
+        try:
+            info = self.files.getinfo(member)
+        except KeyError as e:
+            raise InvalidBook(f"{self.name}: broken EPUB: {member} is missing from the archive") from e
+        if info.file_size > self.left:
+            raise InvalidBook(
+                f"{self.name}: its documents unpack to more than {MAX_EPUB_UNPACKED_BYTES} bytes "
+                f"(at {member}, of {info.file_size}); refused as a zip bomb would be"
+            )
+        self.left -= info.file_size
+        try:
+            return self.files.read(info)
+        except (zipfile.BadZipFile, OSError, ValueError) as e:  # CRC errors, bad compression data
+            raise InvalidBook(f"{self.name}: broken EPUB: cannot unpack {member} ({e})") from e
+
+    def has(self, member: str) -> bool:
+        try:
+            self.files.getinfo(member)
+        except KeyError:
+            return False
+        return True
+
+
+def read_epub(data: bytes, name: str) -> Book:
     try:
-        archive = zipfile.ZipFile(path)
+        files = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
-        raise BookError(f"{path}: broken EPUB: not a zip archive") from e
-    except OSError as e:
-        raise BookError(f"{path}: cannot read it ({e.strerror or e})") from e
-    with archive:
-        package = _package(path, archive)
-        toc = _toc_titles(path, archive, package)
+        raise InvalidBook(f"{name}: broken EPUB: not a zip archive") from e
+    with files:
+        archive = _Archive(name, files, left=MAX_EPUB_UNPACKED_BYTES)
+        package = _package(archive)
+        toc = _toc_titles(archive, package)
         parts: list[Part] = []
-        for name in package.spine:
-            document = _xhtml(path, name, _member(path, archive, name))
-            if parts and toc and name not in toc and not document.headings:
+        for document_name in package.spine:
+            document = _xhtml(archive, document_name)
+            if parts and toc and document_name not in toc and not document.headings:
                 # A document that no table-of-contents entry or heading starts continues the chapter
                 # before it (converters split long chapters into several files).
                 text = "\n\n".join(p for p in [parts[-1].text, *document.paragraphs] if p)
                 parts[-1] = Part(parts[-1].title, text)
                 continue
-            title = toc.get(name) or ". ".join(document.headings) or package.title
+            title = toc.get(document_name) or ". ".join(document.headings) or package.title
             parts.append(Part(title, "\n\n".join(document.paragraphs)))
-    return assemble(path, package.title, parts)
+    return assemble(name, package.title, parts)
 
 
-def _member(path: Path, archive: zipfile.ZipFile, name: str) -> bytes:
+def _xml(archive: _Archive, member: str) -> Element:
     try:
-        info = archive.getinfo(name)
-    except KeyError as e:
-        raise BookError(f"{path}: broken EPUB: {name} is missing from the archive") from e
-    if info.file_size > MAX_EPUB_MEMBER_BYTES:
-        raise BookError(f"{path}: {name} is {info.file_size} bytes uncompressed, over {MAX_EPUB_MEMBER_BYTES}")
-    try:
-        return archive.read(info)
-    except (zipfile.BadZipFile, OSError, ValueError) as e:  # CRC errors, bad compression data
-        raise BookError(f"{path}: broken EPUB: cannot unpack {name} ({e})") from e
-
-
-def _xml(path: Path, name: str, data: bytes) -> Element:
-    try:
-        root: Element = SafeET.fromstring(data)
+        root: Element = SafeET.fromstring(archive.member(member))
     except ParseError as e:
-        raise BookError(f"{path}: broken EPUB: {name} is not well-formed XML ({e})") from e
+        raise InvalidBook(f"{archive.name}: broken EPUB: {member} is not well-formed XML ({e})") from e
     except DefusedXmlException as e:
-        raise BookError(f"{path}: {name} declares XML entities or external references, refused ({e})") from e
+        raise InvalidBook(
+            f"{archive.name}: {member} declares XML entities or external references, refused ({e})"
+        ) from e
     return root
 
 
-def _package(path: Path, archive: zipfile.ZipFile) -> _Package:
-    if _CONTAINER_PATH not in archive.namelist():
-        raise BookError(f"{path}: broken EPUB: no {_CONTAINER_PATH}")
-    container = _xml(path, _CONTAINER_PATH, _member(path, archive, _CONTAINER_PATH))
+def _package(archive: _Archive) -> _Package:
+    name = archive.name
+    if not archive.has(_CONTAINER_PATH):
+        raise InvalidBook(f"{name}: broken EPUB: no {_CONTAINER_PATH}")
+    container = _xml(archive, _CONTAINER_PATH)
     rootfile = container.find(f".//{_CONTAINER_NS}rootfile")
     opf_path = rootfile.get("full-path") if rootfile is not None else None
     if not opf_path:
-        raise BookError(f"{path}: broken EPUB: {_CONTAINER_PATH} names no package document (OPF)")
-    if opf_path not in archive.namelist():
-        raise BookError(f"{path}: broken EPUB: the package document {opf_path} is missing from the archive")
-    opf = _xml(path, opf_path, _member(path, archive, opf_path))
+        raise InvalidBook(f"{name}: broken EPUB: {_CONTAINER_PATH} names no package document (OPF)")
+    if not archive.has(opf_path):
+        raise InvalidBook(f"{name}: broken EPUB: the package document {opf_path} is missing from the archive")
+    opf = _xml(archive, opf_path)
     spine = opf.find(f"{_OPF_NS}spine")
     if spine is None:
-        raise BookError(f"{path}: broken EPUB: {opf_path} has no spine")
+        raise InvalidBook(f"{name}: broken EPUB: {opf_path} has no spine")
     base = posixpath.dirname(opf_path)
     items = {i.get("id", ""): i for i in opf.iterfind(f"{_OPF_NS}manifest/{_OPF_NS}item")}
     nav = next((i for i in items.values() if "nav" in i.get("properties", "").split()), None)
@@ -114,19 +139,21 @@ def _package(path: Path, archive: zipfile.ZipFile) -> _Package:
         ncx = next((i for i in items.values() if i.get("media-type") == "application/x-dtbncx+xml"), None)
     title = join_paragraph([opf.findtext(f"{_OPF_NS}metadata/{_DC_NS}title") or ""]).replace("\n", " ")
     return _Package(
-        title=title or title_from_name(path),
-        spine=[_resolve(base, i.get("href", "")) for i in _spine_items(path, opf_path, spine, items) if i is not nav],
+        title=title or title_from_name(name),
+        spine=[_resolve(base, i.get("href", "")) for i in _spine_items(name, opf_path, spine, items) if i is not nav],
         nav=_resolve(base, nav.get("href", "")) if nav is not None else None,
         ncx=_resolve(base, ncx.get("href", "")) if ncx is not None else None,
     )
 
 
-def _spine_items(path: Path, opf_path: str, spine: Element, items: dict[str, Element]) -> Iterator[Element]:
+def _spine_items(name: str, opf_path: str, spine: Element, items: dict[str, Element]) -> Iterator[Element]:
     """The manifest items of the spine's linear XHTML documents, in reading order."""
     for ref in spine.iterfind(f"{_OPF_NS}itemref"):
         item = items.get(ref.get("idref", ""))
         if item is None:
-            raise BookError(f"{path}: broken EPUB: {opf_path}'s spine names {ref.get('idref')!r}, not in its manifest")
+            raise InvalidBook(
+                f"{name}: broken EPUB: {opf_path}'s spine names {ref.get('idref')!r}, not in its manifest"
+            )
         if ref.get("linear") != "no" and item.get("media-type") in _XHTML_TYPES:
             yield item
 
@@ -136,17 +163,17 @@ def _resolve(base: str, href: str) -> str:
     return posixpath.normpath(posixpath.join(base, unquote(href.split("#", 1)[0])))
 
 
-def _toc_titles(path: Path, archive: zipfile.ZipFile, package: _Package) -> dict[str, str]:
+def _toc_titles(archive: _Archive, package: _Package) -> dict[str, str]:
     """Chapter titles by document, from the EPUB 3 navigation document, else the EPUB 2 NCX; the
     first entry pointing into a document names it."""
     entries: list[tuple[str, str]] = []
     if package.nav is not None:
         parser = _NavParser()
-        parser.feed(_decode_member(path, package.nav, _member(path, archive, package.nav)))
+        parser.feed(_decode_member(archive, package.nav))
         parser.close()
         entries = [(_resolve(posixpath.dirname(package.nav), href), text) for href, text in parser.entries]
     elif package.ncx is not None:
-        ncx = _xml(path, package.ncx, _member(path, archive, package.ncx))
+        ncx = _xml(archive, package.ncx)
         for point in ncx.iter(f"{_NCX_NS}navPoint"):
             label = point.findtext(f"{_NCX_NS}navLabel/{_NCX_NS}text") or ""
             content = point.find(f"{_NCX_NS}content")
@@ -159,11 +186,11 @@ def _toc_titles(path: Path, archive: zipfile.ZipFile, package: _Package) -> dict
     return titles
 
 
-def _decode_member(path: Path, name: str, data: bytes) -> str:
+def _decode_member(archive: _Archive, member: str) -> str:
     try:
-        return decode(data)
+        return decode(archive.member(member))
     except UnicodeDecodeError as e:
-        raise BookError(f"{path}: {name} is not UTF-8 text (byte {e.start})") from e
+        raise InvalidBook(f"{archive.name}: {member} is not UTF-8 text (byte {e.start})") from e
 
 
 class _NavParser(HTMLParser):
@@ -204,9 +231,9 @@ class _Document:
     paragraphs: list[str] = field(default_factory=list)
 
 
-def _xhtml(path: Path, name: str, data: bytes) -> _Document:
+def _xhtml(archive: _Archive, member: str) -> _Document:
     parser = _XhtmlText()
-    parser.feed(_decode_member(path, name, data))
+    parser.feed(_decode_member(archive, member))
     parser.close()
     return parser.document
 

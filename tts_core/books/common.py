@@ -7,19 +7,14 @@ import codecs
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
 from typing import Final
 
+from tts_core.base.errors import InvalidBook
 from tts_core.text.sentences import has_speech, normalize_text, split_sentences
 
 TEXT_SUFFIXES: Final = (".txt", ".md", ".markdown")
-"""Files that a book folder's chapters may be; ``read_book`` also takes an ``.epub``."""
-
-
-class BookError(Exception):
-    """A book that cannot be read: missing, unreadable, not UTF-8, an unknown format, a broken
-    EPUB, or nothing to speak. The message names the file and the problem; it is raised on the
-    operator's machine before any job exists, so it is not a ``ServiceError``."""
+"""Files that a book folder's chapters may be; a book file may also be an ``.epub``."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +74,12 @@ _SPACES = re.compile(r"[^\S\n]+")
 _INVISIBLE = re.compile("[\u00ad\u200b\ufeff]")  # soft hyphen, zero-width space, stray BOM
 
 
-def read_text(path: Path) -> str:
-    """The file as text, newlines as ``\\n``."""
-    data = _read_bytes(path)
+def read_text(data: bytes, name: str) -> str:
+    """A text file's bytes (``name`` is the file, for messages) as text, newlines as ``\\n``."""
     try:
         text = decode(data)
     except UnicodeDecodeError as e:
-        raise BookError(f"{path}: not UTF-8 text (byte {e.start} is 0x{data[e.start]:02x}); save it as UTF-8") from e
+        raise InvalidBook(f"{name}: not UTF-8 text (byte {e.start} is 0x{data[e.start]:02x}); save it as UTF-8") from e
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -93,15 +87,6 @@ def decode(data: bytes) -> str:
     """UTF-8, with or without a BOM; UTF-16 only with its BOM (Windows' "Unicode" text files)."""
     encoding = "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
     return data.decode(encoding)
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError as e:
-        raise BookError(f"{path}: no such file") from e
-    except OSError as e:
-        raise BookError(f"{path}: cannot read it ({e.strerror or e})") from e
 
 
 def join_paragraph(lines: Iterable[str]) -> str:
@@ -147,13 +132,13 @@ def _has_sentences(text: str) -> bool:
     return False
 
 
-def assemble(source: Path, title: str, parts: Sequence[Part], sentences_only: bool = True) -> Book:
+def assemble(source: str, title: str, parts: Sequence[Part], sentences_only: bool = True) -> Book:
     """Number the chapters worth narrating (with ``sentences_only``, those with a sentence, if any
     has one), naming each part left out and why; refuse a book with nothing to say. Speakable is
     what the API takes: a letter or digit once normalised."""
     speakable = [p for p in parts if has_speech(normalize_text(p.text))]
     if not speakable:
-        raise BookError(f"{source}: the book has no text to speak")
+        raise InvalidBook(f"{source}: the book has no text to speak")
     chosen = ([p for p in speakable if _has_sentences(p.text)] if sentences_only else []) or speakable
     left_out = [
         f"{p.name}: nothing to speak (empty, or only punctuation or symbols)"
@@ -166,8 +151,10 @@ def assemble(source: Path, title: str, parts: Sequence[Part], sentences_only: bo
     return Book(title, chapters, left_out)
 
 
-def title_from_name(path: Path) -> str:
-    return _SPACES.sub(" ", re.sub(r"[_-]+", " ", path.stem)).strip() or path.stem
+def title_from_name(name: str) -> str:
+    """A book's title from its file or folder name (``pride_and-prejudice.txt``: "pride and prejudice")."""
+    stem = PurePath(name).stem
+    return _SPACES.sub(" ", re.sub(r"[_-]+", " ", stem)).strip() or stem
 
 
 UNDERSCORE_ITALICS = re.compile(r"(?<!\w)_(?=\S)([^_]+?)(?<=\S)_(?!\w)")

@@ -6,10 +6,9 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Final
 
-from narration.books.common import (
+from tts_core.books.common import (
     UNDERSCORE_ITALICS,
     Block,
     Book,
@@ -52,17 +51,17 @@ _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _ESCAPE_BASE: Final = 0xF0000  # a private-use plane: escaped characters hide there from the patterns
 
 
-def read_markdown(path: Path) -> Book:
-    text, meta_title = front_matter(read_text(path))
+def read_markdown(data: bytes, name: str) -> Book:
+    text, meta_title = front_matter(read_text(data, name))
     blocks = list(markdown_blocks(text))
     heads = [b for b in blocks if isinstance(b, Mark)]
-    title = meta_title or title_from_name(path)
+    title = meta_title or title_from_name(name)
     tops = [h for h in heads if h.level == 1]
     if len(tops) == 1 and heads[0] is tops[0]:
         title = meta_title or tops[0].title  # a single leading `#` names the book
         if len(heads) > 1:
             blocks.remove(tops[0])  # ... and its `##` headings are the chapters
-    return assemble(path, title, split_chapters(blocks, title))
+    return assemble(name, title, split_chapters(blocks, title))
 
 
 def front_matter(text: str) -> tuple[str, str | None]:
@@ -98,6 +97,7 @@ def markdown_blocks(text: str) -> Iterator[Block]:
             skip_until_blank = True
             continue
         yield from _markdown_line(raw, lines)
+    yield from _flush_markdown(lines)  # a file whose last line has no newline (an editor's or a browser's)
 
 
 def _markdown_line(raw: str, lines: list[str]) -> Iterator[Block]:
