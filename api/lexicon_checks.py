@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from pydantic.config import JsonDict
+
 from api.heavy_work import Drafting
 from api.json_checks import check_body
 from api.lexicon_use import check_storable
@@ -19,6 +21,12 @@ PLS_MEDIA_TYPE: Final = "application/pls+xml"
 PLS_MEDIA_TYPES: Final = frozenset({PLS_MEDIA_TYPE, "application/xml", "text/xml"})
 """Content types read as a W3C PLS document (stored under the one it came with)."""
 JSON_MEDIA_TYPE: Final = "application/json"
+JSON_LEXICON_SCHEMA: Final[JsonDict] = {
+    "type": "object",
+    "required": ["language", "entries"],
+    "properties": {"language": {"type": "string"}, "entries": {"type": "array", "items": {"type": "object"}}},
+}
+"""ttsq's JSON form of a lexicon as the OpenAPI document shows it (``lexicon_entries`` says the rest)."""
 
 
 def checked_lexicon(drafting: Drafting, *, document: bytes, media_type: str) -> Lexicon:

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from api.deps import StateDep, TenantDep
 from api.errors import ApiError
-from api.lexicon_checks import JSON_MEDIA_TYPE, PLS_MEDIA_TYPE, PLS_MEDIA_TYPES, checked_lexicon
+from api.lexicon_checks import JSON_LEXICON_SCHEMA, JSON_MEDIA_TYPE, PLS_MEDIA_TYPE, PLS_MEDIA_TYPES, checked_lexicon
 from api.object_download import content_disposition
 from api.schemas import LEXICON_NAME_PATTERN, error_responses
 from api.state import AppState
@@ -44,16 +44,7 @@ _BODY: Final = {
         "description": "A W3C PLS 1.0 document, or ttsq's JSON form of a lexicon.",
         "content": {
             PLS_MEDIA_TYPE: {"schema": {"type": "string"}},
-            JSON_MEDIA_TYPE: {
-                "schema": {
-                    "type": "object",
-                    "required": ["language", "entries"],
-                    "properties": {
-                        "language": {"type": "string"},
-                        "entries": {"type": "array", "items": {"type": "object"}},
-                    },
-                }
-            },
+            JSON_MEDIA_TYPE: {"schema": JSON_LEXICON_SCHEMA},
         },
     }
 }
