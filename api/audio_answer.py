@@ -1,5 +1,5 @@
 """A streamed job's audio as an HTTP answer, for the routes that answer with sound as it is made
-(``POST /v1/audio/speech``, ``POST /v1/lexicons/preview``).
+(``POST /v1/audio/speech``, ``POST /v1/lexicon-preview``).
 
 The answer waits for the job's first part, so a job refused or failed before any audio is an error
 status, not a broken body; a one-part job is answered whole, with its length; a longer one streams

@@ -1,6 +1,6 @@
 """A lexicon a tenant sends, checked before anything uses it: parsed within the size limits (PLS or
 ttsq's JSON form) and sayable by some voice of its language. The one check for a lexicon being
-stored (``PUT /v1/lexicons/{name}``) and a draft being heard (``POST /v1/lexicons/preview``), so a
+stored (``PUT /v1/lexicons/{name}``) and a draft being heard (``POST /v1/lexicon-preview``), so a
 draft that plays is one that would store."""
 
 from __future__ import annotations

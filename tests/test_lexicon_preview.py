@@ -1,4 +1,4 @@
-"""``POST /v1/lexicons/preview`` through the real API and worker: a draft lexicon changes what is
+"""``POST /v1/lexicon-preview`` through the real API and worker: a draft lexicon changes what is
 heard as a saved one does, is checked as a saved one is (a bad entry named), and stays out of the
 tenant's lexicons: not listed, not counted against their number or bytes, gone after a short time."""
 
@@ -29,7 +29,7 @@ TEXT: Final = "Nguyen rang."
 
 
 def preview(client: httpx.Client, lexicon: dict[str, Any], text: str = TEXT, **body: Any) -> httpx.Response:
-    return client.post("/v1/lexicons/preview", json={"lexicon": lexicon, "text": text, **body})
+    return client.post("/v1/lexicon-preview", json={"lexicon": lexicon, "text": text, **body})
 
 
 def samples(answer: httpx.Response) -> np.ndarray:
@@ -122,7 +122,7 @@ def test_a_tenant_that_may_store_no_more_lexicons_still_hears_drafts(full_url: s
 def test_a_bad_draft_or_request_is_refused_naming_the_problem(
     client: httpx.Client, body: dict[str, Any], status: int, code: str, message: str
 ) -> None:
-    answer = client.post("/v1/lexicons/preview", json={"text": TEXT, **body})
+    answer = client.post("/v1/lexicon-preview", json={"text": TEXT, **body})
     assert answer.status_code == status, answer.text
     assert answer.json()["error"]["code"] == code
     assert message in answer.json()["error"]["message"]

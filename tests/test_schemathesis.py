@@ -76,7 +76,7 @@ include-path = "/v1/audio/speech"
 checks.not_a_server_error.expected-statuses = ["2XX", "3XX", "4XX", 504]
 
 [[operations]]
-include-path = "/v1/lexicons/preview"
+include-path = "/v1/lexicon-preview"
 checks.not_a_server_error.expected-statuses = ["2XX", "3XX", "4XX", 504]
 """
 

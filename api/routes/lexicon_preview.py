@@ -1,4 +1,4 @@
-"""``POST /v1/lexicons/preview``: a short text spoken with a lexicon that is not saved, for a studio
+"""``POST /v1/lexicon-preview``: a short text spoken with a lexicon that is not saved, for a studio
 page's Listen button (beside it, ``POST /v1/audio/speech`` of the same text says it without).
 
 The draft goes the way a saved lexicon goes: the check ``PUT /v1/lexicons/{name}`` runs
@@ -8,7 +8,9 @@ bytes), which a streamed interactive job uses first, as a job uses a lexicon it 
 against the voice at submission, read and indexed by the worker from its recorded version. The job
 keeps no audio object; the answer is the audio, as the speech endpoint's is.
 
-Under ``/v1/lexicons`` beside the lexicons it drafts; a POST, which no lexicon's path answers.
+A path of its own, not ``/v1/lexicons/preview``: that is also the path of a tenant's lexicon named
+``preview`` (a name of letters and digits), whose GET, PUT and DELETE would share it (``Allow``
+would list them for the preview); no lexicon name holds a hyphen.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from tts_core.text.sentences import check_text
 from ttsq.job_record import Priority
 from ttsq.tenants import Tenant
 
-router = APIRouter(prefix="/v1/lexicons", tags=["lexicons"])
+router = APIRouter(prefix="/v1/lexicon-preview", tags=["lexicons"])
 
 PREVIEW_MAX_CHARS: Final = 500
 """Most characters a preview speaks: a sentence or two around the word being fixed, quick to hear,
@@ -62,7 +64,7 @@ class LexiconPreview(RequestBody):
 
 
 @router.post(
-    "/preview",
+    "",
     response_class=Response,
     responses={
         200: {"content": {AudioFormat(f).content_type: {} for f in get_args(PreviewFormat)}},
