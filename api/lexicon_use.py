@@ -59,11 +59,19 @@ def check_storable(lexicon: Lexicon, catalog: VoiceCatalog) -> None:
         raise LexiconRefused(str(problems[0][1]))
 
 
-def job_lexicons(store: LexiconStore, tenant: str, names: Sequence[str], voice: VoiceInfo) -> list[LexiconUse]:
+def job_lexicons(
+    store: LexiconStore, tenant: str, names: Sequence[str], voice: VoiceInfo, draft: LexiconRef | None = None
+) -> list[LexiconUse]:
     """The named lexicons at their current versions, each checked against the voice (a
     :class:`LexiconRefused` naming the first that cannot be used), then the tenant's user dictionary
-    if it applies."""
+    if it applies. A ``draft`` (``LexiconStore.put_draft``) comes first, checked the same way."""
     uses: list[LexiconUse] = []
+    if draft is not None:
+        use = LexiconUse(name=draft.name, version=draft.version)
+        problem = _verdict(store, tenant, use, voice)
+        if problem is not None:
+            raise LexiconRefused(f"lexicon: {problem}")
+        uses.append(use)
     for index, name in enumerate(names):
         try:
             ref = store.current(tenant, name)

@@ -14,7 +14,7 @@ from api.key_check import KeyCheckMiddleware
 from api.metrics import ApiMetrics
 from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
-from api.routes import batches, books, health, jobs, lexicons, metrics, speech, usage, voices, web
+from api.routes import batches, books, health, jobs, lexicon_preview, lexicons, metrics, speech, usage, voices, web
 from api.state import AppState
 from api.voicevox.app import PREFIX as VOICEVOX_PREFIX
 from api.voicevox.app import create_voicevox_app
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(lexicons.router)
+    app.include_router(lexicon_preview.router)
     app.include_router(usage.router)
     app.include_router(books.router)
     app.include_router(health.router)

@@ -86,6 +86,8 @@ def set_text_limits(schemas: Document, settings: Settings) -> None:
     speech_input = schemas["SpeechCreate"]["properties"]["input"]
     speech_input["maxLength"] = max_chars
     speech_input["description"] = f"Text to speak: 1 to {max_chars:,} characters (longer: 413 text_too_long)."
+    preview_text = schemas["LexiconPreview"]["properties"]["text"]
+    preview_text["maxLength"] = min(preview_text["maxLength"], max_chars)  # a preview's own cap, or the server's
 
 
 def error_codes(path: str, operation: Document) -> set[int]:

@@ -54,6 +54,7 @@ from ttsq.constants import SYNTHESIZE_TASK
 from ttsq.errors import QueueBehind, QueueUnavailable, ServiceError, StoreUnavailable, TransientError
 from ttsq.estimate import INTERACTIVE_SECONDS_PER_CHAR, estimate_job
 from ttsq.job_record import JobRecord, Priority, TextType, new_job_id, utcnow
+from ttsq.lexicons import LexiconRef
 from ttsq.quotas import Charge, usage_day
 from ttsq.settings import Settings
 from ttsq.tenants import Tenant
@@ -130,13 +131,24 @@ def draft_job(
     batch_id: str | None = None,
     ref: str | None = None,
     title: str | None = None,
+    draft_lexicon: LexiconRef | None = None,
 ) -> Draft:
     """The request as a job of the tenant (:func:`read_job`), read in the API's helper processes if
-    it is heavy (``api.heavy_work``): long, or naming lexicons (a new version is read and checked)."""
+    it is heavy (``api.heavy_work``): long, or using lexicons (a new version is read and checked).
+    ``draft_lexicon`` (``LexiconStore.put_draft``) is used first, as a lexicon the job named."""
     work = functools.partial(
-        read_job, tenant=tenant, request=request, stream=stream, keep=keep, batch_id=batch_id, ref=ref, title=title
+        read_job,
+        tenant=tenant,
+        request=request,
+        stream=stream,
+        keep=keep,
+        batch_id=batch_id,
+        ref=ref,
+        title=title,
+        draft_lexicon=draft_lexicon,
     )
-    return state.heavy.run(tenant.id, is_heavy(request, state.settings), work)
+    heavy = is_heavy(request, state.settings) or draft_lexicon is not None
+    return state.heavy.run(tenant.id, heavy, work)
 
 
 def is_heavy(request: JobCreate, settings: Settings) -> bool:
@@ -154,6 +166,7 @@ def read_job(
     batch_id: str | None,
     ref: str | None,
     title: str | None,
+    draft_lexicon: LexiconRef | None = None,
 ) -> Draft:
     """The request as a job of the tenant: voice, text (plain or SSML), what the voice can speak,
     marks, options, the audio estimate (speech and pauses) and the webhook URL, each refused with its
@@ -164,7 +177,7 @@ def read_job(
     spoken, document = parsed_text(request, info.language, settings.max_text_chars)
     drafting.catalog.check_speakable(voice, spoken)
     check_marks(request, info)
-    lexicons = job_lexicons(drafting.lexicons, tenant.id, request.lexicons or [], info)
+    lexicons = job_lexicons(drafting.lexicons, tenant.id, request.lexicons or [], info, draft_lexicon)
     growth = spoken_growth(drafting.lexicons, tenant.id, lexicons, spoken)
     if growth.characters and len(spoken) + growth.characters > settings.max_text_chars:
         raise TextTooLong(len(spoken) + growth.characters, settings.max_text_chars, written=len(spoken))

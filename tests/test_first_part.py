@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from api.routes.speech import FIRST_PART_HEADER
+from api.audio_answer import FIRST_PART_HEADER
 from tests.conftest import wait_for_job
 from tts_core.text.first_part import CLAUSE_PAUSE_S, first_cuts, pieces, word_breaks
 

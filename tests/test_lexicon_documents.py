@@ -258,7 +258,6 @@ def test_the_root_must_be_a_lexicon_and_lexemes_are_counted() -> None:
 @pytest.mark.parametrize(
     ("reading", "message"),
     [
-        ("'ナツメ", "lexeme 1 ('夏目'): reading \"'ナツメ\" starts with the accent mark"),
         ("ナ'ツ'メ", "has more than one accent mark"),
         ("なつめ", "reading 'なつめ' holds 'な' (HIRAGANA LETTER NA); a reading is katakana only"),
         ("ナツ目", "holds '目' (CJK UNIFIED IDEOGRAPH-76EE)"),
@@ -325,6 +324,8 @@ def test_json_forms() -> None:
         ({"language": "ja", "entries": [{"graphemes": ["a"], "reading": "ア", "accent": True}]}, "whole number"),
         ({"language": "ja", "entries": [{"graphemes": ["夏目"], "reading": "ナツ'メ", "accent": 1}]}, "mark says 2"),
         ({"language": "ja", "entries": [{"graphemes": ["x"], "alias": "a"}] * 3}, "entries: 3 entries; at most 2"),
+        ({"language": "en", "entries": [{"graphemes": ["a\uffff"], "alias": "b"}]}, "U+FFFF, which no XML (PLS)"),
+        ({"language": "en", "entries": [{"graphemes": ["a"], "alias": "b\ud800"}]}, "U+D800, which no XML (PLS)"),
     ],
 )
 def test_json_refusals_name_the_entry(data: object, message: str) -> None:
@@ -348,3 +349,9 @@ def test_check_entry_alone() -> None:
         check_entry(LexiconEntry((), alias="x"), "en", "here", limits)
     with pytest.raises(InvalidLexicon, match=r"here: grapheme 1 holds the control character '\\n'"):
         check_entry(LexiconEntry(("a\nb",), alias="x"), "en", "here", limits)
+
+
+def test_a_reading_marked_before_its_first_mora_is_flat() -> None:
+    """The mark follows the accented mora; written first, no mora is accented: accent 0, as JSON's."""
+    lexicon = parse_pls(pls("<lexeme><grapheme>東京</grapheme><phoneme>'トーキョー</phoneme></lexeme>", JA_HEAD))
+    assert lexicon.entries == (LexiconEntry(("東京",), reading="トーキョー", accent=0),)

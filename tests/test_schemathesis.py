@@ -58,7 +58,7 @@ object_level_authorization.enabled = false
 negative_data_rejection.expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
 
 # 5xx answers that this setup causes by design: no worker answers readiness's ping, and none takes
-# a speech job (the test cuts its wait short, to a 504).
+# a speech job or a lexicon preview's (the test cuts its wait short, to a 504).
 # Only ids never seen: with the id of a job (which stays queued), ?wait=60 would hold a case for a
 # minute. A job as it is read is checked on the other operations that answer with one.
 [[operations]]
@@ -73,6 +73,10 @@ checks.not_a_server_error.expected-statuses = ["2XX", "3XX", "4XX", 503]
 
 [[operations]]
 include-path = "/v1/audio/speech"
+checks.not_a_server_error.expected-statuses = ["2XX", "3XX", "4XX", 504]
+
+[[operations]]
+include-path = "/v1/lexicon-preview"
 checks.not_a_server_error.expected-statuses = ["2XX", "3XX", "4XX", 504]
 """
 

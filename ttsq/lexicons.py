@@ -14,6 +14,14 @@ versions alone would put past it is refused). Without the bounds, forty stores o
 added 80 MiB to Redis for a week, and the VOICEVOX user dictionary, rewritten whole per word, grew
 quadratically (2,000 words: 360 MiB). A job whose version was dropped fails naming it
 (:class:`LexiconVersionGone`).
+
+A draft (:meth:`LexiconStore.put_draft`, the lexicon a studio page speaks before it is saved) is a
+version of the tenant's lexicon :data:`DRAFT_NAME`, a name no request can give, so a job uses and a
+worker reads it exactly as a stored version. It is no lexicon of the tenant's: not in its summaries
+(not listed, not readable, not counted against its lexicons), not among its sizes or kept versions
+(it neither counts against its bytes nor pushes its kept versions out), and it expires after
+:data:`DRAFT_TTL_S`. What bounds drafts is their own size (a lexicon's most bytes), their short
+life and the pacing of the requests that make them.
 """
 
 from __future__ import annotations
@@ -42,6 +50,14 @@ USER_DICTIONARY: Final = "userdict"
 API's user dictionary rewrites it whole (``api.voicevox.user_dict``)."""
 USER_DICTIONARY_LANGUAGE: Final = "ja"
 """What the VOICEVOX API's user dictionary is written in."""
+DRAFT_NAME: Final = "~draft"
+"""The lexicon name a tenant's drafts are versions of: outside the names requests may give (letters
+and digits), so no request reads, replaces or lists it. One name per tenant, so a worker keeps the
+index of one draft per tenant (``workers.pronunciations`` keeps the newest version of a name)."""
+DRAFT_TTL_S: Final = 15 * 60
+"""How long a draft is kept: its job starts within seconds (an interactive queue a minute behind
+refuses new jobs), and a retry after a lost worker comes within minutes; an abandoned draft of the
+largest size is gone soon after."""
 VERSIONS_KEPT: Final = 3
 """Replaced versions a lexicon name keeps for the jobs submitted with them: a job queued before a
 change (or three) still speaks as it was submitted, and a name holds at most four versions."""
@@ -114,6 +130,15 @@ bytes. Kept versions go oldest first: past their name's ``versions kept``, then 
 versions hold more than its bytes or it keeps more than ``versions kept`` per lexicon it may have
 (names deleted and stored again)."""
 
+_DRAFT: Final = """
+local version = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+local key = ARGV[2] .. version
+redis.call('HSET', key, 'lexicon', ARGV[3])
+redis.call('EXPIRE', key, tonumber(ARGV[4]))
+return version
+"""
+"""KEYS: versions. ARGV: the draft name, its version key prefix, entries JSON, TTL. Returns the version."""
+
 _DELETE: Final = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
@@ -172,6 +197,7 @@ class LexiconStore:
         self._bytes_per_tenant = bytes_per_tenant
         self._store = client.register_script(_STORE)
         self._delete = client.register_script(_DELETE)
+        self._draft = client.register_script(_DRAFT)
 
     def put(
         self, tenant: str, name: str, document: bytes, content_type: str, lexicon: Lexicon, max_count: int
@@ -217,6 +243,20 @@ class LexiconStore:
                 f"{self._bytes_per_tenant} (TTSQ_LEXICON_BYTES_PER_TENANT): delete or shrink some"
             )
         return LexiconSummary.model_validate({**summary, "version": version})
+
+    def put_draft(self, tenant: str, lexicon: Lexicon) -> LexiconRef:
+        """Keep a lexicon checked as a stored one is, for :data:`DRAFT_TTL_S`, as a version that jobs
+        may use (:class:`LexiconRef`) without it being one of the tenant's lexicons."""
+        version = self._draft(
+            keys=[lexicon_versions_key(tenant)],
+            args=[
+                DRAFT_NAME,
+                lexicon_version_prefix(tenant, DRAFT_NAME),
+                json.dumps(lexicon.to_json(), ensure_ascii=False),
+                DRAFT_TTL_S,
+            ],
+        )
+        return LexiconRef(DRAFT_NAME, int(version))
 
     def summary(self, tenant: str, name: str) -> LexiconSummary:
         raw = self._client.hget(lexicons_key(tenant), name)

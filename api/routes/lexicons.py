@@ -5,30 +5,25 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
+from enum import StrEnum
 from typing import Annotated, Final
 
-from fastapi import APIRouter, Header, Path, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from api.deps import StateDep, TenantDep
 from api.errors import ApiError
-from api.heavy_work import Drafting
-from api.json_checks import check_body
-from api.lexicon_use import check_storable
+from api.lexicon_checks import JSON_LEXICON_SCHEMA, JSON_MEDIA_TYPE, PLS_MEDIA_TYPE, PLS_MEDIA_TYPES, checked_lexicon
+from api.object_download import content_disposition
 from api.schemas import LEXICON_NAME_PATTERN, error_responses
 from api.state import AppState
-from tts_core.base.errors import InvalidLexicon
 from tts_core.lexicon.lexicon import Lexicon
-from tts_core.lexicon.lexicon_documents import LexiconLimits, parse_json_lexicon, parse_pls
-from ttsq.lexicons import LexiconSummary
+from tts_core.lexicon.pls_writer import to_pls
+from ttsq.lexicons import LexiconRef, LexiconSummary
 
 router = APIRouter(prefix="/v1/lexicons", tags=["lexicons"])
-
-PLS_MEDIA_TYPE: Final = "application/pls+xml"
-PLS_MEDIA_TYPES: Final = frozenset({PLS_MEDIA_TYPE, "application/xml", "text/xml"})
-"""Content types read as a W3C PLS document (stored under the one it came with)."""
-JSON_MEDIA_TYPE: Final = "application/json"
 
 _ERRORS = error_responses(401, 404, 413, 415, 422, 503)
 
@@ -49,16 +44,7 @@ _BODY: Final = {
         "description": "A W3C PLS 1.0 document, or ttsq's JSON form of a lexicon.",
         "content": {
             PLS_MEDIA_TYPE: {"schema": {"type": "string"}},
-            JSON_MEDIA_TYPE: {
-                "schema": {
-                    "type": "object",
-                    "required": ["language", "entries"],
-                    "properties": {
-                        "language": {"type": "string"},
-                        "entries": {"type": "array", "items": {"type": "object"}},
-                    },
-                }
-            },
+            JSON_MEDIA_TYPE: {"schema": JSON_LEXICON_SCHEMA},
         },
     }
 }
@@ -90,35 +76,12 @@ async def put_lexicon(
 
 
 def _store(state: AppState, tenant: str, name: str, document: bytes, media_type: str) -> LexiconSummary:
-    """Checked in the API's helper processes if it is big (``api.heavy_work``), then stored."""
+    """Checked (``api.lexicon_checks``; in the API's helper processes if it is big), then stored."""
     settings = state.settings
     heavy = len(document) >= settings.heavy_request_chars
-    lexicon = state.heavy.run(tenant, heavy, functools.partial(_checked, document=document, media_type=media_type))
+    check = functools.partial(checked_lexicon, document=document, media_type=media_type)
+    lexicon = state.heavy.run(tenant, heavy, check)
     return state.stores.lexicons.put(tenant, name, document, media_type, lexicon, settings.lexicons_per_tenant)
-
-
-def _checked(drafting: Drafting, *, document: bytes, media_type: str) -> Lexicon:
-    """The document parsed, within the size limits, and sayable by some voice of its language."""
-    settings = drafting.settings
-    limits = LexiconLimits(max_entries=settings.lexicon_max_entries, max_bytes=settings.lexicon_max_bytes)
-    lexicon = _parsed(document, media_type, limits)
-    check_storable(lexicon, drafting.catalog)
-    return lexicon
-
-
-def _parsed(document: bytes, media_type: str, limits: LexiconLimits) -> Lexicon:
-    if media_type != JSON_MEDIA_TYPE:
-        return parse_pls(document, limits)
-    if len(document) > limits.max_bytes:
-        raise InvalidLexicon(
-            f"the lexicon is {len(document)} bytes; at most {limits.max_bytes} (TTSQ_LEXICON_MAX_BYTES)"
-        )
-    try:
-        data = json.loads(document)
-        check_body(data)  # lone surrogates, NaN, nesting
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # PydanticCustomError is a ValueError
-        raise InvalidLexicon(f"the body is not a usable JSON lexicon: {e}") from None
-    return parse_json_lexicon(data, limits)
 
 
 @router.get("", response_model=LexiconsPublic, responses=_ERRORS, summary="List your lexicons")
@@ -126,19 +89,52 @@ def list_lexicons(state: StateDep, tenant: TenantDep) -> LexiconsPublic:
     return LexiconsPublic(lexicons=state.stores.lexicons.summaries(tenant.id))
 
 
+class ExportFormat(StrEnum):
+    """A form ``GET /v1/lexicons/{name}`` may write a lexicon in besides the one it was uploaded in."""
+
+    JSON = "json"
+    PLS = "pls"
+
+
+EXPORTS: Final[dict[ExportFormat, tuple[Callable[[Lexicon], bytes], str]]] = {
+    ExportFormat.JSON: (lambda lexicon: json.dumps(lexicon.to_json(), ensure_ascii=False).encode(), JSON_MEDIA_TYPE),
+    ExportFormat.PLS: (to_pls, PLS_MEDIA_TYPE),
+}
+"""How each form is written from the stored entries, and its content type."""
+
+
 @router.get(
     "/{name}",
     response_class=Response,
     responses={200: {"content": {PLS_MEDIA_TYPE: {}, JSON_MEDIA_TYPE: {}}}, **_ERRORS},
-    summary="Get a lexicon's document as stored",
+    summary="Get a lexicon's document as stored, or written as JSON or PLS",
 )
-def get_lexicon(name: LexiconNamePath, state: StateDep, tenant: TenantDep) -> Response:
-    """The document exactly as it was uploaded, byte for byte, with its content type; the version in
-    ``x-ttsq-lexicon-version``."""
+def get_lexicon(
+    name: LexiconNamePath,
+    state: StateDep,
+    tenant: TenantDep,
+    export: Annotated[
+        ExportFormat | None,
+        Query(
+            alias="format",
+            description="json: ttsq's JSON form; pls: a W3C PLS 1.0 document; either written from the entries "
+            "and valid for PUT. Omitted: the document as uploaded.",
+        ),
+    ] = None,
+    download: Annotated[bool, Query(description="Answer as an attachment named after the lexicon.")] = False,
+) -> Response:
+    """The document exactly as it was uploaded, byte for byte, with its content type, or the same
+    entries in the form ``format`` names; the version in ``x-ttsq-lexicon-version``."""
     stored = state.stores.lexicons.document(tenant.id, name)
-    return Response(
-        stored.document, media_type=stored.content_type, headers={"x-ttsq-lexicon-version": str(stored.version)}
-    )
+    document, media_type = stored.document, stored.content_type
+    if export is not None:
+        write, media_type = EXPORTS[export]
+        document = write(state.stores.lexicons.lexicon(tenant.id, LexiconRef(name, stored.version)))
+    headers = {"x-ttsq-lexicon-version": str(stored.version)}
+    if download:
+        extension = "json" if media_type == JSON_MEDIA_TYPE else "pls"
+        headers["Content-Disposition"] = content_disposition("attachment", f"{name}.{extension}")
+    return Response(document, media_type=media_type, headers=headers)
 
 
 @router.delete("/{name}", status_code=204, response_class=Response, responses=_ERRORS, summary="Delete a lexicon")

@@ -10,15 +10,13 @@ the stored object, which ``GET /v1/jobs/{id}`` then lists as usual.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from typing import Final, Literal
 
-import numpy as np
 from fastapi import APIRouter, Depends
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, Field, StrictBool
-from starlette.background import BackgroundTask
 
+from api.audio_answer import PCM_MEDIA_TYPE, audio_answer
 from api.deps import StateDep, TenantDep, require_json
 from api.errors import ApiError
 from api.pacing import PacedSubmission
@@ -35,7 +33,6 @@ from api.streamed_job import StreamedJob
 from tts_core.base.config import DEFAULT_SPEED, SPEED_RANGE
 from tts_core.base.errors import UnsupportedFormat
 from tts_core.marks.speech_marks import MARK_TYPES, MarkType
-from tts_core.mastering.encoding import StreamEncoder, encode
 from tts_core.mastering.formats import AudioFormat, AudioOutput
 from ttsq.job_record import NormalizeOption, Priority
 
@@ -58,12 +55,6 @@ OFFERED_FORMATS: Final[dict[str, AudioFormat | None]] = {
 }
 """OpenAI's ``response_format`` values (``opus`` is Ogg Opus, ``aac`` is ADTS AAC); ``None`` is raw
 PCM (stored as WAV)."""
-
-PCM_MEDIA_TYPE: Final = "audio/pcm"
-
-FIRST_PART_HEADER: Final = "x-ttsq-first-part-ms"
-"""How much audio the answer's first part holds (a streamed job's first clause, or all of a
-one-part answer): what a client hears before it depends on the rest being made in time."""
 
 
 class VoiceRef(BaseModel):
@@ -170,35 +161,4 @@ async def create_speech(body: SpeechCreate, state: StateDep, tenant: TenantDep, 
         priority=Priority.INTERACTIVE,
     )
     job = await StreamedJob.draft_and_submit(state, tenant, request, keep=body.keep)
-    record, reader = job.record, job.reader
-    voice_rate = state.catalog.get(record.voice).sample_rate
-    try:
-        first = await reader.next_part()
-    except BaseException:
-        await job.close()
-        raise
-    media_type = audio_format.content_type if audio_format else PCM_MEDIA_TYPE
-    rate = output.rate_for(voice_rate)
-    headers = {
-        "x-ttsq-job-id": record.id,
-        "x-ttsq-sample-rate": str(rate),
-        FIRST_PART_HEADER: str(round(first.size / voice_rate * 1000)),
-    }
-    if reader.total == 1 and audio_format is not None:  # all there is: one whole file, with its length
-        whole = encode(first, voice_rate, output).data
-        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(job.close))
-    encoder = StreamEncoder(output if audio_format else None, voice_rate, rate)
-    if reader.total == 1:  # raw PCM, whole
-        whole = encoder.write(first) + encoder.close()
-        return Response(whole, media_type=media_type, headers=headers, background=BackgroundTask(job.close))
-    return StreamingResponse(_encoded(job, first, encoder), media_type=media_type, headers=headers)
-
-
-async def _encoded(job: StreamedJob, first: np.ndarray, encoder: StreamEncoder) -> AsyncIterator[bytes]:
-    try:
-        yield encoder.write(first)
-        while (pcm := await job.reader.next_part_or_end()) is not None:  # parts carry their own pauses
-            yield encoder.write(pcm)
-        yield encoder.close()
-    finally:
-        await job.close()
+    return await audio_answer(job, state.catalog.get(job.record.voice).sample_rate, output, audio_format)

@@ -94,9 +94,24 @@ def _text(value: object) -> str | None:
 SMALL_KANA: Final = frozenset("ァィゥェォャュョヮヵヶ")
 """Katakana that join the mora before them (a small ッ and the long-vowel mark ー are moras of their own)."""
 ACCENT_MARK: Final = "'"
-"""In a reading, written after the mora that carries the accent nucleus (``ナツ'メ``: accent 2)."""
+"""In a reading, written after the mora that carries the accent nucleus (``ナツ'メ``: accent 2);
+written first, before any mora, it says the reading is flat (``'ナツメ``: accent 0)."""
 
 
 def mora_count(katakana: str) -> int:
     """Moras of a katakana reading (the accent mark not counted)."""
     return sum(ch not in SMALL_KANA and ch != ACCENT_MARK for ch in katakana)
+
+
+def marked_reading(reading: str, accent: int | None) -> str:
+    """The reading with its accent as a mark (:data:`ACCENT_MARK`), as PLS documents write it: after
+    the accented mora and the small kana that join it; first for 0; no mark for None."""
+    if accent is None:
+        return reading
+    moras = 0
+    for index, ch in enumerate(reading):
+        if ch not in SMALL_KANA:
+            if moras == accent:
+                return reading[:index] + ACCENT_MARK + reading[index:]
+            moras += 1
+    return reading + ACCENT_MARK

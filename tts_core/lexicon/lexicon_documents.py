@@ -5,8 +5,10 @@ alphabet="ipa" xml:lang="en-US">`` holding ``<meta>``, ``<metadata>`` (ignored) 
 elements; a lexeme has one or more ``<grapheme>``, then ``<phoneme>`` and ``<alias>``
 pronunciations (the first with ``prefer="true"`` wins, else the first), and ``<example>``
 (ignored). Phonemes are IPA, or Japanese readings in ttsq's ``x-katakana`` alphabet (``ナツ'メ``:
-the accent mark after the nucleus mora). A lexeme's ``role`` is accepted and ignored: the first
-lexeme of a grapheme wins. Everything else is refused, with the line and column it is at.
+the accent mark after the nucleus mora; ``'ナツメ``: flat). A lexeme's ``role`` is accepted and
+ignored (the first lexeme of a grapheme wins), but for ttsq's own role ``ttsq:case-sensitive``, the
+PLS form of a JSON entry's ``case_sensitive``. Everything else is refused, with the line and column
+it is at. ``tts_core.lexicon.pls_writer`` writes what this reads.
 
 The XML is read by ``tts_core.text.safe_xml`` (no DTDs, no entities); the JSON form and the checks
 every entry passes live in ``tts_core.lexicon.lexicon_entries``.
@@ -33,9 +35,11 @@ from tts_core.lexicon.lexicon_entries import (
 from tts_core.text.safe_xml import LocatedHandler, parse_safely
 
 __all__ = [
+    "CASE_SENSITIVE_ROLE",
     "DEFAULT_LIMITS",
     "KATAKANA_ALPHABET",
     "PLS_NAMESPACE",
+    "TTSQ_NAMESPACE",
     "LexiconLimits",
     "check_entry",
     "parse_json_lexicon",
@@ -46,6 +50,11 @@ PLS_NAMESPACE: Final = "http://www.w3.org/2005/01/pronunciation-lexicon"
 KATAKANA_ALPHABET: Final = "x-katakana"
 """ttsq's alphabet for Japanese readings: katakana, with at most one accent mark."""
 ALPHABETS: Final = (*PHONEME_ALPHABETS, KATAKANA_ALPHABET)
+TTSQ_NAMESPACE: Final = "urn:ttsq:pls"
+"""The namespace of ttsq's own PLS role, bound to the prefix ``ttsq`` where it is written."""
+CASE_SENSITIVE_ROLE: Final = "ttsq:case-sensitive"
+"""A lexeme role token: its graphemes match only as written (PLS has no case rule of its own).
+Read as written, prefix included: the parser does not resolve namespace prefixes."""
 _PARENTS: Final[dict[str, str | None]] = {
     "lexicon": None,
     "meta": "lexicon",
@@ -81,6 +90,7 @@ class _Pronunciation:
 class _Lexeme:
     place: str
     """``line 4, column 3: lexeme 2``, until its first grapheme is known."""
+    case_sensitive: bool = False
     graphemes: list[str] = field(default_factory=list)
     pronunciations: list[_Pronunciation] = field(default_factory=list)
 
@@ -115,7 +125,7 @@ class _Handler(LocatedHandler):
         elif name == "metadata":
             self._skipping = 1
         elif name == "lexeme":
-            self._start_lexeme()
+            self._start_lexeme(attributes)
         elif name in {"phoneme", "alias"}:
             self._start_pronunciation(name, attributes)
         elif name == "grapheme" and self._lexeme is not None and self._lexeme.pronunciations:
@@ -149,12 +159,13 @@ class _Handler(LocatedHandler):
             raise self.fail(f"alphabet {alphabet!r} is not supported (supported: {', '.join(ALPHABETS)})")
         return alphabet
 
-    def _start_lexeme(self) -> None:
+    def _start_lexeme(self, attributes: dict[str, str]) -> None:
         self._lexemes += 1
         if self._lexemes > self._limits.max_entries:
             raise self.fail(f"more than {self._limits.max_entries} lexemes")
         line, column = self.where()
-        self._lexeme = _Lexeme(f"line {line}, column {column}: lexeme {self._lexemes}")
+        case_sensitive = CASE_SENSITIVE_ROLE in attributes.get("role", "").split()
+        self._lexeme = _Lexeme(f"line {line}, column {column}: lexeme {self._lexemes}", case_sensitive)
 
     def _start_pronunciation(self, name: str, attributes: dict[str, str]) -> None:
         prefer = attributes.get("prefer", "false")
@@ -200,20 +211,21 @@ class _Handler(LocatedHandler):
             raise InvalidLexicon(f"{where}: has no <grapheme>")
         if not lexeme.pronunciations:
             raise InvalidLexicon(f"{where}: has no pronunciation (<phoneme> or <alias>)")
-        entries = [self._pronounced(lexeme.graphemes, p, where) for p in lexeme.pronunciations]
+        entries = [self._pronounced(lexeme, p, where) for p in lexeme.pronunciations]
         for entry in entries:
             check_entry(entry, self.language, where, self._limits)
         preferred = [e for e, p in zip(entries, lexeme.pronunciations, strict=True) if p.prefer]
         return (preferred or entries)[0]
 
     @staticmethod
-    def _pronounced(graphemes: list[str], pronunciation: _Pronunciation, where: str) -> LexiconEntry:
+    def _pronounced(lexeme: _Lexeme, pronunciation: _Pronunciation, where: str) -> LexiconEntry:
+        graphemes, case_sensitive = tuple(lexeme.graphemes), lexeme.case_sensitive
         if pronunciation.kind == "reading":
             reading, accent = split_accent(pronunciation.text, where)
-            return LexiconEntry(tuple(graphemes), reading=reading, accent=accent)
+            return LexiconEntry(graphemes, reading=reading, accent=accent, case_sensitive=case_sensitive)
         if pronunciation.kind == "alias":
-            return LexiconEntry(tuple(graphemes), alias=pronunciation.text)
-        return LexiconEntry(tuple(graphemes), phoneme=pronunciation.text)
+            return LexiconEntry(graphemes, alias=pronunciation.text, case_sensitive=case_sensitive)
+        return LexiconEntry(graphemes, phoneme=pronunciation.text, case_sensitive=case_sensitive)
 
 
 def _refusal(message: str, line: int, column: int) -> InvalidLexicon:

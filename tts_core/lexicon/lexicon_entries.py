@@ -47,6 +47,9 @@ READING_LANGUAGE: Final = "ja"
 IPA_MARKS: Final = frozenset(" .|‖‿ˈˌːˑ\u0361\u035c")
 """Besides letters, modifier letters and combining diacritics: space, syllable break, group
 marks, linking, stress, length and tie bars."""
+NOT_XML: Final = frozenset("\ufffe\uffff")
+"""Non-characters XML 1.0 cannot hold (with surrogates and control characters, refused apart): a
+JSON lexicon holding them could not be exported as PLS (``tts_core.lexicon.pls_writer``)."""
 _ENTRY_KEYS: Final = frozenset({"graphemes", "alias", "phoneme", "alphabet", "reading", "accent", "case_sensitive"})
 _PRONUNCIATIONS: Final = ("alias", "phoneme", "reading")
 
@@ -67,14 +70,13 @@ def check_language(language: str, where: str) -> None:
 
 
 def split_accent(text: str, where: str) -> tuple[str, int | None]:
-    """A reading without its accent mark, and the accent the mark gives (None without one)."""
+    """A reading without its accent mark, and the accent the mark gives: the moras before it (0, flat,
+    for a mark written first; None without one)."""
     if ACCENT_MARK not in text:
         return text, None
     if text.count(ACCENT_MARK) > 1:
         raise InvalidLexicon(f"{where}: reading {text!r} has more than one accent mark {ACCENT_MARK!r}")
     before, after = text.split(ACCENT_MARK)
-    if not before:
-        raise InvalidLexicon(f"{where}: reading {text!r} starts with the accent mark; it follows the accented mora")
     return before + after, mora_count(before)
 
 
@@ -106,6 +108,9 @@ def _check_text(name: str, text: str, limit: int, where: str) -> None:
     control = next((ch for ch in text if unicodedata.category(ch) == "Cc"), None)
     if control is not None:
         raise InvalidLexicon(f"{where}: {name} holds the control character {control!r}")
+    unfit = next((ch for ch in text if ch in NOT_XML or unicodedata.category(ch) == "Cs"), None)
+    if unfit is not None:
+        raise InvalidLexicon(f"{where}: {name} holds U+{ord(unfit):04X}, which no XML (PLS) document can hold")
 
 
 def _check_ipa(phoneme: str, where: str) -> None:

@@ -159,7 +159,7 @@ async function listen(withDraft) {
   const text = $("listen-text").value || draft().entries[0]?.graphemes[0] || "";
   const voice = $("listen-voice").value;
   const response = withDraft
-    ? await call("/v1/lexicons/preview", { method: "POST", json: { lexicon: draft(), text, voice, format: "mp3" } })
+    ? await call("/v1/lexicon-preview", { method: "POST", json: { lexicon: draft(), text, voice, format: "mp3" } })
     : await call("/v1/audio/speech", { method: "POST", json: { model: "tts-1", input: text, voice, response_format: "mp3", keep: false } });
   const player = $("listen-player");
   if (player.src) URL.revokeObjectURL(player.src);
