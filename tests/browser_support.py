@@ -47,7 +47,7 @@ def start_chromium(downloads: Path, language: str = "en-US") -> webdriver.Chrome
 def request_urls(browser: webdriver.Chrome) -> list[str]:
     """Every URL the page requested since the last call (the DevTools network log)."""
     urls = []
-    for entry in browser.get_log("performance"):
+    for entry in browser.get_log("performance"):  # type: ignore[no-untyped-call]
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
             urls.append(message["params"]["request"]["url"])
@@ -59,7 +59,7 @@ def console_errors(browser: webdriver.Chrome, allowed: Callable[[str], bool] = l
     except those ``allowed`` names (a 401 the test asked for)."""
     return [
         entry["message"]
-        for entry in browser.get_log("browser")
+        for entry in browser.get_log("browser")  # type: ignore[no-untyped-call]
         if entry["level"] == "SEVERE" and not (entry.get("source") == "network" and allowed(entry["message"]))
     ]
 

@@ -282,5 +282,6 @@ def test_the_files_route_passes_on_the_stored_audio_marks_and_subtitles(
 def test_the_files_route_names_what_is_missing(client: httpx.Client) -> None:
     plain = finished_job(client, {"text": "No marks here."})
     missing = client.get(f"/v1/jobs/{plain['id']}/files/marks.json")
-    assert missing.status_code == 404 and "no marks.json" in missing.json()["error"]["message"]
+    assert missing.status_code == 404
+    assert "no marks.json" in missing.json()["error"]["message"]
     assert client.get(f"/v1/jobs/{plain['id']}/files/cover.png").status_code == 422

@@ -224,4 +224,5 @@ def test_a_streamed_answer_can_keep_marks_for_a_read_along(client: httpx.Client)
         "/v1/audio/speech",
         json={"model": "tts-1", "input": "Gone.", "voice": "alloy", "marks": ["word"], "keep": False},
     )
-    assert refused.status_code == 422 and "keep" in refused.json()["error"]["message"]
+    assert refused.status_code == 422
+    assert "keep" in refused.json()["error"]["message"]

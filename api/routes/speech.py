@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, StrictBool
+from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from api.audio_answer import PCM_MEDIA_TYPE, audio_answer
 from api.deps import StateDep, TenantDep, require_json
@@ -27,6 +27,7 @@ from api.schemas import (
     RequestBody,
     SampleRate,
     error_responses,
+    marks_once,
 )
 from api.state import AppState
 from api.streamed_job import StreamedJob
@@ -107,6 +108,11 @@ class SpeechCreate(RequestBody):
         description="ttsq: timing marks stored with the kept job, as a job's `marks` (GET /v1/jobs/{id} then links "
         "them): a page reads along with the audio it streamed.",
     )
+
+    @field_validator("marks")
+    @classmethod
+    def _marks_once(cls, value: list[MarkType]) -> list[MarkType]:
+        return marks_once(value)
 
 
 def _resolve_voice(state: AppState, voice: str | VoiceRef) -> str:

@@ -62,7 +62,7 @@ async function narrate() {
   const defaults = { voice: $("book-voice").value, format: $("book-format").value, marks: ["sentence"] };
   const preset = $("book-loudness").value;
   if (preset) defaults.loudness = { preset };
-  const items = chosen.map((chapter) => ({ text: chapter.text, ref: `chapter-${chapter.index}`, title: chapter.title }));
+  const items = chosen.map((chapter) => ({ text: chapter.text, ref: chapter.file_stem, title: chapter.title }));
   const batch = await getJson("/v1/batches", {
     method: "POST",
     json: { items, defaults, bundle: ["zip", "m4b"], title: found.title },
@@ -125,7 +125,7 @@ function render(batch) {
     const li = document.createElement("li");
     const title = item.title ?? item.ref ?? item.job_id;
     if (item.status === "succeeded" && item.result) {
-      const name = `${String(index + 1).padStart(2, "0")} ${title}.${item.result.key.split(".").pop()}`;
+      const name = `${item.ref ?? String(index + 1).padStart(2, "0")}.${item.result.key.split(".").pop()}`;
       li.append(link(title, () => saveFile(`/v1/jobs/${item.job_id}/files/audio?download=true`, name)));
     } else {
       li.append(`${title}: ${item.status ?? "expired"}`);

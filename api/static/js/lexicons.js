@@ -157,7 +157,7 @@ async function exportPls() {
 
 async function listen(withDraft) {
   const text = $("listen-text").value || draft().entries[0]?.graphemes[0] || "";
-  const voice = $("listen-voice").value;
+  const voice = $("listen-voice").value || undefined;
   const response = withDraft
     ? await call("/v1/lexicon-preview", { method: "POST", json: { lexicon: draft(), text, voice, format: "mp3" } })
     : await call("/v1/audio/speech", { method: "POST", json: { model: "tts-1", input: text, voice, response_format: "mp3", keep: false } });
