@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 
 .DEFAULT_GOAL := help
-.PHONY: help setup dev test faults recovery soak lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity clean
+.PHONY: help setup dev test faults recovery soak lint format lock python bench bench-memory bench-batch bench-long bench-gpu bench-loudness bench-normalization bench-lexicons bench-affinity studio-screenshot clean
 
 help:
 	@echo "make dev     set up .venv, start Redis + SeaweedFS S3 + worker + API + Flower, print URLs"
@@ -35,6 +35,7 @@ help:
 	@echo "make bench-lexicons  a 1,000-entry lexicon: planning time and end-to-end throughput against the raw limit"
 	@echo "make bench-affinity  20 voices on 2 workers, mixed load, with voice affinity and without"
 	@echo "make bench-gpu     the raw model on CUDA: batches 1-64, the worker's batcher, batched vs alone (needs a GPU)"
+	@echo "make studio-screenshot  the README's picture of the studio, made by its browser test"
 	@echo "make clean   remove .venv, .ttsq and caches"
 
 # An existing $(VENV) is kept if its Python runs and is 3.11 to 3.13, even another minor version than
@@ -110,6 +111,11 @@ test recovery: export PYTHONDONTWRITEBYTECODE :=
 NODE_STAMP := node_modules/.package-lock.json
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+
+# The README's picture of the studio, saved by its browser test as it runs.
+studio-screenshot: setup $(NODE_STAMP)
+	mkdir -p docs/images
+	STUDIO_SCREENSHOTS=docs/images $(BIN)/pytest -q tests/test_studio.py
 
 test: lint $(NODE_STAMP)
 	$(BIN)/pytest --numprocesses $(TEST_PROCESSES) $(XDIST_ORDER)

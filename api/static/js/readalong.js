@@ -29,22 +29,27 @@ function wordButton(mark, index) {
   return button;
 }
 
-/** Words placed in the written text when the page has it (punctuation and spacing kept), else
- * joined with spaces (none for Japanese). */
+/** Words placed in the written text when the page has it (punctuation and spacing kept, a word's
+ * punctuation on its line), else joined with spaces (none for Japanese). */
 function layOut(container, words, text, spaced) {
-  const pieces = [];
-  let at = 0;
   const usable = typeof text === "string" && words.every((w) => text.slice(w.text_start, w.text_end) === w.value);
+  const pieces = [];
   words.forEach((mark, index) => {
+    const word = document.createElement("span");
+    word.className = "nowrap";
+    word.append(wordButton(mark, index));
     if (usable) {
-      if (mark.text_start > at) pieces.push(document.createTextNode(text.slice(at, mark.text_start)));
-      at = mark.text_end;
-    } else if (index > 0 && spaced) {
-      pieces.push(document.createTextNode(" "));
+      if (index === 0 && mark.text_start > 0) pieces.push(document.createTextNode(text.slice(0, mark.text_start)));
+      const gap = text.slice(mark.text_end, words[index + 1]?.text_start ?? text.length);
+      const attached = /^\S*/.exec(gap)[0];
+      if (attached) word.append(attached);
+      pieces.push(word);
+      if (gap.length > attached.length) pieces.push(document.createTextNode(gap.slice(attached.length)));
+    } else {
+      if (index > 0 && spaced) pieces.push(document.createTextNode(" "));
+      pieces.push(word);
     }
-    pieces.push(wordButton(mark, index));
   });
-  if (usable && at < text.length) pieces.push(document.createTextNode(text.slice(at)));
   container.replaceChildren(...pieces);
 }
 
