@@ -425,8 +425,9 @@ def test_the_web_page_ships_in_the_package() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = pyproject["tool"]["setuptools"]["package-data"]["api"]
     static = ROOT / "api" / "static"
-    shipped = {path.name for pattern in patterns for path in (ROOT / "api").glob(pattern)}
-    assert shipped == {path.name for path in static.iterdir()} >= {"index.html", "app.js", "style.css"}
+    shipped = {str(path.relative_to(static)) for pattern in patterns for path in (ROOT / "api").glob(pattern)}
+    files = {str(path.relative_to(static)) for path in static.rglob("*") if path.is_file()}
+    assert shipped == files >= {"index.html", "js/app.js", "style.css"}
 
 
 def mounted(service: dict[str, Any], target: str) -> Path:

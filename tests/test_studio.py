@@ -453,6 +453,23 @@ def test_a_lexicon_is_edited_heard_before_saving_and_saved(studio: Studio) -> No
     assert stored["entries"] == [{"graphemes": ["ttsq"], "alias": "the text to speech queue of the whole house"}]
 
 
+def test_a_lexicon_is_exported_as_pls_and_imported_again(studio: Studio) -> None:
+    """The editor still holds the lexicon the test before saved."""
+    name = studio.element("editor-title").text.removeprefix("Editing ")
+    studio.element("lexicon-export").click()
+    exported = downloaded(studio.downloads, f"{name}.pls")
+    assert "<grapheme>ttsq</grapheme>" in exported.read_text(encoding="utf-8")
+    copy = f"copy{uuid.uuid4().hex[:6]}"
+    studio.element("lexicon-name").clear()
+    studio.element("lexicon-name").send_keys(copy)
+    studio.element("lexicon-import").send_keys(str(exported))
+    studio.wait().until(lambda _: f"Saved {copy}, version 1." in studio.element("lexicons-message").text)
+    with studio.http() as http:
+        again = http.get(f"/v1/lexicons/{copy}", params={"format": "json"}).json()
+        first = http.get(f"/v1/lexicons/{name}", params={"format": "json"}).json()
+    assert again == first
+
+
 def test_usage_shows_what_was_spoken_beside_the_limits(studio: Studio) -> None:
     studio.view("usage")
     with studio.http() as http:
@@ -522,3 +539,18 @@ def test_where_keys_are_not_required_the_page_works_without_one(studio: Studio, 
     loaded = studio.browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert {httpx.URL(url).netloc for url in loaded} == {httpx.URL(api_url).netloc}, "it loads nothing from elsewhere"
     assert console_errors(studio.browser) == []
+
+
+def test_a_revoked_key_is_told_and_forgotten(studio: Studio, tenants: TenantStore) -> None:
+    studio.browser.get(f"{studio.url}/")
+    studio.wait().until(lambda _: studio.element("sign-in").is_displayed())
+    studio.sign_in(studio.key)
+    studio.wait().until(lambda _: studio.element("main").is_displayed())
+    tenant = tenants.by_key(studio.key)
+    assert tenant is not None
+    tenants.revoke(tenant.id)
+    # The next call (the lexicons the Speak view loads may already have been it) is refused.
+    studio.browser.execute_script("location.hash = '#jobs'")
+    studio.wait().until(lambda _: "not accepted" in studio.element("auth-message").text)
+    assert studio.element("sign-in").is_displayed()
+    assert studio.browser.execute_script("return sessionStorage.getItem('ttsq.key')") is None

@@ -76,7 +76,6 @@ class LexiconPreview(RequestBody):
 async def preview_lexicon(body: LexiconPreview, state: StateDep, tenant: TenantDep, _turn: PacedSubmission) -> Response:
     """Check the draft as a stored lexicon is checked, queue an interactive job that uses it first,
     and answer with its audio as it is made (``x-ttsq-job-id`` names the job)."""
-    check_text(body.text, PREVIEW_MAX_CHARS)
     audio_format = AudioFormat(body.format)
     draft = await run_in_threadpool(_drafted, state, tenant, body, audio_format)
     job = await StreamedJob.submit(state, tenant, draft)
@@ -87,6 +86,7 @@ async def preview_lexicon(body: LexiconPreview, state: StateDep, tenant: TenantD
 def _drafted(state: AppState, tenant: Tenant, body: LexiconPreview, audio_format: AudioFormat) -> Draft:
     """The draft checked (in a helper process if it is big, as a stored one) and kept, then the job
     drafted with it: nothing is queued yet."""
+    check_text(body.text, PREVIEW_MAX_CHARS)
     document = json.dumps(body.lexicon, ensure_ascii=False).encode()
     heavy = len(document) >= state.settings.heavy_request_chars
     check = functools.partial(checked_lexicon, document=document, media_type=JSON_MEDIA_TYPE)

@@ -12,6 +12,7 @@ const $ = (id) => document.getElementById(id);
 const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
 const RATES = [8000, 16000, 22050, 24000, 44100, 48000];
 const STREAMED_CHARS = 1500;
+const MARKS = ["sentence", "word", "phoneme", "viseme", "ssml"];
 let readAlong;
 let following = null;
 let objectUrls = [];
@@ -58,9 +59,7 @@ function options() {
   if (preset) body.loudness = { preset };
   const lexicons = [...$("speak-lexicons").selectedOptions].map((o) => o.value);
   if (lexicons.length) body.lexicons = lexicons;
-  const marks = [];
-  if ($("marks-sentence").checked) marks.push("sentence");
-  if ($("marks-word").checked) marks.push("word");
+  const marks = MARKS.filter((kind) => $(`marks-${kind}`).checked);
   if (marks.length) body.marks = marks;
   return body;
 }
@@ -225,8 +224,7 @@ export function load(job) {
   $("speed").value = String(options.speed);
   $("sample-rate").value = options.sample_rate ? String(options.sample_rate) : "";
   $("loudness").value = options.loudness?.preset ?? "";
-  $("marks-sentence").checked = options.marks.includes("sentence");
-  $("marks-word").checked = options.marks.includes("word");
+  for (const kind of MARKS) $(`marks-${kind}`).checked = options.marks.includes(kind);
   for (const option of $("speak-lexicons").options) option.selected = options.lexicons.some((l) => l.name === option.value);
   $("ttl").value = job.ttl_hours ? String(job.ttl_hours) : "";
   const written = recall(job.id);
