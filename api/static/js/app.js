@@ -23,7 +23,7 @@ function renderSignedIn() {
   $("sign-in").hidden = signedIn;
   $("signed-in").hidden = !signedIn;
   $("who").textContent = signedIn ? t("signedIn") : "";
-  for (const link of document.querySelectorAll("nav a")) link.closest("nav").hidden = !(signedIn || open);
+  document.querySelector("nav").hidden = !(signedIn || open);
   document.querySelector("main").hidden = !(signedIn || open);
 }
 
@@ -53,6 +53,7 @@ async function signIn(event) {
 
 function signOut(message = t("signedOut")) {
   session.key = null;
+  for (const item of ["ttsq.book", "ttsq.texts"]) sessionStorage.removeItem(item);  // the tenant's, not the next one's
   signedIn = false;
   renderSignedIn();
   showAuth(open ? `${message} ${t("noKeysNeeded")}` : message);

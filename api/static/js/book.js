@@ -86,7 +86,7 @@ function watch(batchId) {
   watching = { batchId, timer: null };
   const tick = async () => {
     try {
-      const batch = await getJson(`/v1/batches/${batchId}?limit=200`);
+      const batch = await wholeBatch(batchId);
       render(batch);
       const bundlesDone = Object.values(batch.bundles ?? {}).every((b) => b.status !== "pending");
       if (batch.status === "running" || batch.status === "queued" || !bundlesDone) {
@@ -97,6 +97,17 @@ function watch(batchId) {
     }
   };
   tick();
+}
+
+/** The batch with all its items (a page holds at most 200; a long book has more chapters). */
+async function wholeBatch(batchId) {
+  const batch = await getJson(`/v1/batches/${batchId}?limit=200`);
+  while (batch.next_cursor) {
+    const page = await getJson(`/v1/batches/${batchId}?limit=200&cursor=${encodeURIComponent(batch.next_cursor)}`);
+    batch.items.push(...page.items);
+    batch.next_cursor = page.next_cursor;
+  }
+  return batch;
 }
 
 function link(text, handler) {
