@@ -22,6 +22,7 @@ import redis
 import soundfile
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -145,7 +146,7 @@ def test_the_page_asks_for_a_key_refuses_a_wrong_one_and_signs_in(studio: Studio
     studio.sign_in("ttsq_not-a-key-at-all")
     studio.wait().until(lambda _: "not accepted" in studio.element("auth-message").text)
     assert not studio.element("main").is_displayed()
-    studio.sign_in(studio.key)
+    studio.element("key").send_keys(studio.key, Keys.ENTER)  # by keyboard: Enter in the field signs in
     studio.wait().until(lambda _: studio.element("main").is_displayed())
     assert studio.element("signed-in").is_displayed()
     assert not studio.element("sign-in").is_displayed()
@@ -230,6 +231,12 @@ def test_speak_streams_plays_and_reads_along(studio: Studio) -> None:
     studio.wait().until(lambda _: target.get_attribute("aria-current") == "true")
     position = studio.browser.execute_script("return document.getElementById('player').currentTime")
     assert position >= words[-3]["start_ms"] / 1000 - 0.01
+    first = studio.element("readalong").find_elements(By.CSS_SELECTOR, "button.word")[0]
+    first.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)  # one tab stop; the arrows move along the words
+    third = studio.browser.switch_to.active_element
+    assert third.text == words[2]["value"]
+    third.send_keys(Keys.ENTER)
+    studio.wait().until(lambda _: third.get_attribute("aria-current") == "true")
     tracks = studio.browser.execute_script(
         "const t = document.querySelector('#player track'); return t ? [t.kind, t.track.cues?.length ?? 0] : null"
     )
