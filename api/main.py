@@ -16,9 +16,10 @@ from api.openapi import install_openapi
 from api.request_ids import RequestIdMiddleware
 from api.routes import batches, books, health, jobs, lexicon_preview, lexicons, metrics, speech, usage, voices, web
 from api.state import AppState
+from api.trace_context import TraceContextMiddleware
 from api.voicevox.app import PREFIX as VOICEVOX_PREFIX
 from api.voicevox.app import create_voicevox_app
-from ttsq import logs
+from ttsq import logs, tracing
 from ttsq.settings import Settings, get_settings
 
 
@@ -31,6 +32,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         logs.configure(resolved.log_format)  # after uvicorn set up its own logging
+        tracing.start(tracing.API_SERVICE)
         state = AppState.build(resolved, api_metrics)
         if resolved.s3.create_bucket:
             state.stores.objects.ensure_bucket()
@@ -41,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await state.close()
+            tracing.flush()
 
     app = FastAPI(
         title="ttsq",
@@ -53,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api_metrics.instrument(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.request_bytes_limit)
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(TraceContextMiddleware)  # outermost of ours, inside FastAPI's own server span
     app.include_router(jobs.router)
     app.include_router(batches.router)
     app.include_router(speech.router)

@@ -47,6 +47,7 @@ from tts_core.text.sentences import check_text
 from tts_core.text.speech_markup import SsmlDocument, parse_ssml
 from tts_core.voices.engines import SpeechEngine, engine_of
 from tts_core.voices.voice_info import VoiceInfo
+from ttsq import tracing
 from ttsq.batch_bundles import BundleKind, BundleState, m4b_refusal
 from ttsq.batches import BatchRecord, new_batch_id
 from ttsq.broker import entry_queue, segments_queue
@@ -135,9 +136,11 @@ def draft_job(
 ) -> Draft:
     """The request as a job of the tenant (:func:`read_job`), read in the API's helper processes if
     it is heavy (``api.heavy_work``): long, or using lexicons (a new version is read and checked).
-    ``draft_lexicon`` (``LexiconStore.put_draft``) is used first, as a lexicon the job named."""
+    ``draft_lexicon`` (``LexiconStore.put_draft``) is used first, as a lexicon the job named. The job
+    continues the request's trace (read here: a helper process has no request)."""
     work = functools.partial(
         read_job,
+        traceparent=tracing.current_traceparent(),
         tenant=tenant,
         request=request,
         stream=stream,
@@ -167,6 +170,7 @@ def read_job(
     ref: str | None,
     title: str | None,
     draft_lexicon: LexiconRef | None = None,
+    traceparent: str | None = None,
 ) -> Draft:
     """The request as a job of the tenant: voice, text (plain or SSML), what the voice can speak,
     marks, options, the audio estimate (speech and pauses) and the webhook URL, each refused with its
@@ -207,6 +211,7 @@ def read_job(
         ref=ref,
         title=title,
         ttl_s=ttl_s,
+        traceparent=traceparent,
     )
     return Draft(record, request.text)
 

@@ -80,8 +80,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _clean_environment() -> Iterator[None]:
-    """Drop TTSQ_*, AWS_* and proxy variables of the developer's shell; restore them afterwards."""
-    names = [n for n in os.environ if n.startswith(("TTSQ_", "AWS_")) or n.lower().endswith("_proxy")]
+    """Drop TTSQ_*, AWS_*, OTEL_* (a shell's tracing would make every test's processes export) and
+    proxy variables of the developer's shell; restore them afterwards."""
+    names = [n for n in os.environ if n.startswith(("TTSQ_", "AWS_", "OTEL_")) or n.lower().endswith("_proxy")]
     with pytest.MonkeyPatch.context() as patch:
         for name in names:
             patch.delenv(name)

@@ -19,7 +19,7 @@ from celery import Celery
 from celery.signals import before_task_publish
 from kombu.exceptions import OperationalError
 
-from ttsq import broker_transport
+from ttsq import broker_transport, tracing
 from ttsq.celery_signals import connect_once
 from ttsq.constants import (
     ASSEMBLE_TASK,
@@ -229,9 +229,11 @@ def make_producer(settings: Settings) -> Celery:
 
 
 def _stamp_enqueue_time(headers: dict[str, Any] | None = None, **_: Any) -> None:
-    """Every task any ttsq process sends carries its send time (a retry gets a new one)."""
+    """Every task any ttsq process sends carries its send time (a retry gets a new one) and, sent
+    inside a span (a request's, a step's), that span's trace context: the task's step continues it."""
     if headers is not None:
         headers[ENQUEUED_AT_HEADER] = time.time()
+        tracing.inject(headers)
 
 
 ENQUEUE_STAMP: Final = (before_task_publish, _stamp_enqueue_time)

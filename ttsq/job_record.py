@@ -15,6 +15,7 @@ from tts_core.marks.speech_marks import MarkType
 from tts_core.mastering.formats import AudioFormat, AudioOutput
 from tts_core.mastering.loudness import LoudnessPreset, LoudnessTarget, loudness_target
 from ttsq.tenants import ANONYMOUS_TENANT
+from ttsq.tracing import trace_id_of
 
 
 class JobStatus(StrEnum):
@@ -233,12 +234,21 @@ class JobRecord(BaseModel):
     """A batch item's chapter title: its name in the batch's zip, its chapter mark in the m4b."""
     ttl_s: int | None = None
     """How long the job is kept after it finishes (``ttl_hours``); None: ``TTSQ_JOB_TTL_S`` from its creation."""
+    traceparent: str | None = None
+    """The W3C context of the request that submitted the job (``ttsq.tracing``): every step whose
+    message carries none continues its trace from here, so a job keeps one trace through requeues
+    and redeliveries. None: submitted without tracing and without a caller's ``traceparent``."""
     _completes_batch: bool = PrivateAttr(default=False)
 
     @property
     def output(self) -> AudioOutput:
         """The file the job makes: its format, with the sample rate and bit rate it asked for."""
         return AudioOutput(AudioFormat.parse(self.format), self.options.sample_rate, self.options.bitrate)
+
+    @property
+    def trace_id(self) -> str | None:
+        """The job's trace id (32 hex digits), as clients and log lines name it."""
+        return trace_id_of(self.traceparent)
 
     @property
     def completes_batch(self) -> bool:

@@ -1,9 +1,12 @@
 """Log lines that a collector can follow: the job id on every line of a job's work, the request id on
-every line of an API request, and (``TTSQ_LOG_FORMAT=json``) one JSON object per line.
+every line of an API request, the trace and span ids on every line logged inside a span (so a job's
+lines join across the API and the workers by its trace id, ``ttsq.tracing``), and
+(``TTSQ_LOG_FORMAT=json``) one JSON object per line.
 
 The ids travel in context variables: a worker sets the job id when a task starts (Celery's
-``task_prerun``, in the task's own thread), the API's request-id middleware sets the request id. A
-filter copies them onto every record, so formatters and handlers need no changes of their own.
+``task_prerun``, in the task's own thread), the API's request-id middleware sets the request id, and
+OpenTelemetry's context holds the current span. A filter copies them onto every record, so
+formatters and handlers need no changes of their own.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from typing import Final, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
+from ttsq import tracing
+
 job_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_job_id", default=None)
 request_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_request_id", default=None)
 
-JSON_FIELDS: Final = "{asctime}{levelname}{name}{message}{job_id}{request_id}"
+JSON_FIELDS: Final = "{asctime}{levelname}{name}{message}{job_id}{request_id}{trace_id}{span_id}"
 """Fields of every JSON line besides any ``extra`` given to the call."""
 
 
@@ -38,13 +43,16 @@ def _job_of_task_line(record: logging.LogRecord) -> str | None:
 
 
 class ContextIdsFilter(logging.Filter):
-    """Puts the current job id and request id on each record (None outside a job or request)."""
+    """Puts the current job id, request id, trace id and span id on each record (None outside a job,
+    a request or a span)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "job_id", None) is None:
             record.job_id = job_id_var.get() or _job_of_task_line(record)
         if getattr(record, "request_id", None) is None:
             record.request_id = request_id_var.get()
+        if getattr(record, "trace_id", None) is None:
+            record.trace_id, record.span_id = tracing.current_ids()
         return True
 
 

@@ -23,7 +23,7 @@ from ttsq.job_record import (
 from ttsq.segment_store import SegmentStore, live_progress
 from ttsq.storage import ObjectStore
 
-_INTERNAL_FIELDS = {"result", "attempts", "stream", "keep", "tenant", "reserved_audio_ms", "requeues"}
+_INTERNAL_FIELDS = {"result", "attempts", "stream", "keep", "tenant", "reserved_audio_ms", "requeues", "traceparent"}
 """Record fields clients never see (the result is shown with its URL)."""
 
 
@@ -87,11 +87,15 @@ class JobPublic(BaseModel):
     """A batch item's chapter title, if it has one."""
     ttl_hours: int | None = None
     """Hours the job is kept after it finishes, where it asked; else the server's lifetime applies."""
+    trace_id: str | None = None
+    """The trace the job's work is recorded in (the caller's, where it sent a ``traceparent``);
+    null when the server does not trace and the caller sent none."""
 
     @classmethod
     def from_record(cls, record: JobRecord, result: JobResultPublic | None) -> JobPublic:
         fields = record.model_dump(exclude={*_INTERNAL_FIELDS, "ttl_s"})
-        return cls(**fields, result=result, ttl_hours=None if record.ttl_s is None else record.ttl_s // 3600)
+        ttl_hours = None if record.ttl_s is None else record.ttl_s // 3600
+        return cls(**fields, result=result, ttl_hours=ttl_hours, trace_id=record.trace_id)
 
 
 def public_job(record: JobRecord, segments: SegmentStore, objects: ObjectStore) -> JobPublic:

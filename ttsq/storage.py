@@ -8,6 +8,7 @@ too takes no work until fixed, ``workers.fitness``; else the job fails at once).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO, Final
@@ -16,7 +17,9 @@ import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.client import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from opentelemetry.trace import SpanKind
 
+from ttsq import tracing
 from ttsq.errors import StorageRefused, StorageUnavailable
 from ttsq.settings import S3Settings
 
@@ -133,6 +136,10 @@ class ObjectStore:
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         """Write an object whole: readers see either the old object or the new one, never part of it."""
+        with self._span("PutObject", key, len(data)):
+            self._put(key, data, content_type)
+
+    def _put(self, key: str, data: bytes, content_type: str) -> None:
         try:
             self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         except (BotoCoreError, ClientError) as e:
@@ -146,6 +153,10 @@ class ObjectStore:
         start = stream.tell()
         size = stream.seek(0, 2) - start
         stream.seek(start)
+        with self._span("PutObject" if size < MULTIPART_THRESHOLD else "MultipartUpload", key, size):
+            self._upload(key, stream, size, content_type)
+
+    def _upload(self, key: str, stream: BinaryIO, size: int, content_type: str) -> None:
         try:
             if size < MULTIPART_THRESHOLD:
                 self._s3.put_object(Bucket=self.bucket, Key=key, Body=stream, ContentType=content_type)
@@ -156,6 +167,10 @@ class ObjectStore:
 
     def get(self, key: str) -> bytes | None:
         """The object's bytes, or None if there is no such key."""
+        with self._span("GetObject", key):
+            return self._get(key)
+
+    def _get(self, key: str) -> bytes | None:
         try:
             return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except ClientError as e:
@@ -196,7 +211,8 @@ class ObjectStore:
         try:
             for start in range(0, len(keys), 1000):
                 batch: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in keys[start : start + 1000]]
-                self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+                with self._span("DeleteObjects", batch[0]["Key"]):
+                    self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
         except (BotoCoreError, ClientError) as e:
             raise storage_error("a delete", e) from e
 
@@ -223,6 +239,20 @@ class ObjectStore:
             )
         except (BotoCoreError, ClientError) as e:
             raise storage_error(f"a lifecycle rule on {prefix}", e) from e
+
+    def _span(self, method: str, key: str, size: int | None = None) -> AbstractContextManager[object]:
+        """The call's span, named as OpenTelemetry names AWS SDK calls (``S3.PutObject``), under the
+        step or request it serves (none outside one, ``ttsq.tracing.child_span``)."""
+        attributes: dict[str, str | int] = {
+            "rpc.system": "aws-api",
+            "rpc.service": "S3",
+            "rpc.method": method,
+            "aws.s3.bucket": self.bucket,
+            "aws.s3.key": key,
+        }
+        if size is not None:
+            attributes["ttsq.bytes"] = size
+        return tracing.child_span(f"S3.{method}", SpanKind.CLIENT, attributes)
 
     def presigned_get_url(self, key: str) -> str:
         return self._presigner.generate_presigned_url(

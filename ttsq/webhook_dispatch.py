@@ -46,7 +46,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
+from urllib.parse import urlsplit
 
+from opentelemetry.trace import SpanKind
+
+from ttsq import tracing
 from ttsq.constants import HEARTBEAT_INTERVAL_S
 from ttsq.job_record import WebhookState, utcnow
 from ttsq.settings import Settings
@@ -243,7 +247,7 @@ class Dispatcher:
         if hook.next_attempt_at is not None and hook.next_attempt_at.timestamp() > time.time():
             await self._io(self._schedule.place, ref, lane, hook.next_attempt_at.timestamp())
             return
-        outcome = await self._deliver(event, lane.tenant)
+        outcome = await self._traced_delivery(event, lane.tenant, hook.attempts + 1)
         changes = next_state(hook.attempts, outcome, self._settings.webhook_retry_schedule_s, utcnow())
         if not await self._io(self._events.save, event, hook.attempts, changes):
             log.info("%s: webhook attempt %d overtaken by another; leaving the event to it", ref, hook.attempts + 1)
@@ -255,6 +259,23 @@ class Dispatcher:
             await self._io(self._schedule.place, ref, lane, following.timestamp())
         state: WebhookState = changes["state"]
         log.info("%s: webhook attempt %d: %s (status %s)", ref, hook.attempts + 1, state.value, outcome.status)
+
+    async def _traced_delivery(self, event: Event, tenant: str, attempt: int) -> Attempt:
+        """One attempt as a span of its job's trace (``ttsq.webhook``): its number, the receiver's
+        host (never the whole URL, whose query may hold a token) and the status it answered."""
+        attributes: dict[str, str | int] = {
+            "ttsq.webhook.event": event.hook.event if event.hook is not None else "",
+            "ttsq.webhook.event_id": event.event_id,
+            "ttsq.webhook.attempt": attempt,
+            "ttsq.tenant.id": tenant,
+            "server.address": urlsplit(event.url or "").hostname or "",
+        }
+        with tracing.span("ttsq.webhook", tracing.context_of(event.traceparent), SpanKind.CLIENT, attributes) as span:
+            outcome = await self._deliver(event, tenant)
+            span.set_attribute("ttsq.webhook.delivered", outcome.delivered)
+            if outcome.status is not None:
+                span.set_attribute("http.response.status_code", outcome.status)
+            return outcome
 
     async def _deliver(self, event: Event, tenant: str) -> Attempt:
         settings = self._settings

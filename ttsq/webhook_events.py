@@ -38,6 +38,8 @@ class Event:
     """The same on every attempt of the event, so receivers can drop repeats."""
     body: Callable[[], bytes]
     """``{type, timestamp, data}``, made at each attempt (its presigned links are fresh)."""
+    traceparent: str | None = None
+    """The trace each attempt's span joins: its job's (``ttsq.tracing``); None for a batch's event."""
 
     @property
     def lane(self) -> Lane:
@@ -96,7 +98,8 @@ class EventStore:
             data = public_job(record, self._segments, self._objects).model_dump(mode="json")
             return _envelope(record.webhook, record.finished_at, data)
 
-        return Event(ref, record.tenant, record.webhook_url, record.webhook, job_event_id(record), body)
+        event_id = job_event_id(record)
+        return Event(ref, record.tenant, record.webhook_url, record.webhook, event_id, body, record.traceparent)
 
     def _batch(self, ref: EventRef) -> Event:
         """A finished batch's event: ``batch.completed`` (or ``batch.canceled``), its data the batch

@@ -14,7 +14,7 @@ from typing import Any, Final
 from celery.app.log import Logging
 from celery.signals import task_postrun, task_prerun
 
-from ttsq import logs
+from ttsq import logs, tracing
 from ttsq.broker import ENQUEUE_STAMP
 from ttsq.celery_signals import connect_once
 from ttsq.settings import get_settings
@@ -22,7 +22,8 @@ from ttsq.settings import get_settings
 
 class ProcessLogging(Logging):
     """Celery's logging set-up, then the configured format on every handler; and, this being the one
-    hook every process of the apps runs as it starts, the send-time stamp on what it sends."""
+    hook every process of the apps runs as it starts, its tracing (``ttsq.tracing``, only where an
+    OTLP endpoint is set) and the send-time stamp on what it sends."""
 
     def setup(
         self,
@@ -35,6 +36,7 @@ class ProcessLogging(Logging):
     ) -> list[tuple[Any, Any]]:
         handled = super().setup(loglevel, logfile, redirect_stdouts, redirect_level, colorize, hostname)
         logs.configure(get_settings().log_format)
+        tracing.start(tracing.worker_service(self.app.main or "ttsq"))  # after a prefork child's fork
         connect_once([ENQUEUE_STAMP])
         return handled
 

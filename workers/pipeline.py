@@ -30,7 +30,7 @@ from tts_core.mastering.encoding import encode, encode_stream
 from tts_core.mastering.level_meter import LevelSummary
 from tts_core.mastering.leveling import Leveling, leveling_for, spread_sample
 from tts_core.text.pauses import Silence
-from ttsq import lifecycle
+from ttsq import lifecycle, tracing
 from ttsq.constants import result_key
 from ttsq.errors import JobNotFound, QuotaExceeded, SegmentLost, ServiceError, error_code
 from ttsq.estimate import planned_audio_s
@@ -48,6 +48,14 @@ log = logging.getLogger(__name__)
 
 _STARTABLE = tuple(status for status in JobStatus if not status.terminal)
 """Where a job may be (re)started and failed from: every status but the terminal ones."""
+
+
+def _describe(record: JobRecord) -> None:
+    """The job's tenant, voice and class on the running step's span (``workers.step_spans``)."""
+    span = tracing.current_span()
+    span.set_attribute("ttsq.tenant.id", record.tenant)
+    span.set_attribute("ttsq.voice", record.voice)
+    span.set_attribute("ttsq.priority", record.priority.value)
 
 
 def _mark_started(record: JobRecord, taken_at: datetime, segments_total: int | None = None) -> dict[str, Any]:
@@ -92,8 +100,11 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
         # write of the batch's last item (a lost one is sent again by the sweeper, ttsq.batch_sweep).
         log.info("job %s is no longer runnable; skipping", job_id)
         return
+    _describe(record)
     try:
-        segments = plan_segments(record, ctx)
+        with tracing.span("ttsq.plan") as span:
+            segments = plan_segments(record, ctx)
+            span.set_attribute("ttsq.segments", len(segments))
         run.ensure_current()
         claimed = _claim_planned(record, segments, taken_at, ctx)
     except (TTSError, ServiceError):  # the job fails as one this worker took, started and tried once
@@ -217,7 +228,8 @@ def _finish_single(
     leveling = None
     if audio.level is not None and record.options.loudness is not None:
         leveling = leveling_for(record.options.loudness.target(), audio.level, lambda: [audio.pcm], sample_rate)
-    encoded = encode(audio.pcm, sample_rate, record.output, leveling)
+    with tracing.span("ttsq.encode", attributes={"ttsq.format": record.format}):
+        encoded = encode(audio.pcm, sample_rate, record.output, leveling)
     key = result_key(record.tenant, job_id, run.attempt, encoded.format.extension)
     result = JobResult(
         key=key,
@@ -265,6 +277,7 @@ def run_segment(job_id: str, index: int, ctx: JobContext, run: StepRun, assemble
     sends the assembly (a redelivered last segment sends it again, harmlessly), or with
     ``assemble_here`` (a task making every segment of its job) assembles the job itself."""
     record = ctx.stores.jobs.get(job_id)
+    _describe(record)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; skipping segment %d", job_id, record.status.value, index)
@@ -300,6 +313,7 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     drop the parts. A second assembly of the same job writes its own object, loses the conditional
     status change and deletes that object: no visible effect."""
     record = ctx.stores.jobs.get(job_id)
+    _describe(record)
     total = record.progress.segments_total
     if record.status is not JobStatus.RUNNING or total is None:
         log.info("job %s is %s; nothing to assemble", job_id, record.status.value)
@@ -326,7 +340,8 @@ def assemble_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     leveling = _job_leveling(job_id, record, total, winners, sample_rate, ctx)
     with owned_objects(ctx, record, run) as owned:
         with tempfile.TemporaryFile(prefix="ttsq-assembly-") as sink:
-            samples = encode_stream(parts(), 0.0, sample_rate, output, sink, leveling)  # parts carry their pauses
+            with tracing.span("ttsq.encode", attributes={"ttsq.format": record.format, "ttsq.segments": total}):
+                samples = encode_stream(parts(), 0.0, sample_rate, output, sink, leveling)  # parts carry their pauses
             size = sink.seek(0, 2)
             sink.seek(0)
             owned.claim(key)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
+from opentelemetry.util.types import AttributeValue
 
 from tts_core.base.audio import PCM16, gain_of, timed_pcm
 from tts_core.base.config import SPEED_RANGE, SynthesisConfig
@@ -18,6 +19,7 @@ from tts_core.mastering.level_meter import LevelSummary, measure
 from tts_core.mastering.limiter import PeakLimiter
 from tts_core.text.speech_markup import VOLUME_RANGE_DB
 from tts_core.voices.batching import BatchResult
+from ttsq import tracing
 from ttsq.job_record import JobRecord, Priority
 from ttsq.settings import Settings
 from workers.job_context import JobContext
@@ -59,12 +61,15 @@ def speak(ctx: JobContext, record: JobRecord, utterances: list[PlannedUtterance]
     join them with their pauses; a segment that is not the job's last ends with the pause after its
     last utterance, so parts are simply concatenated."""
     config = synthesis_config(record, ctx.settings)
-    results: dict[int, BatchResult] = {}
-    for rate, indexes in _by_rate(utterances).items():
-        rated = replace(config, speed=min(max(config.speed * rate, SPEED_RANGE[0]), SPEED_RANGE[1]))
-        ids = [utterances[i].ids for i in indexes]
-        results.update(zip(indexes, ctx.engine.synthesize(record.voice, rated, ids, tag, record.priority), strict=True))
-    ordered = [results[i] for i in range(len(utterances))]
+    with tracing.span("ttsq.synthesize", attributes={"ttsq.voice": record.voice}) as span:
+        results: dict[int, BatchResult] = {}
+        for rate, indexes in _by_rate(utterances).items():
+            rated = replace(config, speed=min(max(config.speed * rate, SPEED_RANGE[0]), SPEED_RANGE[1]))
+            ids = [utterances[i].ids for i in indexes]
+            spoken = ctx.engine.synthesize(record.voice, rated, ids, tag, record.priority)
+            results.update(zip(indexes, spoken, strict=True))
+        ordered = [results[i] for i in range(len(utterances))]
+        span.set_attributes(_call_attributes(ordered))
     after = [config.sentence_pause_s if u.pause_after_s is None else u.pause_after_s for u in utterances]
     if last and utterances[-1].pause_after_s is None:
         after[-1] = 0.0
@@ -80,6 +85,19 @@ def speak(ctx: JobContext, record: JobRecord, utterances: list[PlannedUtterance]
         timing = segment_timing(utterances, ordered, before, after, sample_rate, word_ids, phonemes)
     pcm, level = _level_segment(ctx, record, pcm, sample_rate)
     return SegmentAudio(pcm, sum(r.share_ms for r in ordered), pcm.size / sample_rate, timing, level)
+
+
+def _call_attributes(results: list[BatchResult]) -> dict[str, AttributeValue]:
+    """The inference calls that spoke a segment, as its span's attributes: a call that served
+    several jobs' segments has the same id in each of their spans (``ttsq.batch.call_ids``)."""
+    calls = {r.call_id: r for r in results}  # one utterance's result per call: the call's figures
+    return {
+        "ttsq.utterances": len(results),
+        "ttsq.batch.call_ids": list(calls),
+        "ttsq.batch.sizes": [r.batch_size for r in calls.values()],
+        "ttsq.batch.call_ms": [round(r.run_ms, 3) for r in calls.values()],
+        "ttsq.synthesis_ms": round(sum(r.share_ms for r in results), 3),
+    }
 
 
 def _level_segment(

@@ -63,6 +63,7 @@ from workers.fitness import FITNESS, ConsumerGate, check_store, store_and_engine
 from workers.held_models import worker_id
 from workers.job_context import JobContext
 from workers.pipeline import assemble_job, fail_job, run_segment, start_job
+from workers.step_spans import mark_attempt, step_span
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
 from workers.synthesis_process import SYNTHESIS, SynthesisProcess
 from workers.worker_start import WorkerStart
@@ -224,6 +225,13 @@ def _run_step(job_id: str, step: str, work: Callable[[JobContext, StepRun], None
     _able_or_give_back(job_id, step)
     process = SYNTHESIS.get()
     ctx = process.context
+    with step_span(job_id, step, lambda: ctx.stores.jobs.get(job_id).traceparent):
+        _run_claimed(ctx, process, job_id, step, work)
+
+
+def _run_claimed(
+    ctx: JobContext, process: SynthesisProcess, job_id: str, step: str, work: Callable[[JobContext, StepRun], None]
+) -> None:
     lock = ctx.stores.jobs.step_lock(job_id, step, ctx.settings.step_lease_s)
     try:
         with exclusive(lock, f"job {job_id}: {step}") as mine:
@@ -316,6 +324,7 @@ def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, Step
     starts that never end are deliveries whose worker died in them. Past ``max_step_starts`` of those,
     the job fails (``worker_crashed``) before the step's input reaches native code once more."""
     started = ctx.stores.jobs.step_started(run.job_id, run.step, run.attempt)
+    mark_attempt(started, run.attempt)
     try:
         crashed = started - 1
         if crashed >= ctx.settings.max_step_starts:

@@ -29,6 +29,7 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
@@ -95,6 +96,9 @@ class BatchResult:
     """Time from submit to the start of the call."""
     id_samples: IdSamples | None = None
     """Samples each input id lasts in ``audio``, if the model says (Piper does)."""
+    call_id: str = ""
+    """The inference call's id, the same for every item it served (a trace shows one call serving
+    several jobs by it)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class CallRecord:
     failure nor counted as a call by observers."""
     beside: int = 0
     """Other calls of its batcher running when it began (``parallel_calls``)."""
+    call_id: str = ""
+    """The id its items' results carry (:attr:`BatchResult.call_id`)."""
 
     @property
     def padding_share(self) -> float:
@@ -389,6 +395,7 @@ class DynamicBatcher(Generic[K]):
             self._stoppable(stop)
         started_wall = time.time()
         started = time.perf_counter()
+        call_id = uuid.uuid4().hex[:16]
         outputs: Sequence[FloatAudio | TimedAudio] = ()
         try:
             outputs = self._run(group[0].key, [r.ids for r in group], stop)
@@ -408,8 +415,8 @@ class DynamicBatcher(Generic[K]):
         run_ms = (time.perf_counter() - started) * 1000.0
         ok = bool(outputs)
         if ok:
-            self._settle(group, outputs, started, run_ms)
-        self._remember(group, started_wall, started, run_ms, outputs, stop)
+            self._settle(group, outputs, started, run_ms, call_id)
+        self._remember(group, started_wall, started, run_ms, outputs, stop, call_id)
         return ok or not stop.requested
 
     def _stoppable(self, stop: CallStop) -> None:
@@ -422,14 +429,19 @@ class DynamicBatcher(Generic[K]):
 
     @staticmethod
     def _settle(
-        group: list[BatchItem[K]], outputs: Sequence[FloatAudio | TimedAudio], started: float, run_ms: float
+        group: list[BatchItem[K]],
+        outputs: Sequence[FloatAudio | TimedAudio],
+        started: float,
+        run_ms: float,
+        call_id: str,
     ) -> None:
         total_ids = sum(len(r.ids) for r in group)
         for request, output in zip(group, outputs, strict=True):
             share = run_ms * len(request.ids) / total_ids if total_ids else run_ms / len(group)
             wait = (started - request.submitted) * 1000.0
             id_samples = output.id_samples if isinstance(output, TimedAudio) else None
-            request.future.set_result(BatchResult(_audio(output), len(group), run_ms, share, wait, id_samples))
+            result = BatchResult(_audio(output), len(group), run_ms, share, wait, id_samples, call_id)
+            request.future.set_result(result)
 
     def _remember(
         self,
@@ -439,6 +451,7 @@ class DynamicBatcher(Generic[K]):
         run_ms: float,
         outputs: Sequence[FloatAudio | TimedAudio],
         stop: CallStop,
+        call_id: str,
     ) -> None:
         """Keep the call in the history and tell the observer (of calls that ran to their end)."""
         stopped = not outputs and stop.requested
@@ -455,6 +468,7 @@ class DynamicBatcher(Generic[K]):
             output_samples=sum(len(_audio(output)) for output in outputs),
             stopped=stopped,
             beside=stop.beside,
+            call_id=call_id,
         )
         with self._history_lock:
             self._history.append(record)
