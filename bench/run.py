@@ -28,6 +28,8 @@ Sections (all by default, or ``--sections throughput,interactive,...``):
   1,000-entry lexicon too; the corpus end to end with and without the lexicon against the raw limit.
 * ``models``: worker memory and first-job time as each Japanese voice is spoken, and English
   interactive latency while a Japanese model loads against without.
+* ``tracing``: the corpus end to end with OpenTelemetry tracing off and on (every trace sampled,
+  exported to a local OTLP/HTTP sink), alternating rounds on two stacks; the ratio (goal ≥ 0.97x).
 * ``memory`` (only when asked): 10,000 segments through one worker; RSS growth after warm-up.
 * ``affinity`` (only when asked, ``make bench-affinity``): 20 voices on 2 workers under a mixed load
   for 10 minutes, with voice affinity and without: model loads, evictions, latency, throughput.
@@ -65,6 +67,7 @@ from bench.peer import peer
 from bench.priority import MODES, priority
 from bench.scaleout import scaleout, scaleout_rows
 from bench.stack import BenchStack, Submitted
+from bench.tracing import tracing, tracing_rows
 from bench.voicevox import voicevox, voicevox_rows
 from bench.waiters import waiters
 from bench.wyoming import wyoming, wyoming_rows
@@ -80,7 +83,7 @@ from ttsq.settings import Settings
 RESULTS = Path(__file__).parent / "results"
 SECTIONS = (
     "throughput", "interactive", "batching", "long", "parts", "priority", "peer", "waiters", "scaleout", "japanese",
-    "formats", "lexicons", "wyoming", "voicevox", "models", "first_audio",
+    "formats", "lexicons", "wyoming", "voicevox", "models", "first_audio", "tracing",
 )  # fmt: skip
 ON_REQUEST = ("memory", "batchload", "affinity")
 """Sections run only when named: each takes a quarter of an hour or more on its own."""
@@ -335,6 +338,7 @@ def section_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         "models": models_rows,
         "affinity": affinity_rows,
         "first_audio": first_audio_rows,
+        "tracing": tracing_rows,
     }  # fmt: skip
     return [row for name, make in makers.items() if (part := result.get(name)) for row in make(part)]
 
@@ -467,6 +471,7 @@ def run_section(
         "voicevox": lambda: voicevox(stack, quick),
         "models": lambda: models(stack, quick),
         "first_audio": lambda: first_audio(stack, quick),
+        "tracing": lambda: tracing(root, texts, 1 if quick else 3, end_to_end),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "affinity": lambda: affinity(root, 2 if quick else 10),
         "batchload": lambda: batch_load(

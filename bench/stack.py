@@ -35,9 +35,11 @@ class Submitted:
 
 
 class BenchStack:
-    def __init__(self, root: Path, **overrides: Any) -> None:
-        """``overrides``: settings of the whole stack (API and workers), e.g. ``voices_dir``."""
+    def __init__(self, root: Path, env: dict[str, str] | None = None, **overrides: Any) -> None:
+        """``overrides``: settings of the whole stack (API and workers), e.g. ``voices_dir``; ``env``:
+        more environment of its API and workers (the OpenTelemetry variables of the tracing section)."""
         self.root = root
+        self.env = {**os.environ, **(env or {})}
         self.redis = RedisService(root / "redis").start()
         self.s3 = SeaweedService(root / "s3", BUCKET).start()
         self.base = stack_settings(self.redis.url, self.s3, **overrides)
@@ -45,7 +47,7 @@ class BenchStack:
         self.metrics_ports: list[int] = []
         """Each running worker's metrics port, in ``workers``' order."""
         port = free_port()
-        env = {**os.environ, **settings_env(self.base)}
+        env = {**self.env, **settings_env(self.base)}
         self.api = ManagedProcess("api", api_argv(LOOPBACK, port), root / "api.log", env).start()
         self.url = f"http://{LOOPBACK}:{port}"
         wait_until(lambda: httpx.get(f"{self.url}/healthz").status_code == 200, 60, "bench API", self.api)
@@ -71,7 +73,7 @@ class BenchStack:
             own_port = settings.worker.model_copy(update={"metrics_port": free_port()})
             self.metrics_ports.append(own_port.metrics_port or 0)
             spec = default_worker(settings.model_copy(update={"worker": own_port}), f"{name}@%h", "WARNING")
-            env = {**os.environ, **spec.env}
+            env = {**self.env, **spec.env}
             self.workers.append(ManagedProcess(name, spec.argv, self.root / f"{name}.log", env).start())
         producer = make_producer(settings)
         try:

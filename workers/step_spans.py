@@ -10,6 +10,7 @@ attempt of a step is a span of the same trace, told apart by ``ttsq.step.attempt
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -20,6 +21,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 
 from ttsq import tracing
+from ttsq.broker import ENQUEUED_AT_HEADER
 from ttsq.constants import ASSEMBLE_STEP, ENTRY_STEP
 from ttsq.errors import JobNotFound
 
@@ -54,17 +56,22 @@ def _message_carrier() -> dict[str, str]:
     return carrier
 
 
-def _delivery_attributes() -> dict[str, str | int | bool]:
+def _delivery_attributes() -> dict[str, str | int | float | bool]:
     request = _request()
     if request is None:
         return {}
     delivery = request.delivery_info or {}
-    return {
+    attributes: dict[str, str | int | float | bool] = {
         "celery.task_id": str(request.id),
         "celery.retries": int(request.retries or 0),
         "messaging.destination.name": str(delivery.get("routing_key", "")),
         "messaging.message.redelivered": bool(delivery.get("redelivered", False)),
     }
+    headers: dict[str, Any] = getattr(request, "headers", None) or {}
+    sent = headers.get(ENQUEUED_AT_HEADER, getattr(request, ENQUEUED_AT_HEADER, None))
+    if isinstance(sent, int | float):  # the queue wait of this delivery: from its send to this start
+        attributes["ttsq.queue_wait_ms"] = round(max(0.0, time.time() - sent) * 1000, 1)
+    return attributes
 
 
 def _parent(recorded: Callable[[], str | None]) -> Context | None:
