@@ -471,7 +471,7 @@ def run_section(
         "voicevox": lambda: voicevox(stack, quick),
         "models": lambda: models(stack, quick),
         "first_audio": lambda: first_audio(stack, quick),
-        "tracing": lambda: tracing(root, texts, 1 if quick else 3, end_to_end),
+        "tracing": lambda: tracing(root, texts, 1 if quick else 5, end_to_end),
         "memory": lambda: memory(stack, 1000 if quick else 10_000),
         "affinity": lambda: affinity(root, 2 if quick else 10),
         "batchload": lambda: batch_load(
