@@ -1,11 +1,13 @@
 """One trace per job: an API process, a synthesis worker and a service worker exporting over OTLP/HTTP
 to a real receiver (the protobuf decoded with ``opentelemetry-proto``); spans parented across the
 processes, the S3 calls among them, one inference call's id in every job it served, a redelivered
-step in the same trace (delivered twice, and after a real kill of its worker), a caller's
-``traceparent`` continued, JSON log lines joined by trace id. Tracing off: no exporter thread."""
+step in the same trace (delivered twice, and after a real kill of its worker), the webhook's
+attempts, a caller's ``traceparent`` continued, JSON log lines joined by trace id. Tracing off: no exporter
+thread."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final, cast
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -45,6 +48,7 @@ from tests.conftest import (
     wait_for,
     wait_for_job,
 )
+from tests.receiver import Receiver as WebhookReceiver
 from tests.test_json_logs import SECRET_WORDS, json_lines
 from tests.test_segment_jobs import PARAGRAPH, THREE_SEGMENTS
 from ttsq.constants import ENTRY_STEP, job_step_starts_key, segment_step
@@ -398,6 +402,45 @@ def test_one_inference_call_serving_two_jobs_shows_in_both_traces(traced: Traced
     shared = calls(first).keys() & calls(second).keys()
     assert shared, "no inference call served both jobs"
     assert all(calls(first)[call] >= 2 for call in shared)
+
+
+def test_each_webhook_attempt_is_a_span_of_the_jobs_trace(traced: TracedStack) -> None:
+    """The receiver fails the first attempt and takes the second: two ``ttsq.webhook`` spans from the
+    service worker, numbered, with the status each answer had, under the job's request; the
+    receiver's host is named, never its path or its query (which may hold a token)."""
+    with contextlib.closing(WebhookReceiver()) as receiver:
+        url = receiver.path(500, 204) + "?token=" + WEBHOOK_TOKEN
+        answer = traced.client.post("/v1/jobs", json={"text": "Tell my receiver.", "webhook_url": url})
+        assert answer.status_code == 202, answer.text
+        job = answer.json()
+        done = wait_for(
+            lambda: traced.client.get(f"/v1/jobs/{job['id']}").json(),
+            lambda job: job["webhook"] is not None and job["webhook"]["state"] != "pending",
+            60,
+            "the webhook delivered",
+        )
+        assert len(receiver.at(url)) == 2
+    assert (done["webhook"]["state"], done["webhook"]["attempts"]) == ("delivered", 2)
+    spans = _wait_for_spans(traced.receiver, job["trace_id"], "POST /v1/jobs", "ttsq.webhook", "ttsq.webhook")
+    by_id = {s.span_id: s for s in spans}
+    (request,) = [s for s in spans if s.name == "POST /v1/jobs"]
+    hooks = sorted((s for s in spans if s.name == "ttsq.webhook"), key=lambda s: s.attributes["ttsq.webhook.attempt"])
+    assert [h.attributes["ttsq.webhook.attempt"] for h in hooks] == [1, 2]
+    assert [h.attributes["http.response.status_code"] for h in hooks] == [500, 204]
+    assert [h.attributes["ttsq.webhook.delivered"] for h in hooks] == [False, True]
+    for hook in hooks:
+        assert hook.service == "ttsq-service-worker"
+        assert request in _ancestors(hook, by_id)
+        assert hook.attributes["ttsq.webhook.event"] == "job.succeeded"
+        assert hook.attributes["ttsq.tenant.id"] == "anonymous"
+        assert hook.attributes["server.address"] == "127.0.0.1"
+    assert len({h.attributes["ttsq.webhook.event_id"] for h in hooks}) == 1
+    path = urlsplit(url).path
+    told = [str(value) for span in spans for value in span.attributes.values()]
+    assert not [value for value in told if path in value or WEBHOOK_TOKEN in value]
+
+
+WEBHOOK_TOKEN = "s3cr3t-webhook-token"
 
 
 def test_a_callers_traceparent_is_continued(traced: TracedStack) -> None:
