@@ -2,8 +2,8 @@
 to a real receiver (the protobuf decoded with ``opentelemetry-proto``); spans parented across the
 processes, the S3 calls among them, one inference call's id in every job it served, a redelivered
 step in the same trace (delivered twice, and after a real kill of its worker), the webhook's
-attempts, a caller's ``traceparent`` continued, JSON log lines joined by trace id. Tracing off: no exporter
-thread."""
+attempts, a caller's ``traceparent`` continued, JSON log lines joined by trace id and naming the job
+and its tenant. Tracing off: no exporter thread."""
 
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ from tests.test_segment_jobs import PARAGRAPH, THREE_SEGMENTS
 from ttsq.constants import ENTRY_STEP, job_step_starts_key, segment_step
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
+from ttsq.tenants import ANONYMOUS_TENANT
 
 
 @dataclass(frozen=True)
@@ -435,6 +436,13 @@ def test_each_webhook_attempt_is_a_span_of_the_jobs_trace(traced: TracedStack) -
         assert hook.attributes["ttsq.tenant.id"] == "anonymous"
         assert hook.attributes["server.address"] == "127.0.0.1"
     assert len({h.attributes["ttsq.webhook.event_id"] for h in hooks}) == 1
+    attempts = wait_for(
+        lambda: [r for r in json_lines(traced.service_log) if f"job {job['id']}: webhook attempt" in r["message"]],
+        lambda lines: len(lines) == 2,
+        10,
+        "the service worker's line of each attempt",
+    )
+    assert [(r["job_id"], r["tenant_id"]) for r in attempts] == [(job["id"], ANONYMOUS_TENANT)] * 2
     path = urlsplit(url).path
     told = [str(value) for span in spans for value in span.attributes.values()]
     assert not [value for value in told if path in value or WEBHOOK_TOKEN in value]
@@ -466,6 +474,11 @@ def test_json_logs_of_a_job_join_by_trace_id(traced: TracedStack) -> None:
     assert any(f"job {job['id']} queued" in r["message"] for r in api_lines)
     assert any(f"job {job['id']} planned" in r["message"] for r in worker_lines)
     assert all(r["job_id"] == job["id"] for r in worker_lines)
+    # the job's tenant too, on the API's lines about the job and on every line of its work
+    about_the_job = [r for r in api_lines if r["job_id"] == job["id"]]
+    assert about_the_job
+    assert all(r["tenant_id"] == ANONYMOUS_TENANT for r in about_the_job + worker_lines)
+    assert all(len(r["span_id"]) == 16 for r in api_lines + worker_lines)
     assert SECRET_WORDS not in traced.api_log.read_text() + traced.worker_log.read_text()
 
 
