@@ -28,7 +28,8 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, S
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 ENDPOINT_VARIABLES: Final = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-"""Where set (either), the process exports its spans over OTLP/HTTP; unset, it traces nothing."""
+"""Where set (either), the process exports its spans over OTLP/HTTP; unset or empty (as compose passes
+``${OTEL_EXPORTER_OTLP_ENDPOINT:-}`` when the operator sets nothing), it traces nothing."""
 
 SERVICE_NAME_VARIABLE: Final = "OTEL_SERVICE_NAME"
 """The standard variable that renames a process's service."""
@@ -53,7 +54,8 @@ _PROPAGATOR: Final = TraceContextTextMapPropagator()
 
 
 def enabled() -> bool:
-    """Whether this process is told to export spans (an OTLP endpoint is set)."""
+    """Whether this process is told to export spans (an OTLP endpoint is set, and not empty: the
+    OpenTelemetry specification reads an empty variable as unset, and so does the exporter)."""
     return any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
 
 
