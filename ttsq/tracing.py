@@ -1,5 +1,5 @@
 """Traces: one trace per job, from the API's request through the queue to every step of the workers
-(docs/OPERATIONS.md, "Traces").
+(docs/DEPLOYMENT.md, "Traces").
 
 This module decides whether a process traces and how a trace's context travels. A process exports
 spans only where the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) is set: then
