@@ -47,7 +47,7 @@ from tts_core.text.sentences import check_text
 from tts_core.text.speech_markup import SsmlDocument, parse_ssml
 from tts_core.voices.engines import SpeechEngine, engine_of
 from tts_core.voices.voice_info import VoiceInfo
-from ttsq import tracing
+from ttsq import logs, tracing
 from ttsq.batch_bundles import BundleKind, BundleState, m4b_refusal
 from ttsq.batches import BatchRecord, new_batch_id
 from ttsq.broker import entry_queue, segments_queue
@@ -397,7 +397,7 @@ def _once(
 
 
 def _admit_job(state: AppState, tenant: Tenant, draft: Draft) -> None:
-    with _admitted(state, tenant, [draft.record], draft.record.priority):
+    with logs.job_context(draft.record.id, tenant.id), _admitted(state, tenant, [draft.record], draft.record.priority):
         _store_and_queue(state, draft)
 
 

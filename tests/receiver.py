@@ -31,8 +31,8 @@ class Received:
 
 
 class Receiver:
-    """A real HTTP server on loopback answering each path with a script of answers (the last one
-    repeats): a status, a (status, headers) pair, ``slow`` (200 after ``SLOW_S``) or ``hang``: no
+    """A real HTTP server on loopback answering each path (whatever its query) with a script of answers
+    (the last one repeats): a status, a (status, headers) pair, ``slow`` (200 after ``SLOW_S``) or ``hang``: no
     answer within any sender's timeout."""
 
     def __init__(self) -> None:
@@ -46,7 +46,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 with receiver._lock:
                     receiver.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                    script = receiver.scripts.get(self.path, [200])
+                    script = receiver.scripts.get(self.path.partition("?")[0], [200])
                     answer = script.pop(0) if len(script) > 1 else script[0]
                 if answer == "hang":
                     time.sleep(HANG_S)

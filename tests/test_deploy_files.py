@@ -21,13 +21,14 @@ import yaml
 from pydantic import BaseModel
 
 from cli.main import main as cli
+from ttsq import tracing
 from ttsq.cpu_priority import NICE_CEILING_LIMIT
 from ttsq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TTSQ_SERVICES = ("api", "worker-gpu0", "webhooks", "flower", "wyoming")
 MONITORING = ("prometheus", "grafana")
-PROFILES = {**{name: ["monitoring"] for name in MONITORING}, "wyoming": ["wyoming"]}
+PROFILES = {**{name: ["monitoring"] for name in MONITORING}, "wyoming": ["wyoming"], "jaeger": ["tracing"]}
 """Services that run only when their profile is asked for; the rest always run."""
 SECRET_VARIABLES = (
     "REDIS_PASSWORD",
@@ -80,6 +81,7 @@ def test_expected_services(compose: dict[str, Any]) -> None:
     assert set(services(compose)) == {
         *("redis", "s3", "api", "worker-gpu0", "webhooks", "beat", "flower", "wyoming"),
         *MONITORING,
+        "jaeger",
     }
     for name, service in services(compose).items():
         assert service.get("profiles", []) == PROFILES.get(name, []), name
@@ -497,3 +499,108 @@ def test_commented_sentinel_example_builds_valid_production_settings(compose: di
             settings = Settings(_env_file=None)
         assert settings.redis_sentinel.enabled, name
         assert settings.redis_sentinel.addresses[0] == ("sentinel-0", 26379), name
+
+
+OTLP_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
+JAEGER_OTLP = "http://jaeger:4318"
+"""The endpoint the compose file's header tells an operator to set for its Jaeger: the service's name
+and OTLP/HTTP's port."""
+TRACED_SERVICES = (*TTSQ_SERVICES, "beat")
+
+
+def tracing_problems(compose: dict[str, Any], text: str) -> list[str]:
+    """Every ttsq service exports spans where the operator sets ``OTEL_EXPORTER_OTLP_ENDPOINT`` and
+    nowhere else (the variable then empty: off); Jaeger runs only in the ``tracing`` profile, at the
+    address the header tells the operator to set, its UI on the host's loopback only, its OTLP port
+    reachable on the compose network only."""
+    problems = []
+    for name in TRACED_SERVICES:
+        service = services(compose)[name]
+        if OTLP_VARIABLE not in service.get("environment", {}):
+            problems.append(f"{name}: no {OTLP_VARIABLE}")
+            continue
+        if service_env(service, OPERATOR_ENV)[OTLP_VARIABLE] != "":
+            problems.append(f"{name}: traces without being asked")
+        if service_env(service, {**OPERATOR_ENV, OTLP_VARIABLE: JAEGER_OTLP})[OTLP_VARIABLE] != JAEGER_OTLP:
+            problems.append(f"{name}: does not take the operator's {OTLP_VARIABLE}")
+    jaeger = services(compose).get(str(urlsplit(JAEGER_OTLP).hostname))
+    if jaeger is None:
+        return [*problems, f"no service named as in {JAEGER_OTLP}"]
+    if f"{OTLP_VARIABLE}={JAEGER_OTLP} docker compose --profile tracing up" not in text:
+        problems.append("the header does not say how to turn Jaeger on")
+    if jaeger.get("profiles") != ["tracing"]:
+        problems.append("jaeger: runs without the tracing profile")
+    if jaeger.get("command") or jaeger.get("entrypoint"):
+        problems.append("jaeger: not its all-in-one configuration (OTLP/HTTP on 4318, health on 13133)")
+    if published(jaeger) != [(LOOPBACK, "16686")]:
+        problems.append("jaeger: publishes more than its UI on the loopback")
+    return problems
+
+
+def test_traces_go_to_jaeger_only_when_asked(compose: dict[str, Any]) -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert tracing_problems(compose, text) == []
+    assert tracing_problems(compose, text.replace(JAEGER_OTLP, "http://localhost:4318")) == [
+        "the header does not say how to turn Jaeger on"
+    ]
+    assert "13133/status" in " ".join(services(compose)["jaeger"]["healthcheck"]["test"])
+
+
+def always_on(compose: dict[str, Any]) -> None:
+    services(compose)["api"]["environment"][OTLP_VARIABLE] = JAEGER_OTLP
+
+
+def not_passed(compose: dict[str, Any]) -> None:
+    del services(compose)["webhooks"]["environment"][OTLP_VARIABLE]
+
+
+def fixed_endpoint(compose: dict[str, Any]) -> None:
+    services(compose)["worker-gpu0"]["environment"][OTLP_VARIABLE] = "${OTEL_ENDPOINT:-}"
+
+
+def jaeger_always(compose: dict[str, Any]) -> None:
+    del services(compose)["jaeger"]["profiles"]
+
+
+def public_ui(compose: dict[str, Any]) -> None:
+    services(compose)["jaeger"]["ports"] = ["16686:16686"]
+
+
+def published_otlp(compose: dict[str, Any]) -> None:
+    services(compose)["jaeger"]["ports"].append("4318:4318")
+
+
+def renamed(compose: dict[str, Any]) -> None:
+    services(compose)["tracing"] = services(compose).pop("jaeger")
+
+
+@pytest.mark.parametrize(
+    ("breaks", "problem"),
+    [
+        (always_on, "api: traces without being asked"),
+        (not_passed, f"webhooks: no {OTLP_VARIABLE}"),
+        (fixed_endpoint, f"worker-gpu0: does not take the operator's {OTLP_VARIABLE}"),
+        (jaeger_always, "jaeger: runs without the tracing profile"),
+        (public_ui, "jaeger: publishes more than its UI on the loopback"),
+        (published_otlp, "jaeger: publishes more than its UI on the loopback"),
+        (renamed, f"no service named as in {JAEGER_OTLP}"),
+    ],
+)
+def test_trace_check_can_fail(compose: dict[str, Any], breaks: Callable[[dict[str, Any]], None], problem: str) -> None:
+    broken = copy.deepcopy(compose)
+    breaks(broken)
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert problem in tracing_problems(broken, text), tracing_problems(broken, text)
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_each_service_traces_exactly_when_asked(compose: dict[str, Any], asked: bool) -> None:
+    """What each container gets, read by ttsq itself: the empty variable compose passes by default
+    is tracing off."""
+    operator = {**OPERATOR_ENV, OTLP_VARIABLE: JAEGER_OTLP} if asked else OPERATOR_ENV
+    for name in TRACED_SERVICES:
+        with pytest.MonkeyPatch.context() as patch:
+            for variable in tracing.ENDPOINT_VARIABLES:
+                patch.delenv(variable, raising=False)
+            patch.setenv(OTLP_VARIABLE, service_env(services(compose)[name], operator)[OTLP_VARIABLE])
+            assert tracing.enabled() is asked, name

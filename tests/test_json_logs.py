@@ -1,5 +1,5 @@
 """``TTSQ_LOG_FORMAT=json``: a worker writes one JSON object per log line, each line of a job's work
-names the job, and no line carries the job's text."""
+names the job and its tenant, and no line carries the job's text."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from cli.processes import ManagedProcess, free_port, wait_until
 from tests.conftest import serve, start_worker, wait_for_job
 from ttsq.constants import SEGMENT_TASK, SYNTHESIZE_TASK
 from ttsq.settings import Settings, settings_env
+from ttsq.tenants import ANONYMOUS_TENANT
 
 SECRET_WORDS = "Marmalade periwinkle"
 TEXT = " ".join(
@@ -67,7 +68,7 @@ def test_worker_logs_json_with_the_job_id_on_its_lines(json_worker_api: Any) -> 
     logged = [line for line in text.splitlines() if '"level"' in line or "INFO" in line]
     assert logged
     assert all(line.startswith("{") for line in logged), "a log line that is not JSON"
-    assert {"time", "level", "logger", "message", "job_id"} <= set(records[-1])
+    assert {"time", "level", "logger", "message", "job_id", "tenant_id"} <= set(records[-1])
 
     ours = [r for r in records if r.get("job_id") == job["id"]]
     messages = " | ".join(r["message"] for r in ours)
@@ -83,6 +84,11 @@ def test_worker_logs_json_with_the_job_id_on_its_lines(json_worker_api: Any) -> 
     assert len(about_tasks) >= 2 * len(task_ids)
     assert all(r["job_id"] == job["id"] for r in about_tasks), about_tasks
     assert {r["job_id"] for r in records} <= {None, job["id"]}
+    # and every line logged in its tasks names its tenant; Celery's consumer logs "received" as the
+    # message arrives, before any of ttsq's code has read the job (its id is in the task's arguments)
+    in_tasks = [r for r in ours if "] received" not in r["message"]]
+    assert in_tasks
+    assert all(r["tenant_id"] == ANONYMOUS_TENANT for r in in_tasks), in_tasks
 
 
 def test_api_logs_json_with_the_request_id_and_no_text(settings: Settings, tmp_path: Path) -> None:
@@ -110,4 +116,5 @@ def test_api_logs_json_with_the_request_id_and_no_text(settings: Settings, tmp_p
     queued = [r for r in json_lines(log_path) if job_id in r["message"]]
     assert queued
     assert all(r["request_id"] == "req-7" for r in queued)
+    assert all((r["job_id"], r["tenant_id"]) == (job_id, ANONYMOUS_TENANT) for r in queued)
     assert all(r["level"] == "INFO" for r in queued)

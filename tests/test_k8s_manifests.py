@@ -26,6 +26,7 @@ from api.main import create_app
 from api.metrics import METRICS_PATH
 from cli.main import main as cli
 from tts_core.voices.catalog import VoiceCatalog
+from ttsq import tracing
 from ttsq.constants import DEFAULT_QUEUE, MAINTENANCE_QUEUE, bulk_segments_queue, interactive_queue, model_queue
 from ttsq.settings import Settings, settings_env
 from workers.metrics import WorkerProbes, make_app
@@ -744,3 +745,171 @@ def test_production_switches_to_sentinel_as_documented(tmp_path: Path) -> None:
     assert names == {obj["metadata"]["name"] for obj in of_kind(objects, "Deployment")}
     for obj in of_kind(objects, "Deployment"):
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+# --- Traces (components/tracing) ------------------------------------------------------------------
+
+OTLP_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
+COLLECTOR = "otel-collector"
+
+
+def traced_production(root: Path) -> tuple[Manifest, ...]:
+    """The production overlay with the tracing component, as its kustomization's comment says
+    (rendered from a copy of deploy/k8s under ``root``)."""
+    shutil.copytree(K8S, root / "k8s")
+    kustomization = root / "k8s" / PRODUCTION / "kustomization.yaml"
+    text, uncommented = re.subn(
+        r"^# (components:\n)# (  - \.\./\.\./components/tracing\n)", r"\1\2", kustomization.read_text(), flags=re.M
+    )
+    assert uncommented == 1, "the production kustomization shows the tracing component, commented"
+    kustomization.write_text(text)
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(kustomization.parent)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, f"kubectl kustomize (traces): {result.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Manifest, ...]:
+    return traced_production(tmp_path_factory.mktemp("traced"))
+
+
+def named(objects: tuple[Manifest, ...], kind: str, prefix: str) -> Manifest:
+    """The one object of ``kind`` whose name is ``prefix`` (a generated one's, with kustomize's hash)."""
+    found = [o for o in of_kind(objects, kind) if re.fullmatch(rf"{prefix}(-[a-z0-9]{{10}})?", o["metadata"]["name"])]
+    assert len(found) == 1, f"expected one {kind} {prefix}"
+    return found[0]
+
+
+def host_port(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host, int(port)
+
+
+def collector_config_of(objects: tuple[Manifest, ...]) -> tuple[dict[str, Any], list[str]]:
+    """The configuration the collector reads: the file its ``--config`` names, in the ConfigMap
+    generated for it, mounted there; and the problems in finding it that way."""
+    collector = deployment(objects, COLLECTOR)
+    (container,) = containers(collector)
+    config_map = named(objects, "ConfigMap", f"{COLLECTOR}-config")
+    path = Path(next(arg.removeprefix("--config=") for arg in container["args"] if arg.startswith("--config=")))
+    mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    volumes = {v["name"]: v.get("configMap", {}).get("name") for v in pod_spec(collector).get("volumes", [])}
+    mounted_at = {mounts.get(volume) for volume, name in volumes.items() if name == config_map["metadata"]["name"]}
+    problems = (
+        [] if str(path.parent) in mounted_at else [f"collector: its configuration is not mounted at {path.parent}"]
+    )
+    return yaml.safe_load(config_map["data"].get(path.name, "{}")), problems
+
+
+def collector_problems(objects: tuple[Manifest, ...]) -> list[str]:
+    """The collector reads the configuration generated for it, receives OTLP/HTTP on every address of
+    its pod at the port its Service serves, and passes what it receives through a pipeline of defined
+    parts; its probes reach its health endpoint; every ttsq container exports to that Service."""
+    collector = deployment(objects, COLLECTOR)
+    (container,) = containers(collector)
+    config, problems = collector_config_of(objects)
+    host, port = host_port(config["receivers"]["otlp"]["protocols"]["http"]["endpoint"])
+    if host != "0.0.0.0":
+        problems.append("collector: OTLP/HTTP receiver not on every address of its pod")
+    pipeline = config["service"]["pipelines"]["traces"]
+    for part in ("receivers", "processors", "exporters"):
+        undefined = [name for name in pipeline[part] if name not in config[part]]
+        problems += [f"collector: pipeline {part[:-1]} {name!r} undefined" for name in undefined]
+    health_host, health_port = host_port(config["extensions"]["health_check"]["endpoint"])
+    probed = {resolve_port(container, probe["httpGet"]["port"]) for _, probe in probes(container)}
+    if health_host != "0.0.0.0" or probed != {health_port}:
+        problems.append("collector: probes miss the health_check endpoint")
+    service = named(objects, "Service", COLLECTOR)
+    if not selects(service["spec"]["selector"], pod_labels(collector)):
+        problems.append("collector: its Service selects other pods")
+    served = {p["port"]: resolve_port(container, p["targetPort"]) for p in service["spec"]["ports"]}
+    return problems + export_problems(
+        objects, {(COLLECTOR, number) for number, target in served.items() if target == port}
+    )
+
+
+def export_problems(objects: tuple[Manifest, ...], receivers: set[tuple[str, int]]) -> list[str]:
+    """Every ttsq container exports to one of ``receivers`` (a Service's name and port)."""
+    problems = []
+    for name, container in ttsq_containers(objects):
+        endpoint = container_env(container, objects, OPERATOR_SECRET).get(OTLP_VARIABLE)
+        if endpoint is None:
+            problems.append(f"{name}: no {OTLP_VARIABLE}")
+        elif (urlsplit(endpoint).hostname, urlsplit(endpoint).port) not in receivers:
+            problems.append(f"{name}: {endpoint} is not the collector's OTLP/HTTP receiver")
+    return problems
+
+
+def test_the_tracing_component_wires_ttsq_to_its_collector(traced: tuple[Manifest, ...]) -> None:
+    assert collector_problems(traced) == []
+    for obj in traced:
+        if obj["apiVersion"] != KEDA_API_VERSION:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"].get("namespace") == NAMESPACE, obj["metadata"]["name"]
+    for name, container in ttsq_containers(traced):
+        with pytest.MonkeyPatch.context() as patch:
+            for variable in tracing.ENDPOINT_VARIABLES:
+                patch.delenv(variable, raising=False)
+            patch.setenv(OTLP_VARIABLE, str(container_env(container, traced, OPERATOR_SECRET)[OTLP_VARIABLE]))
+            assert tracing.enabled(), name
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_no_overlay_traces_unless_asked(overlay: str) -> None:
+    objects = render(overlay)
+    assert not [name for name, c in ttsq_containers(objects) if OTLP_VARIABLE in container_env(c, objects)]
+    assert not [o for o in objects if o["metadata"]["name"].startswith(COLLECTOR)]
+
+
+def collector_config(objects: tuple[Manifest, ...], change: Callable[[dict[str, Any]], None]) -> None:
+    config_map = named(objects, "ConfigMap", f"{COLLECTOR}-config")
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    change(config)
+    config_map["data"]["config.yaml"] = yaml.safe_dump(config)
+
+
+def on_localhost(objects: tuple[Manifest, ...]) -> None:
+    collector_config(objects, lambda c: c["receivers"]["otlp"]["protocols"]["http"].update(endpoint="localhost:4318"))
+
+
+def other_service_port(objects: tuple[Manifest, ...]) -> None:
+    named(objects, "Service", COLLECTOR)["spec"]["ports"][0]["port"] = 4317
+
+
+def ttsq_not_told(objects: tuple[Manifest, ...]) -> None:
+    del named(objects, "ConfigMap", "ttsq-config")["data"][OTLP_VARIABLE]
+
+
+def undefined_exporter(objects: tuple[Manifest, ...]) -> None:
+    collector_config(objects, lambda c: c["service"]["pipelines"]["traces"].update(exporters=["jaeger"]))
+
+
+def health_elsewhere(objects: tuple[Manifest, ...]) -> None:
+    collector_config(objects, lambda c: c["extensions"]["health_check"].update(endpoint="0.0.0.0:13134"))
+
+
+def config_not_mounted(objects: tuple[Manifest, ...]) -> None:
+    (container,) = containers(deployment(objects, COLLECTOR))
+    container["args"] = ["--config=/etc/otelcol/config.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("breaks", "problem"),
+    [
+        (on_localhost, "collector: OTLP/HTTP receiver not on every address of its pod"),
+        (other_service_port, f"{API}: http://{COLLECTOR}:4318 is not the collector's OTLP/HTTP receiver"),
+        (ttsq_not_told, f"{WORKER}: no {OTLP_VARIABLE}"),
+        (undefined_exporter, "collector: pipeline exporter 'jaeger' undefined"),
+        (health_elsewhere, "collector: probes miss the health_check endpoint"),
+        (config_not_mounted, "collector: its configuration is not mounted at /etc/otelcol"),
+    ],
+)
+def test_collector_check_can_fail(
+    traced: tuple[Manifest, ...], breaks: Callable[[tuple[Manifest, ...]], None], problem: str
+) -> None:
+    broken = copy.deepcopy(traced)
+    breaks(broken)
+    assert problem in collector_problems(broken), collector_problems(broken)

@@ -1,26 +1,32 @@
-"""One trace per job: an API process and a worker process exporting over OTLP/HTTP to a real receiver
-(the protobuf decoded with ``opentelemetry-proto``); spans parented across the processes, the S3
-calls among them, one inference call's id in every job it served, a redelivered step in the same
-trace, a caller's ``traceparent`` continued, JSON log lines joined by trace id. Tracing off: no
-exporter thread."""
+"""One trace per job: an API process, a synthesis worker and a service worker exporting over OTLP/HTTP
+to a real receiver (the protobuf decoded with ``opentelemetry-proto``); spans parented across the
+processes, the S3 calls among them, one inference call's id in every job it served, a redelivered
+step in the same trace (delivered twice, and after a real kill of its worker), the webhook's
+attempts, a caller's ``traceparent`` continued, JSON log lines joined by trace id and naming the job
+and its tenant. Tracing off (no endpoint, or an empty one): no exporter thread."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, cast
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import redis
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -28,12 +34,27 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from api.main import create_app
-from cli.commands import api_argv
-from cli.processes import wait_until
-from tests.conftest import enqueue, serve, start_on_a_free_port, start_worker, stop_all, wait_for_job
+from cli.commands import api_argv, webhook_worker_argv
+from cli.processes import ManagedProcess, wait_until
+from cli.workerpool import wait_for_node
+from tests.conftest import (
+    database_url,
+    enqueue,
+    production_sweep,
+    serve,
+    start_on_a_free_port,
+    start_worker,
+    stop_all,
+    wait_for,
+    wait_for_job,
+)
+from tests.receiver import Receiver as WebhookReceiver
 from tests.test_json_logs import SECRET_WORDS, json_lines
-from tests.test_segment_jobs import THREE_SEGMENTS
+from tests.test_segment_jobs import PARAGRAPH, THREE_SEGMENTS
+from ttsq.constants import ENTRY_STEP, job_step_starts_key, segment_step
+from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
+from ttsq.tenants import ANONYMOUS_TENANT
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,8 @@ class ReceivedSpan:
     span_id: str
     parent_id: str
     attributes: dict[str, Any]
+    start_ns: int
+    end_ns: int
 
 
 def _value(value: AnyValue) -> Any:
@@ -95,6 +118,8 @@ class Receiver:
                                 span_id=span.span_id.hex(),
                                 parent_id=span.parent_span_id.hex(),
                                 attributes={a.key: _value(a.value) for a in span.attributes},
+                                start_ns=span.start_time_unix_nano,
+                                end_ns=span.end_time_unix_nano,
                             )
                         )
 
@@ -118,34 +143,60 @@ class TracedStack:
     settings: Settings
     api_log: Path
     worker_log: Path
+    service_log: Path
+    env: dict[str, str]
+    """What makes a process export to the receiver and log JSON."""
+
+
+TRACED_DATABASE: Final = 11
+"""The module's Redis database: its own service worker (exporting, to show the webhook's spans) takes
+the webhook events and sweeps there, at the production's settings, which the suite's records (left
+unqueued on purpose by other tests) must not meet."""
 
 
 @pytest.fixture(scope="module")
 def traced(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TracedStack]:
-    """An API process and a worker process on a queue of their own, both exporting to the receiver and
-    logging JSON. The worker batches up to 4 segments, an item waiting 300 ms for company, so the
-    segments of two jobs sent together share inference calls."""
+    """An API process, a synthesis worker on a queue of its own and a service worker, on a Redis
+    database of their own, all exporting to the receiver and logging JSON. The worker batches up to 4
+    segments, an item waiting 300 ms for company, so the segments of two jobs sent together share
+    inference calls."""
     folder = tmp_path_factory.mktemp("traces")
     worker = settings.worker.model_copy(update={"max_batch": 4, "max_wait_ms": 300.0})
-    own = settings.model_copy(update={"queue": f"traces-{uuid.uuid4().hex[:8]}", "worker": worker})
+    own = production_sweep(
+        settings.model_copy(
+            update={
+                "queue": f"traces-{uuid.uuid4().hex[:8]}",
+                "worker": worker,
+                "redis_url": database_url(settings.redis_url, TRACED_DATABASE),
+            }
+        )
+    )
+    database = redis.Redis.from_url(own.redis_url)
+    database.flushdb()
     with Receiver() as receiver:
         env = {
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
             "OTEL_BSP_SCHEDULE_DELAY": "100",  # spans reach the receiver within a tenth of a second
             "TTSQ_LOG_FORMAT": "json",
         }
-        worker_log = folder / "worker.log"
-        processes = [start_worker(own, worker_log, "traced-worker", env)]
+        full_env = {**os.environ, **settings_env(own), **env}
+        logs = {name: folder / f"{name}.log" for name in ("api", "worker", "service")}
+        argv = webhook_worker_argv(2, "traced-service@%h")
+        service = ManagedProcess("traced-service", argv, logs["service"], full_env)
+        processes = [service.start()]
         try:
-            api_env = {**os.environ, **settings_env(own), **env}
+            processes.append(start_worker(own, logs["worker"], "traced-worker", env))
             api, url = start_on_a_free_port(
-                "traced-api", lambda port: api_argv("127.0.0.1", port), folder / "api.log", api_env, "/healthz"
+                "traced-api", lambda port: api_argv("127.0.0.1", port), logs["api"], full_env, "/healthz"
             )
             processes.append(api)
+            wait_for_node(own, "traced-service", service, 60)
             with httpx.Client(base_url=url, timeout=30) as client:
-                yield TracedStack(receiver, client, own, folder / "api.log", worker_log)
+                yield TracedStack(receiver, client, own, logs["api"], logs["worker"], logs["service"], env)
         finally:
             stop_all(processes)
+            database.flushdb()
+            database.close()
 
 
 def _wait_for_spans(receiver: Receiver, trace_id: str, *names: str) -> list[ReceivedSpan]:
@@ -209,6 +260,8 @@ def test_a_job_is_one_trace_across_the_api_and_the_worker(traced: TracedStack) -
     segments = sorted((s for s in spans if s.name == "ttsq.segment"), key=lambda s: s.attributes["ttsq.segment.index"])
     assert [s.attributes["ttsq.segment.index"] for s in segments] == [0, 1, 2]
     assert all(s.parent_id == entry.span_id for s in segments)  # sent by the entry's fan-out
+    for step in (entry, *segments):  # each delivery's wait in the queue, from its send to its start
+        assert 0 <= step.attributes["ttsq.queue_wait_ms"] < 60_000
     synthesized = [s for s in spans if s.name == "ttsq.synthesize"]
     assert sorted(by_id[s.parent_id].attributes["ttsq.segment.index"] for s in synthesized) == [0, 1, 2]
     for span in synthesized:
@@ -240,6 +293,102 @@ def test_a_redelivered_step_is_a_second_attempt_in_the_same_trace(traced: Traced
     assert entries[1].parent_id == entries[0].parent_id  # the record's context: the submitting request's
 
 
+def _caught_mid_step(victim: ManagedProcess, database: redis.Redis, job_id: str) -> tuple[str, str]:
+    """Freeze the victim while it runs one of the job's segments, then kill it; returns the step and
+    that run's attempt id. A run counts as running from its start's record until its end removes
+    it (``JobStore.step_started``): still there once the worker is frozen, it was cut off mid-step."""
+    pattern = job_step_starts_key(job_id, segment_step(0)).removesuffix("0") + "*"
+
+    def running() -> tuple[str, str] | None:
+        for key in database.scan_iter(match=pattern):
+            for attempt in cast(set[bytes], database.smembers(key)):
+                return key.decode().rpartition(":starts:")[2], attempt.decode()
+        return None
+
+    caught: tuple[str, str] | None = None
+    while caught is None:
+        found = wait_for(running, lambda run: run is not None, 60, "a segment running")
+        assert found is not None
+        victim.kill(signal.SIGSTOP)
+        if database.sismember(job_step_starts_key(job_id, found[0]), found[1]):
+            caught = found
+        else:  # it ended between the look and the stop
+            victim.kill(signal.SIGCONT)
+    victim.kill(signal.SIGKILL)
+    victim.stop()
+    return caught
+
+
+@pytest.mark.recovery
+def test_a_step_cut_off_by_a_worker_kill_shows_both_runs_in_the_trace(traced: TracedStack, tmp_path: Path) -> None:
+    """A worker SIGKILLed mid-segment takes that run's span with it (a span is sent when it ends): the
+    next run of the step, on another worker, finds the run that never ended and reports it as a span
+    of its own beside its own, from the dead run's start, failed."""
+    own = traced.settings.model_copy(update={"queue": f"kill-{uuid.uuid4().hex[:8]}"})
+    database = redis.Redis.from_url(own.redis_url)
+    victim = start_worker(own, tmp_path / "victim.log", "trace-victim", traced.env)
+    workers = [victim]
+    caller = secrets.token_hex(16)
+    try:
+        with serve(create_app(own)) as url, httpx.Client(base_url=url, timeout=30) as client:
+            # The API in this process exports nothing: the job keeps the caller's trace id.
+            headers = {"traceparent": f"00-{caller}-{secrets.token_hex(8)}-01"}
+            answer = client.post("/v1/jobs", json={"text": KILLED_TEXT, "priority": "bulk"}, headers=headers)
+            assert answer.status_code == 202, answer.text
+            job_id = answer.json()["id"]
+            step, attempt = _caught_mid_step(victim, database, job_id)
+            killed_at_ns = time.time_ns()
+            workers.append(start_worker(own, tmp_path / "replacement.log", "trace-replacement", traced.env))
+            done = wait_for_job(client, job_id, timeout_s=120)
+    finally:
+        stop_all(workers)
+        database.close()
+    assert done["status"] == "succeeded", done
+    assert done["trace_id"] == caller
+
+    def runs() -> list[ReceivedSpan]:
+        """The spans of the step's runs that held it (a duplicate delivery finding it held has none)."""
+        spans = traced.receiver.of_trace(caller)
+        return [s for s in spans if s.attributes.get("ttsq.step") == step and "ttsq.step.attempt_id" in s.attributes]
+
+    def found(spans: list[ReceivedSpan]) -> bool:
+        """The dead run's span and the span of the run that reported it arrived."""
+        ids = {s.attributes["ttsq.step.attempt_id"]: s for s in spans}
+        return attempt in ids and ids[attempt].attributes["ttsq.step.found_by"] in ids
+
+    both = wait_for(runs, found, 30, f"both runs of {step} in the trace")
+    (died,) = [s for s in both if s.attributes["ttsq.step.attempt_id"] == attempt]
+    (finished,) = [s for s in both if s.attributes["ttsq.step.attempt_id"] == died.attributes["ttsq.step.found_by"]]
+    assert died.name == finished.name == "ttsq.segment"
+    assert died.attributes["ttsq.segment.index"] == finished.attributes["ttsq.segment.index"] == int(step[8:])
+    assert died.attributes["ttsq.step.died"] is True
+    assert "ttsq.step.died" not in finished.attributes
+    assert finished.attributes["ttsq.step.unended_starts"] == 2  # its own start and the dead run's
+    assert died.parent_id == finished.parent_id != ""  # beside it, in the job's trace
+    assert died.start_ns < killed_at_ns < died.end_ns <= finished.end_ns
+    assert finished.service == died.service == "ttsq-worker"
+
+
+KILLED_TEXT = " ".join([PARAGRAPH] * 2)
+"""Several segments (a dozen), so a look at the job's steps finds one running."""
+
+
+def test_each_run_that_died_is_reported_once(store: JobStore) -> None:
+    """What a step's next run learns of the runs before it that never ended (``JobStore.take_died``):
+    each once, with its start; a run that ended is not among them, and every one stays counted."""
+    job_id = str(uuid.uuid4())
+    before = time.time()
+    store.step_started(job_id, ENTRY_STEP, "ended")
+    store.step_ended(job_id, ENTRY_STEP, "ended")
+    store.step_started(job_id, ENTRY_STEP, "died")
+    assert store.step_started(job_id, ENTRY_STEP, "second") == 2
+    died = store.take_died(job_id, ENTRY_STEP, "second")
+    assert list(died) == ["died"]
+    assert before <= died["died"] <= time.time()
+    assert store.step_started(job_id, ENTRY_STEP, "third") == 3  # the second died too
+    assert list(store.take_died(job_id, ENTRY_STEP, "third")) == ["second"]
+
+
 def test_one_inference_call_serving_two_jobs_shows_in_both_traces(traced: TracedStack) -> None:
     first, second = _submit(traced, THREE_SEGMENTS), _submit(traced, THREE_SEGMENTS)
     assert first["trace_id"] != second["trace_id"]
@@ -256,6 +405,52 @@ def test_one_inference_call_serving_two_jobs_shows_in_both_traces(traced: Traced
     shared = calls(first).keys() & calls(second).keys()
     assert shared, "no inference call served both jobs"
     assert all(calls(first)[call] >= 2 for call in shared)
+
+
+def test_each_webhook_attempt_is_a_span_of_the_jobs_trace(traced: TracedStack) -> None:
+    """The receiver fails the first attempt and takes the second: two ``ttsq.webhook`` spans from the
+    service worker, numbered, with the status each answer had, under the job's request; the
+    receiver's host is named, never its path or its query (which may hold a token)."""
+    with contextlib.closing(WebhookReceiver()) as receiver:
+        url = receiver.path(500, 204) + "?token=" + WEBHOOK_TOKEN
+        answer = traced.client.post("/v1/jobs", json={"text": "Tell my receiver.", "webhook_url": url})
+        assert answer.status_code == 202, answer.text
+        job = answer.json()
+        done = wait_for(
+            lambda: traced.client.get(f"/v1/jobs/{job['id']}").json(),
+            lambda job: job["webhook"] is not None and job["webhook"]["state"] != "pending",
+            60,
+            "the webhook delivered",
+        )
+        assert len(receiver.at(url)) == 2
+    assert (done["webhook"]["state"], done["webhook"]["attempts"]) == ("delivered", 2)
+    spans = _wait_for_spans(traced.receiver, job["trace_id"], "POST /v1/jobs", "ttsq.webhook", "ttsq.webhook")
+    by_id = {s.span_id: s for s in spans}
+    (request,) = [s for s in spans if s.name == "POST /v1/jobs"]
+    hooks = sorted((s for s in spans if s.name == "ttsq.webhook"), key=lambda s: s.attributes["ttsq.webhook.attempt"])
+    assert [h.attributes["ttsq.webhook.attempt"] for h in hooks] == [1, 2]
+    assert [h.attributes["http.response.status_code"] for h in hooks] == [500, 204]
+    assert [h.attributes["ttsq.webhook.delivered"] for h in hooks] == [False, True]
+    for hook in hooks:
+        assert hook.service == "ttsq-service-worker"
+        assert request in _ancestors(hook, by_id)
+        assert hook.attributes["ttsq.webhook.event"] == "job.succeeded"
+        assert hook.attributes["ttsq.tenant.id"] == "anonymous"
+        assert hook.attributes["server.address"] == "127.0.0.1"
+    assert len({h.attributes["ttsq.webhook.event_id"] for h in hooks}) == 1
+    attempts = wait_for(
+        lambda: [r for r in json_lines(traced.service_log) if f"job {job['id']}: webhook attempt" in r["message"]],
+        lambda lines: len(lines) == 2,
+        10,
+        "the service worker's line of each attempt",
+    )
+    assert [(r["job_id"], r["tenant_id"]) for r in attempts] == [(job["id"], ANONYMOUS_TENANT)] * 2
+    path = urlsplit(url).path
+    told = [str(value) for span in spans for value in span.attributes.values()]
+    assert not [value for value in told if path in value or WEBHOOK_TOKEN in value]
+
+
+WEBHOOK_TOKEN = "s3cr3t-webhook-token"
 
 
 def test_a_callers_traceparent_is_continued(traced: TracedStack) -> None:
@@ -281,6 +476,10 @@ def test_json_logs_of_a_job_join_by_trace_id(traced: TracedStack) -> None:
     assert any(f"job {job['id']} queued" in r["message"] for r in api_lines)
     assert any(f"job {job['id']} planned" in r["message"] for r in worker_lines)
     assert all(r["job_id"] == job["id"] for r in worker_lines)
+    # the job's tenant too, on the API's lines about the job and on every line of its work
+    about_the_job = [r for r in api_lines if r["job_id"] == job["id"]]
+    assert about_the_job
+    assert all(r["tenant_id"] == ANONYMOUS_TENANT for r in about_the_job + worker_lines)
     assert all(len(r["span_id"]) == 16 for r in api_lines + worker_lines)
     assert SECRET_WORDS not in traced.api_log.read_text() + traced.worker_log.read_text()
 
@@ -311,9 +510,10 @@ START_AND_LIST_THREADS = (
 )
 
 
-@pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:9"])
+@pytest.mark.parametrize("endpoint", [None, "", "http://127.0.0.1:9"])
 def test_a_process_starts_the_exporter_only_when_an_endpoint_is_set(endpoint: str | None) -> None:
-    """The call every worker process makes as it sets up its logging (``workers.log_context``)."""
+    """The call every worker process makes as it sets up its logging (``workers.log_context``); an
+    empty endpoint (compose's default) is none."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     if endpoint is not None:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
@@ -321,4 +521,4 @@ def test_a_process_starts_the_exporter_only_when_an_endpoint_is_set(endpoint: st
         [sys.executable, "-c", START_AND_LIST_THREADS], env=env, capture_output=True, text=True, check=True
     )
     threads = json.loads(out.stdout)
-    assert any(name.startswith(OTEL_THREAD) for name in threads) is (endpoint is not None)
+    assert any(name.startswith(OTEL_THREAD) for name in threads) is bool(endpoint)

@@ -233,6 +233,12 @@ def job_step_starts_key(job_id: str, step: str) -> str:
     return f"{KEY_PREFIX}:job:{job_id}:starts:{step}"
 
 
+def job_step_started_at_key(job_id: str, step: str) -> str:
+    """When each unended delivery of one step of a job started (Unix time), until it ends or the next
+    run reports it as died (``JobStore.take_died``): the span of a run whose worker died with it."""
+    return f"{KEY_PREFIX}:job:{job_id}:started-at:{step}"
+
+
 ACTIVE_JOBS_KEY: Final = f"{KEY_PREFIX}:jobs:active"
 """Sorted set of every queued or running job (score: creation time), for the sweeper."""
 

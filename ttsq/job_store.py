@@ -11,6 +11,7 @@ segment, its assembly) runs in one task at a time, under :meth:`JobStore.step_lo
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, cast
@@ -27,6 +28,7 @@ from ttsq.constants import (
     job_claim_key,
     job_events_channel,
     job_key,
+    job_step_started_at_key,
     job_step_starts_key,
     job_text_key,
     segment_step,
@@ -285,8 +287,10 @@ class JobStore:
     def step_started(self, job_id: str, step: str, attempt: str) -> int:
         """Record that ``attempt`` started ``step``; returns how many started attempts of the step
         have not ended (this one included): those that did not end died with their worker."""
-        key = job_step_starts_key(job_id, step)
+        key, started_at = job_step_starts_key(job_id, step), job_step_started_at_key(job_id, step)
         with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(started_at, attempt, time.time())
+            pipe.expire(started_at, self._ttl_s)
             pipe.sadd(key, attempt)
             pipe.expire(key, self._ttl_s)
             pipe.scard(key)
@@ -294,7 +298,21 @@ class JobStore:
 
     def step_ended(self, job_id: str, step: str, attempt: str) -> None:
         """``attempt`` ended (done, failed, retried later or skipped): it was no crash."""
-        self._redis.srem(job_step_starts_key(job_id, step), attempt)
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.srem(job_step_starts_key(job_id, step), attempt)
+            pipe.hdel(job_step_started_at_key(job_id, step), attempt)
+            pipe.execute()
+
+    def take_died(self, job_id: str, step: str, attempt: str) -> dict[str, float]:
+        """When each other unended run of ``step`` started, for the runs not taken before: the runs
+        that died with their worker since the step last ran, for ``attempt`` (holding the step's
+        claim) to report once. They stay counted among the step's starts (:meth:`step_started`)."""
+        key = job_step_started_at_key(job_id, step)
+        found = cast(dict[bytes, bytes], self._redis.hgetall(key))
+        died = {name.decode(): float(at) for name, at in found.items() if name.decode() != attempt}
+        if died:
+            self._redis.hdel(key, *died)
+        return died
 
     def step_attempts(self, job_id: str, step: str) -> set[str]:
         """The attempts of ``step`` that started and have not ended: the one asking, runs still going

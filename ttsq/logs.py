@@ -1,11 +1,13 @@
-"""Log lines that a collector can follow: the job id on every line of a job's work, the request id on
-every line of an API request, the trace and span ids on every line logged inside a span (so a job's
+"""Log lines that a collector can follow: the job id and its tenant's id on every line of a job's work,
+the request id on every line of an API request, the trace and span ids on every line logged inside a span (so a job's
 lines join across the API and the workers by its trace id, ``ttsq.tracing``), and
 (``TTSQ_LOG_FORMAT=json``) one JSON object per line.
 
 The ids travel in context variables: a worker sets the job id when a task starts (Celery's
-``task_prerun``, in the task's own thread), the API's request-id middleware sets the request id, and
-OpenTelemetry's context holds the current span. A filter copies them onto every record, so
+``task_prerun``, in the task's own thread) and the tenant once the step has read the job's record,
+the API sets both while it admits, stores and queues a job, the webhook dispatcher while it attempts
+an event, the API's request-id middleware sets the request id, and OpenTelemetry's context holds the
+current span. A filter copies them onto every record, so
 formatters and handlers need no changes of their own.
 """
 
@@ -23,9 +25,10 @@ from pythonjsonlogger.json import JsonFormatter
 from ttsq import tracing
 
 job_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_job_id", default=None)
+tenant_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_tenant_id", default=None)
 request_id_var: Final[ContextVar[str | None]] = ContextVar("ttsq_request_id", default=None)
 
-JSON_FIELDS: Final = "{asctime}{levelname}{name}{message}{job_id}{request_id}{trace_id}{span_id}"
+JSON_FIELDS: Final = "{asctime}{levelname}{name}{message}{job_id}{tenant_id}{request_id}{trace_id}{span_id}"
 """Fields of every JSON line besides any ``extra`` given to the call."""
 
 
@@ -43,12 +46,14 @@ def _job_of_task_line(record: logging.LogRecord) -> str | None:
 
 
 class ContextIdsFilter(logging.Filter):
-    """Puts the current job id, request id, trace id and span id on each record (None outside a job,
-    a request or a span)."""
+    """Puts the current job id, tenant id, request id, trace id and span id on each record (None
+    outside a job, a request or a span)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "job_id", None) is None:
             record.job_id = job_id_var.get() or _job_of_task_line(record)
+        if getattr(record, "tenant_id", None) is None:
+            record.tenant_id = tenant_id_var.get()
         if getattr(record, "request_id", None) is None:
             record.request_id = request_id_var.get()
         if getattr(record, "trace_id", None) is None:
@@ -57,13 +62,14 @@ class ContextIdsFilter(logging.Filter):
 
 
 @contextmanager
-def job_context(job_id: str) -> Iterator[None]:
-    """Lines logged inside carry ``job_id``."""
-    token = job_id_var.set(job_id)
+def job_context(job_id: str | None, tenant_id: str) -> Iterator[None]:
+    """Lines logged inside carry ``job_id`` (None: no job, a batch's work) and ``tenant_id``."""
+    job_token, tenant_token = job_id_var.set(job_id), tenant_id_var.set(tenant_id)
     try:
         yield
     finally:
-        job_id_var.reset(token)
+        job_id_var.reset(job_token)
+        tenant_id_var.reset(tenant_token)
 
 
 def json_formatter() -> logging.Formatter:

@@ -1,5 +1,5 @@
 """Traces: one trace per job, from the API's request through the queue to every step of the workers
-(docs/OPERATIONS.md, "Traces").
+(docs/DEPLOYMENT.md, "Traces").
 
 This module decides whether a process traces and how a trace's context travels. A process exports
 spans only where the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) is set: then
@@ -24,11 +24,12 @@ from typing import Final
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 ENDPOINT_VARIABLES: Final = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-"""Where set (either), the process exports its spans over OTLP/HTTP; unset, it traces nothing."""
+"""Where set (either), the process exports its spans over OTLP/HTTP; unset or empty (as compose passes
+``${OTEL_EXPORTER_OTLP_ENDPOINT:-}`` when the operator sets nothing), it traces nothing."""
 
 SERVICE_NAME_VARIABLE: Final = "OTEL_SERVICE_NAME"
 """The standard variable that renames a process's service."""
@@ -53,7 +54,8 @@ _PROPAGATOR: Final = TraceContextTextMapPropagator()
 
 
 def enabled() -> bool:
-    """Whether this process is told to export spans (an OTLP endpoint is set)."""
+    """Whether this process is told to export spans (an OTLP endpoint is set, and not empty: the
+    OpenTelemetry specification reads an empty variable as unset, and so does the exporter)."""
     return any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
 
 
@@ -119,6 +121,31 @@ def child_span(
         return
     with span(name, None, kind, attributes) as current:
         yield current
+
+
+def sibling_context() -> Context | None:
+    """The context the current span was started under, for a span beside it; None (the current
+    context: a span under it) where that is unknown or the current span is its trace's root."""
+    parent = getattr(trace.get_current_span(), "parent", None)  # an SDK span's; the no-op ones have none
+    if not isinstance(parent, SpanContext):
+        return None
+    return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+def lost_span(
+    name: str,
+    parent: Context | None,
+    started_at: float,
+    error: str,
+    attributes: Mapping[str, str | int | float | bool],
+    kind: SpanKind = SpanKind.INTERNAL,
+) -> None:
+    """The span of work whose own span was lost with its process (killed before the span ended, so
+    never exported), as another process found it: from ``started_at`` (Unix time) to now, failed
+    with ``error``."""
+    lost = tracer().start_span(name, parent, kind, attributes, start_time=round(started_at * 1e9))
+    lost.set_status(Status(StatusCode.ERROR, error))
+    lost.end()
 
 
 def inject(carrier: MutableMapping[str, str]) -> None:

@@ -50,14 +50,14 @@ from urllib.parse import urlsplit
 
 from opentelemetry.trace import SpanKind
 
-from ttsq import tracing
+from ttsq import logs, tracing
 from ttsq.constants import HEARTBEAT_INTERVAL_S
 from ttsq.job_record import WebhookState, utcnow
 from ttsq.settings import Settings
 from ttsq.webhook_delivery import Attempt, deliver
 from ttsq.webhook_events import Event, EventStore, next_state
 from ttsq.webhook_guard import IPAddress, resolve_allowed
-from ttsq.webhook_schedule import DeliverySchedule, EventRef, Lane
+from ttsq.webhook_schedule import DeliverySchedule, EventKind, EventRef, Lane
 from ttsq.webhook_signing import parse_secrets, signed_headers
 
 log = logging.getLogger(__name__)
@@ -202,17 +202,19 @@ class Dispatcher:
 
     async def _attempt(self, lane: Lane, ref: EventRef) -> None:
         """One attempt at a claimed event, its outcome written and the event placed again or removed.
-        Whatever goes wrong leaves the event claimed: it is due again when the lease ends."""
-        try:
-            await self._run_attempt(lane, ref)
-        except Exception:
-            log.exception("%s: webhook attempt failed; the event is due again when its claim ends", ref)
-        finally:
-            self._claims.pop(ref, None)
-            _release(self._in_flight, lane)
-            _release(self._per_tenant, lane.tenant)
-            if self._wake is not None:
-                self._wake.set()
+        Whatever goes wrong leaves the event claimed: it is due again when the lease ends. Its log
+        lines name the job (a job's event) and the tenant (``ttsq.logs``)."""
+        with logs.job_context(ref.id if ref.kind is EventKind.JOB else None, lane.tenant):
+            try:
+                await self._run_attempt(lane, ref)
+            except Exception:
+                log.exception("%s: webhook attempt failed; the event is due again when its claim ends", ref)
+            finally:
+                self._claims.pop(ref, None)
+                _release(self._in_flight, lane)
+                _release(self._per_tenant, lane.tenant)
+                if self._wake is not None:
+                    self._wake.set()
 
     async def _renew_claims(self) -> None:
         """Every second, move the lease of each event in flight on, so that only a dispatcher that

@@ -49,7 +49,8 @@ def _enter_job(args: Any = None, **_: Any) -> None:
 
 def _leave_job(**_: Any) -> None:
     logs.job_id_var.set(None)
+    logs.tenant_id_var.set(None)  # set by the step once it read the job's record (``workers.pipeline``)
 
 
 JOB_ID_HANDLERS: Final = ((task_prerun, _enter_job), (task_postrun, _leave_job))
-"""The job id of the task running, on its thread's log lines."""
+"""The job id of the task running, on its thread's log lines (and no tenant left from the last)."""

@@ -30,7 +30,7 @@ from tts_core.mastering.encoding import encode, encode_stream
 from tts_core.mastering.level_meter import LevelSummary
 from tts_core.mastering.leveling import Leveling, leveling_for, spread_sample
 from tts_core.text.pauses import Silence
-from ttsq import lifecycle, tracing
+from ttsq import lifecycle, logs, tracing
 from ttsq.constants import result_key
 from ttsq.errors import JobNotFound, QuotaExceeded, SegmentLost, ServiceError, error_code
 from ttsq.estimate import planned_audio_s
@@ -51,7 +51,9 @@ _STARTABLE = tuple(status for status in JobStatus if not status.terminal)
 
 
 def _describe(record: JobRecord) -> None:
-    """The job's tenant, voice and class on the running step's span (``workers.step_spans``)."""
+    """The job's tenant, voice and class on the running step's span (``workers.step_spans``), and its
+    tenant on the task's log lines from here to its end (``workers.log_context``)."""
+    logs.tenant_id_var.set(record.tenant)
     span = tracing.current_span()
     span.set_attribute("ttsq.tenant.id", record.tenant)
     span.set_attribute("ttsq.voice", record.voice)

@@ -4,14 +4,16 @@ A step continues the context its task message carries (the API's request for an 
 entry's span for a segment, the last segment's for the assembly); a message without one (the
 sweeper's requeue, a message sent before tracing was on) continues the job's own, kept in its
 record. A redelivered or retried message carries the same context as its first delivery, so every
-attempt of a step is a span of the same trace, told apart by ``ttsq.step.attempt_id``.
+attempt of a step is a span of the same trace, told apart by ``ttsq.step.attempt_id``. A run cut off
+by its worker's death never ends its span, which is then never sent: the next run of the step
+reports it (:func:`report_died`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -89,13 +91,20 @@ def _parent(recorded: Callable[[], str | None]) -> Context | None:
 def step_span(job_id: str, step: str, recorded: Callable[[], str | None]) -> Iterator[Span]:
     """The span of this run of ``step``, under its message's context or else ``recorded()`` (the
     job record's ``traceparent``, read only when the message has none)."""
-    name = SPAN_NAMES.get(step, SEGMENT_SPAN)
-    attributes: dict[str, str | int | float | bool] = {"ttsq.job.id": job_id, "ttsq.step": step}
-    if name == SEGMENT_SPAN:
-        attributes["ttsq.segment.index"] = int(step.rpartition(":")[2])
-    attributes.update(_delivery_attributes())
-    with tracing.span(name, _parent(recorded), SpanKind.CONSUMER, attributes) as span:
+    attributes = {**_step_attributes(job_id, step), **_delivery_attributes()}
+    with tracing.span(_span_name(step), _parent(recorded), SpanKind.CONSUMER, attributes) as span:
         yield span
+
+
+def _span_name(step: str) -> str:
+    return SPAN_NAMES.get(step, SEGMENT_SPAN)
+
+
+def _step_attributes(job_id: str, step: str) -> dict[str, str | int | float | bool]:
+    attributes: dict[str, str | int | float | bool] = {"ttsq.job.id": job_id, "ttsq.step": step}
+    if _span_name(step) == SEGMENT_SPAN:
+        attributes["ttsq.segment.index"] = int(step.rpartition(":")[2])
+    return attributes
 
 
 def mark_attempt(started: int, attempt_id: str) -> None:
@@ -105,3 +114,21 @@ def mark_attempt(started: int, attempt_id: str) -> None:
     span = tracing.current_span()
     span.set_attribute("ttsq.step.attempt_id", attempt_id)
     span.set_attribute("ttsq.step.unended_starts", started)
+
+
+DIED: Final = "no end recorded when the next run started: its worker died in the step (or froze past its lease)"
+
+
+def report_died(job_id: str, step: str, died: Mapping[str, float], found_by: str) -> None:
+    """A span for each earlier run of the running step that never ended (``died``: its attempt id and
+    when it started), beside this run's: a worker killed in a step takes that run's unended span
+    with it, and this is how the trace still shows it. ``found_by`` is this run's attempt id."""
+    parent = tracing.sibling_context()
+    for attempt_id, started_at in sorted(died.items(), key=lambda item: item[1]):
+        attributes = {
+            **_step_attributes(job_id, step),
+            "ttsq.step.attempt_id": attempt_id,
+            "ttsq.step.died": True,
+            "ttsq.step.found_by": found_by,
+        }
+        tracing.lost_span(_span_name(step), parent, started_at, DIED, attributes, SpanKind.CONSUMER)

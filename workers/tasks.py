@@ -63,7 +63,7 @@ from workers.fitness import FITNESS, ConsumerGate, check_store, store_and_engine
 from workers.held_models import worker_id
 from workers.job_context import JobContext
 from workers.pipeline import assemble_job, fail_job, run_segment, start_job
-from workers.step_spans import mark_attempt, step_span
+from workers.step_spans import mark_attempt, report_died, step_span
 from workers.steps import StepRun, StepSuperseded, new_attempt_id
 from workers.synthesis_process import SYNTHESIS, SynthesisProcess
 from workers.worker_start import WorkerStart
@@ -325,6 +325,8 @@ def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, Step
     the job fails (``worker_crashed``) before the step's input reaches native code once more."""
     started = ctx.stores.jobs.step_started(run.job_id, run.step, run.attempt)
     mark_attempt(started, run.attempt)
+    if started > 1:
+        report_died(run.job_id, run.step, ctx.stores.jobs.take_died(run.job_id, run.step, run.attempt), run.attempt)
     try:
         crashed = started - 1
         if crashed >= ctx.settings.max_step_starts:
