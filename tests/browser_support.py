@@ -37,6 +37,10 @@ def start_chromium(downloads: Path, language: str = "en-US") -> webdriver.Chrome
         {
             "download.default_directory": str(downloads),
             "download.prompt_for_download": False,
+            # A file the page fetches with the key is saved after the fetch, which may outlast the
+            # click's user activation: chromium then asks once before a second such download (a
+            # person answers "Allow"; a test cannot), so the test's profile allows them.
+            "profile.default_content_setting_values.automatic_downloads": 1,
             "intl.accept_languages": language,
         },
     )
