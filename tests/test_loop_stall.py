@@ -89,7 +89,7 @@ def probe(url: str, during: str) -> float:
     """Health, the studio page and a static file, each within ``PROBE_BOUND_S``; the slowest took."""
     slowest = 0.0
     with httpx.Client(base_url=url, timeout=PROBE_BOUND_S) as http:
-        for path in ("/healthz", "/", "/static/app.js"):
+        for path in ("/healthz", "/", "/static/js/app.js"):
             started = time.monotonic()
             try:
                 answer = http.get(path)
