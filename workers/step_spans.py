@@ -3,7 +3,8 @@
 A step continues the context its task message carries (the API's request for an entry task, the
 entry's span for a segment, the last segment's for the assembly); a message without one (the
 sweeper's requeue, a message sent before tracing was on) continues the job's own, kept in its
-record. A redelivered or retried message carries the same context as its first delivery, so every
+record, where this process traces (where it does not, the record is not read for it). A
+redelivered or retried message carries the same context as its first delivery, so every
 attempt of a step is a span of the same trace, told apart by ``ttsq.step.attempt_id``. A run cut off
 by its worker's death never ends its span, which is then never sent: the next run of the step
 reports it (:func:`report_died`).
@@ -80,6 +81,8 @@ def _parent(recorded: Callable[[], str | None]) -> Context | None:
     carrier = _message_carrier()
     if tracing.has_context(carrier):
         return tracing.extract(carrier)
+    if not tracing.enabled():  # off costs nothing: no record read for a span that is not recorded
+        return None
     try:
         return tracing.context_of(recorded())
     except (JobNotFound, redis.RedisError) as e:  # the step meets this itself, and says so
@@ -90,7 +93,7 @@ def _parent(recorded: Callable[[], str | None]) -> Context | None:
 @contextmanager
 def step_span(job_id: str, step: str, recorded: Callable[[], str | None]) -> Iterator[Span]:
     """The span of this run of ``step``, under its message's context or else ``recorded()`` (the
-    job record's ``traceparent``, read only when the message has none)."""
+    job record's ``traceparent``, read only when the message has none and this process traces)."""
     attributes = {**_step_attributes(job_id, step), **_delivery_attributes()}
     with tracing.span(_span_name(step), _parent(recorded), SpanKind.CONSUMER, attributes) as span:
         yield span
