@@ -441,8 +441,9 @@ def _admitted(state: AppState, tenant: Tenant, records: list[JobRecord], priorit
     ids = list(charges)
     created_at = records[0].created_at
     try:
-        check_queue(state, priority)
-        state.stores.quotas.admit_many(tenant.id, charges, tenant.limits, created_at)
+        with tracing.span("ttsq.admission", attributes={"ttsq.jobs": len(ids), "ttsq.tenant.id": tenant.id}):
+            check_queue(state, priority)
+            state.stores.quotas.admit_many(tenant.id, charges, tenant.limits, created_at)
     except redis.RedisError as e:
         raise StoreUnavailable(f"job store unavailable: {e}") from e
     try:

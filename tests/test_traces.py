@@ -211,8 +211,9 @@ def _wait_for_spans(receiver: Receiver, trace_id: str, *names: str) -> list[Rece
     return receiver.of_trace(trace_id)
 
 
-def _submit(stack: TracedStack, text: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    answer = stack.client.post("/v1/jobs", json={"text": text, "priority": "bulk"}, headers=headers or {})
+def _submit(stack: TracedStack, text: str, headers: dict[str, str] | None = None, **fields: Any) -> dict[str, Any]:
+    body = {"text": text, "priority": "bulk", **fields}
+    answer = stack.client.post("/v1/jobs", json=body, headers=headers or {})
     assert answer.status_code == 202, answer.text
     job: dict[str, Any] = answer.json()
     assert job["trace_id"] is not None
@@ -232,7 +233,7 @@ STEP_SPANS = ("ttsq.entry", "ttsq.segment", "ttsq.segment", "ttsq.segment", "tts
 
 
 def test_a_job_is_one_trace_across_the_api_and_the_worker(traced: TracedStack) -> None:
-    job = _submit(traced, THREE_SEGMENTS)
+    job = _submit(traced, THREE_SEGMENTS, loudness={"preset": "podcast"})
     done = wait_for_job(traced.client, job["id"])
     assert done["status"] == "succeeded"
     assert done["progress"]["segments_total"] == 3
@@ -253,8 +254,15 @@ def test_a_job_is_one_trace_across_the_api_and_the_worker(traced: TracedStack) -
     assert entry.attributes["ttsq.step.unended_starts"] == 1  # no earlier run died in it
     assert entry.attributes["messaging.message.redelivered"] is False
     assert entry.attributes["ttsq.tenant.id"] == "anonymous"
+    (admission,) = [s for s in spans if s.name == "ttsq.admission"]
+    assert admission.service == "ttsq-api"
+    assert request in _ancestors(admission, by_id)
+    assert admission.attributes["ttsq.jobs"] == 1
     (plan,) = [s for s in spans if s.name == "ttsq.plan"]
     assert plan.parent_id == entry.span_id
+    lexicons = [s for s in spans if s.name == "ttsq.lexicons"]
+    assert lexicons
+    assert all(entry in _ancestors(s, by_id) for s in lexicons)
     assert plan.attributes["ttsq.segments"] == 3
 
     segments = sorted((s for s in spans if s.name == "ttsq.segment"), key=lambda s: s.attributes["ttsq.segment.index"])
@@ -274,6 +282,9 @@ def test_a_job_is_one_trace_across_the_api_and_the_worker(traced: TracedStack) -
     assert by_id[assemble.parent_id].name == "ttsq.segment"  # sent by the segment that finished last
     (encode,) = [s for s in spans if s.name == "ttsq.encode"]
     assert encode.parent_id == assemble.span_id
+    (loudness,) = [s for s in spans if s.name == "ttsq.loudness"]  # the whole job leveled to its target
+    assert loudness.parent_id == assemble.span_id
+    assert loudness.attributes["ttsq.segments"] == 3
     (upload,) = [s for s in spans if s.name == "S3.PutObject"]
     assert upload.parent_id == assemble.span_id
     assert upload.attributes["aws.s3.key"] == done["result"]["key"]

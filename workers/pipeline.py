@@ -229,7 +229,8 @@ def _finish_single(
     sample_rate = ctx.engine.sample_rate(record.voice)
     leveling = None
     if audio.level is not None and record.options.loudness is not None:
-        leveling = leveling_for(record.options.loudness.target(), audio.level, lambda: [audio.pcm], sample_rate)
+        with tracing.span("ttsq.loudness", attributes={"ttsq.segments": 1}):
+            leveling = leveling_for(record.options.loudness.target(), audio.level, lambda: [audio.pcm], sample_rate)
     with tracing.span("ttsq.encode", attributes={"ttsq.format": record.format}):
         encoded = encode(audio.pcm, sample_rate, record.output, leveling)
     key = result_key(record.tenant, job_id, run.attempt, encoded.format.extension)
@@ -385,7 +386,8 @@ def _job_leveling(
             data = ctx.stores.parts.get(PartRef(job_id, index, winners[index]))
             yield np.frombuffer(data, dtype=np.int16)
 
-    return leveling_for(record.options.loudness.target(), summary, sample, rate)
+    with tracing.span("ttsq.loudness", attributes={"ttsq.segments": total, "ttsq.sampled": len(chosen)}):
+        return leveling_for(record.options.loudness.target(), summary, sample, rate)
 
 
 def _store_marks(

@@ -145,5 +145,8 @@ def _streams_clauses(record: JobRecord) -> bool:
 
 
 def pronunciation_of(record: JobRecord, ctx: JobContext) -> Pronunciation:
+    """The job's lexicons and normalisation for its voice, in a span of its own: a large lexicon's
+    first compile (an index, or Kokoro's user dictionary) is where a slow planning goes."""
     voice = ctx.engine.catalog.get(record.voice)
-    return job_pronunciation(record, voice, ctx.stores.lexicons, ctx.settings.voice_lexicons)
+    with tracing.span("ttsq.lexicons", attributes={"ttsq.lexicons": len(record.options.lexicons)}):
+        return job_pronunciation(record, voice, ctx.stores.lexicons, ctx.settings.voice_lexicons)
