@@ -33,7 +33,8 @@ def speech_minute(texts: list[str], settings: Settings) -> tuple[PCM16, int]:
     """About a minute of the default voice's speech (the corpus's first utterances, synthesised)."""
     info = VoiceCatalog.discover().get(settings.default_voice)
     engine = engine_of(info)
-    voice = engine.load(info, resolve_device(settings.worker.device), settings.worker.intra_op_threads, False)
+    worker = settings.worker
+    voice = engine.load(info, resolve_device(worker.device), worker.intra_op_threads, worker.spinning)
     front_end = engine.front_end(info)
     pieces: list[np.ndarray] = []
     seconds = 0.0

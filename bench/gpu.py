@@ -28,7 +28,7 @@ import numpy as np
 
 from bench import corpus
 from tts_core.base.config import SynthesisConfig
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.frontend.segments import group_segments, plan_utterances
 from tts_core.voices.batching import DynamicBatcher
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
@@ -53,7 +53,7 @@ def planned_ids(texts: Sequence[str]) -> tuple[list[list[int]], Any]:
 
 
 def load(info: Any, device: Device) -> Any:
-    return engine_of(info).load(info, device, 0, False)
+    return engine_of(info).load(info, device, 0, Spinning.OFF)
 
 
 def run(voice: Any, batches: Sequence[Sequence[list[int]]], config: SynthesisConfig) -> dict[str, Any]:

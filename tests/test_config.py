@@ -15,7 +15,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from tests.test_japanese import JAPANESE_VOICE_IDS
 from tts_core.base.config import SynthesisConfig, VoiceConfig
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.base.errors import InvalidOption, VoiceLoadError, VoiceNotFound
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog, bundled_voices
 from ttsq.constants import DEV_S3_ACCESS_KEY, DEV_S3_SECRET_KEY
@@ -241,7 +241,7 @@ def test_children_get_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     worker = WorkerSettings(
         device=Device.CPU,
         intra_op_threads=3,
-        spin_wait=True,
+        spinning=Spinning.ALWAYS,
         concurrency=5,
         max_batch=4,
         max_wait_ms=2.5,

@@ -22,7 +22,7 @@ from cli.processes import wait_until
 from tests.conftest import serve
 from tts_core.base.audio import PCM16, FloatAudio, to_int16
 from tts_core.base.config import SynthesisConfig
-from tts_core.base.device import CPU_PROVIDER, Device
+from tts_core.base.device import CPU_PROVIDER, Device, Spinning
 from tts_core.base.errors import VoiceLoadError
 from tts_core.base.timing import TimedAudio, Weigh, WordIds, letter_weight, spoken_words
 from tts_core.frontend.segments import FrontEnd
@@ -154,7 +154,7 @@ class ToneEngine(SpeechEngine):
             VoiceInfo(self.voice_id, EngineName(self.name), "en_US", TONE_RATE, "test", 1, {}, source=self.voice_id)
         ]
 
-    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spinning: Spinning) -> SpeechModel:
         model = ToneModel()
         self.loaded.append(model)
         self.threads.append(intra_op_threads)
@@ -175,7 +175,7 @@ class UntimedToneEngine(ToneEngine):
     batches = False
     voice_id = UNTIMED_VOICE
 
-    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spinning: Spinning) -> SpeechModel:
         model = UntimedToneModel()
         self.loaded.append(model)
         return model

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tts_core.base.config import DEFAULT_PARAGRAPH_PAUSE_S, DEFAULT_SEGMENT_IDS, DEFAULT_SENTENCE_PAUSE_S, PAUSE_RANGE
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.voices.catalog import DEFAULT_VOICE_ID
 from ttsq.constants import DEFAULT_QUEUE
 from ttsq.lexicons import BYTES_PER_TENANT, VERSIONS_KEPT
@@ -149,8 +149,9 @@ class WorkerSettings(BaseModel):
     device: Device = Device.AUTO
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads; 0 lets it use every core."""
-    spin_wait: bool = False
-    """Let idle ONNX Runtime threads spin between calls (only for hosts that do nothing else)."""
+    spinning: Spinning = Spinning.IN_CALL
+    """When ONNX Runtime's idle threads spin: ``in_call`` (within a call, a lone call's few percent),
+    ``always`` (between calls too: only for hosts that do nothing else) or ``off``."""
     concurrency: int | None = Field(None, ge=1)
     """Task threads; default: ``max_batch + 1`` so the next item is ready while results are stored."""
     max_batch: int | None = Field(None, ge=1, le=256)

@@ -154,7 +154,7 @@ class VoiceHost:
         started = time.perf_counter()
         worker = self._settings.worker
         with normal_thread():  # its inference threads start here, and keep this thread's nice
-            voice = engine.load(info, self.device, worker.intra_op_threads, worker.spin_wait)
+            voice = engine.load(info, self.device, worker.intra_op_threads, worker.spinning)
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
@@ -250,7 +250,7 @@ class VoiceHost:
         """The voice's model again, on one ONNX Runtime thread (``TwinSessions``)."""
         info = self.catalog.get(voice_id)
         with normal_thread():
-            return engine_of(info).load(info, self.device, 1, self._settings.worker.spin_wait)
+            return engine_of(info).load(info, self.device, 1, self._settings.worker.spinning)
 
     def word_weight(self, voice_id: str, pronunciation: Pronunciation | None = None) -> Weigh:
         """How many phonemes a word of this voice's text becomes (its engine's guess, of what the

@@ -24,6 +24,22 @@ class Device(StrEnum):
     """CUDA or fail: refuses to fall back silently."""
 
 
+class Spinning(StrEnum):
+    """When a session's idle intra-op threads spin (busy-wait for work) rather than sleep.
+
+    Spinning within a call keeps a call's threads awake between its parallel steps: a lone call on
+    2 cores is about 5 % faster than with sleeping threads. Spinning between calls too (ONNX
+    Runtime's default) burns a core for a while after every call, which in a worker is the CPU that
+    Redis, S3, the API and the next message need (docs/PERFORMANCE.md, "Spinning within a call")."""
+
+    OFF = "off"
+    """Idle threads always sleep."""
+    IN_CALL = "in_call"
+    """Threads spin while a call runs and sleep as soon as it ends (``session.force_spinning_stop``)."""
+    ALWAYS = "always"
+    """ONNX Runtime's default: threads spin after a call too, until they give up waiting."""
+
+
 def cuda_device_count() -> int:
     """Number of GPUs the NVIDIA driver reports; 0 when there is no driver."""
     try:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, Protocol, TypeVar
 
 from tts_core.base.audio import PCM16, FloatAudio
 from tts_core.base.config import SynthesisConfig
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.base.errors import VoiceLoadError
 from tts_core.base.timing import TimedAudio, Weigh, WordIds, letter_weight
 from tts_core.voices.voice_info import VoiceInfo
@@ -88,7 +88,7 @@ class SpeechEngine(ABC):
         voice files, an existing one, or None); reads no model."""
 
     @abstractmethod
-    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spinning: Spinning) -> SpeechModel:
         """The voice loaded on ``device`` (a resolved one, never ``auto``) with its own session."""
 
     def model_key(self, info: VoiceInfo) -> str:

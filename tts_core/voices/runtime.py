@@ -11,7 +11,7 @@ import logging
 
 import onnxruntime as ort
 
-from tts_core.base.device import CPU_PROVIDER, CUDA_PROVIDER, Device, cuda_device_count
+from tts_core.base.device import CPU_PROVIDER, CUDA_PROVIDER, Device, Spinning, cuda_device_count
 from tts_core.base.errors import DeviceUnavailable
 from tts_core.voices.batching import CallStop
 
@@ -37,33 +37,31 @@ def resolve_device(device: Device) -> Device:
     return device
 
 
-def session_options(intra_op_threads: int, spin_wait: bool = False) -> ort.SessionOptions:
-    """Options shared by every session: fixed thread count (0 lets ORT pick), full graph optimisation.
-
-    ``spin_wait`` off makes idle intra-op threads sleep instead of spinning between calls: in a
-    worker, whose other threads and neighbours (Redis, S3, the API) need the same cores, spinning
-    burns the CPU they need; a lone benchmark loop gains a little from it (docs/PERFORMANCE.md).
-    """
+def session_options(intra_op_threads: int, spinning: Spinning = Spinning.IN_CALL) -> ort.SessionOptions:
+    """Options shared by every session: fixed thread count (0 lets ORT pick), full graph optimisation,
+    and when its threads spin (:class:`Spinning`)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0" if spinning is Spinning.OFF else "1")
+    if spinning is Spinning.IN_CALL:
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     return options
 
 
 def create_session(
-    model: bytes, device: Device, intra_op_threads: int, spin_wait: bool = False
+    model: bytes, device: Device, intra_op_threads: int, spinning: Spinning = Spinning.IN_CALL
 ) -> ort.InferenceSession:
     """Create an inference session on the device the policy allows: ``auto`` may fall back to CPU,
     ``cuda`` never does."""
     if device is not Device.CPU and cuda_available():
-        session = _try_cuda(model, intra_op_threads, spin_wait)
+        session = _try_cuda(model, intra_op_threads, spinning)
         if session is not None:
             return session
     if device is Device.CUDA:
         raise DeviceUnavailable(_CUDA_REQUIRED)
-    return ort.InferenceSession(model, session_options(intra_op_threads, spin_wait), providers=[CPU_PROVIDER])
+    return ort.InferenceSession(model, session_options(intra_op_threads, spinning), providers=[CPU_PROVIDER])
 
 
 CUDA_OPTIONS: dict[str, str] = {"cudnn_conv_algo_search": "HEURISTIC", "use_tf32": "0"}
@@ -75,8 +73,8 @@ from the same one alone by up to 0.32 in samples and a frame in length (1e-4 and
 on the CPU). Module-level so the GPU bench (``bench/gpu.py``) can compare others."""
 
 
-def _try_cuda(model: bytes, intra_op_threads: int, spin_wait: bool) -> ort.InferenceSession | None:
-    options = session_options(intra_op_threads, spin_wait)
+def _try_cuda(model: bytes, intra_op_threads: int, spinning: Spinning) -> ort.InferenceSession | None:
+    options = session_options(intra_op_threads, spinning)
     options.log_severity_level = _ORT_ERROR_ONLY
     if hasattr(ort, "preload_dlls"):
         # Loads CUDA/cuDNN from the nvidia-* wheels of the `cuda` extra when they are installed.

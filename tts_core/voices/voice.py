@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 
 from tts_core.base.audio import PCM16, FloatAudio, speech_pcm, to_int16
 from tts_core.base.config import DEFAULT_SEGMENT_IDS, HOP_LENGTH, SynthesisConfig, VoiceConfig
-from tts_core.base.device import Device
+from tts_core.base.device import Device, Spinning
 from tts_core.base.errors import SynthesisError, VoiceLoadError
 from tts_core.base.timing import TimedAudio, WordIds
 from tts_core.frontend.segments import PiperFrontEnd, Utterance, plan_utterances
@@ -45,7 +45,7 @@ class Voice:
         config_path: Path | None = None,
         device: Device = Device.AUTO,
         intra_op_threads: int = 0,
-        spin_wait: bool = False,
+        spinning: Spinning = Spinning.IN_CALL,
     ) -> Voice:
         """Load ``NAME.onnx`` (and ``NAME.onnx.json`` beside it unless given) into a session."""
         config = VoiceConfig.from_file(config_path or model_path.with_name(model_path.name + ".json"))
@@ -55,7 +55,7 @@ class Voice:
             )
         except (OSError, DecodeError) as e:
             raise VoiceLoadError(f"cannot read voice model {model_path}: {e}") from e
-        session = create_session(model, device, intra_op_threads, spin_wait)
+        session = create_session(model, device, intra_op_threads, spinning)
         return cls(config, session, alignment_output)
 
     @property
