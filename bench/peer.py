@@ -169,24 +169,37 @@ def offered_ways(ways: dict[str, Request], text: str) -> tuple[dict[str, Request
     return offered, missing
 
 
-def alternating(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, list[float]]:
+SETTLE_S: Final = 0.1
+"""Pause before each request of :func:`alternating`, so that each meets an idle machine. Without it a
+request pays for the one before it: the peer's ONNX Runtime threads spin on after every call (its
+default; about 40 ms of a core in the 200 ms after a request, measured), and a ttsq job stores its
+object and record after its answer has left."""
+
+
+def alternating(
+    ways: dict[str, Request], texts: list[str], rounds: int, settle_s: float = SETTLE_S
+) -> dict[str, list[float]]:
     """Each text through each way in turn, ``rounds`` times: text to last byte in ms, request by
-    request, so the i-th time of every way is the same text at about the same moment."""
+    request, so the i-th time of every way is the same text at about the same moment; ``settle_s``
+    before each request (0: back to back)."""
     times: dict[str, list[float]] = {name: [] for name in ways}
     with bench_client(timeout=60) as client:
         for _ in range(rounds):
             for text in texts:
                 for name, way in ways.items():
+                    time.sleep(settle_s)
                     started = time.perf_counter()
                     way(client, text)
                     times[name].append(1000 * (time.perf_counter() - started))
     return times
 
 
-def latency(ways: dict[str, Request], texts: list[str], rounds: int) -> dict[str, dict[str, float]]:
+def latency(
+    ways: dict[str, Request], texts: list[str], rounds: int, settle_s: float = SETTLE_S
+) -> dict[str, dict[str, float]]:
     """Percentiles of :func:`alternating`, and each way's paired median over the peer's (the median
     of request-by-request ratios: the machine's drift cancels out of each pair)."""
-    times = alternating(ways, texts, rounds)
+    times = alternating(ways, texts, rounds, settle_s)
     found = {name: _ms_percentiles(values) for name, values in times.items()}
     for name, values in times.items():
         if name != "peer":
@@ -388,7 +401,9 @@ def peer(stack: BenchStack, root: Path, quick: bool) -> dict[str, Any]:
             },
             texts[0],
         )
-        lat = latency({k: w for k, w in ways.items() if k != "speech_keep_false"}, texts, 1 if quick else 3)
+        latency_ways = {k: w for k, w in ways.items() if k != "speech_keep_false"}
+        lat = latency(latency_ways, texts, 1 if quick else 3)
+        back_to_back = latency(latency_ways, texts, 1, settle_s=0.0)
         messages = per_message(ways, 3 if quick else MESSAGE_ROUNDS) if "speech" in ways else {}
         flows = {name: throughput(way, texts, 3 if quick else 8) for name, way in ways.items()}
     finally:
@@ -399,6 +414,8 @@ def peer(stack: BenchStack, root: Path, quick: bool) -> dict[str, Any]:
         "texts": len(texts),
         "missing": missing,
         "latency_ms": lat,
+        "settle_s": SETTLE_S,
+        "back_to_back_ms": back_to_back,
         **summary(lat, flows),
         "throughput": flows,
         "streaming_2000_chars": None if "speech" in missing else time_to_first_byte(stack.url, stream_text()),
