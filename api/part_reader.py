@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.errors import ApiError
 from api.state import AppState
-from api.waiting import RESYNC_S, Subscription
+from api.waiting import RESYNC_S, Subscription, worth_a_read
 from ttsq.job_record import JobRecord, JobStatus
 from ttsq.parts import PartRef, counted_parts
 
@@ -72,8 +72,17 @@ class PartReader:
                 return np.frombuffer(data, dtype=np.int16)
             if record.status is not JobStatus.RUNNING and record.status is not JobStatus.QUEUED:
                 _raise_unfinished(record)
-            await self._events.next(min(RESYNC_S, max(0.0, deadline - time.monotonic())))
-            self._events.drain()
+            await self._news(deadline)
+
+    async def _news(self, deadline: float) -> None:
+        """Wait for an event that may bring this reader news (``worth_a_read``), or for the wait to
+        run out."""
+        assert self._events is not None
+        while True:
+            left = deadline - time.monotonic()
+            first = await self._events.next(min(RESYNC_S, max(0.0, left)))
+            if left <= 0 or worth_a_read([first, *self._events.drain()], parts=True):
+                return
 
     def _look(self) -> tuple[JobRecord, bytes | None]:
         """The record, and the next part's audio if it is counted, in one hop off the event loop

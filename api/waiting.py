@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from ttsq.constants import JOB_EVENTS_PATTERN, job_events_channel
 from ttsq.events import EventKind, JobEvent, parse_event
+from ttsq.job_record import JobStatus
 from ttsq.redis_clients import async_redis_client
 from ttsq.settings import Settings
 
@@ -35,6 +36,32 @@ RESYNC_S: Final = 30.0
 """A waiter re-reads its job at least this often, even if no event came (a lost message costs a
 late answer, never a stuck one)."""
 _RESYNC: Final = JobEvent(kind=EventKind.RESYNC)
+
+
+def worth_a_read(heard: list[JobEvent | None], parts: bool = False) -> bool:
+    """Whether what a waiter heard can change its answer, so that it reads the job again: a wait
+    that ran out or a resync (events may have been missed), a status that ends the job or one not
+    known here, or, for a reader of parts (``parts``), a segment counted. A ``running`` status only
+    says that a worker took the job: reading the record then was a thread hop and Redis round trips
+    on the cores where the job's inference call had just begun (issue 38)."""
+    for event in heard:
+        if event is None or event.kind is EventKind.RESYNC:
+            return True
+        if event.kind is EventKind.SEGMENT:
+            if parts:
+                return True
+            continue
+        status = _known_status(event.status)
+        if status is None or status.terminal:
+            return True
+    return False
+
+
+def _known_status(value: str | None) -> JobStatus | None:
+    try:
+        return JobStatus(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 class Subscription:

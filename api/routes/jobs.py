@@ -31,9 +31,8 @@ from api.pacing import PacedSubmission
 from api.schemas import SUBMIT_ERRORS, JobCreate, JobPublic, JobsPublic, error_responses
 from api.state import AppState
 from api.submission import Repeatable, draft_job, submit_job
-from api.waiting import RESYNC_S
+from api.waiting import RESYNC_S, worth_a_read
 from ttsq.constants import MAX_WAIT_S
-from ttsq.events import EventKind
 from ttsq.job_record import JobRecord, JobStatus
 from ttsq.lifecycle import cancel_job, list_jobs, parse_cursor
 from ttsq.public import public_job
@@ -125,8 +124,7 @@ async def get_job(
             if remaining <= 0:
                 break
             first = await events.next(min(remaining, RESYNC_S))
-            heard = [first, *events.drain()]
-            if any(event is None or event.kind is not EventKind.SEGMENT for event in heard):
+            if worth_a_read([first, *events.drain()]):
                 job = await read_job(state, tenant, job_id)
         return job
 
