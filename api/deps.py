@@ -40,18 +40,26 @@ StateDep = Annotated[AppState, Depends(get_state)]
 _bearer = HTTPBearer(auto_error=False, description="An API key from `ttsq keys create`: `Bearer ttsq_…`.")
 
 
+KEY_TENANT: Final = "ttsq_key_tenant"
+"""Where the key check (``api.key_check``) leaves, in the request's state, the tenant the request's
+key selected a moment before, with the key: the dependency then reads it once, not twice."""
+
+
 async def current_tenant(
-    state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    request: Request, state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
     token = credentials.credentials if credentials is not None else None
-    return await run_in_threadpool(tenant_of, state, token)
+    checked: tuple[str, Tenant] | None = getattr(request.state, KEY_TENANT, None)
+    known = checked[1] if checked is not None and checked[0] == token else None
+    return await run_in_threadpool(tenant_of, state, token, known)
 
 
-def tenant_of(state: AppState, token: str | None) -> Tenant:
-    """The tenant ``token`` selects, its limits merged with the server's defaults, with this request
-    counted; the anonymous tenant where keys are not required. Shared by every protocol that carries
-    a key (the Wyoming server's comes from its settings)."""
-    tenant = state.stores.tenants.by_key(token) if token else None
+def tenant_of(state: AppState, token: str | None, known: Tenant | None = None) -> Tenant:
+    """The tenant ``token`` selects (``known``: as the key check found it for this same request), its
+    limits merged with the server's defaults, with this request counted; the anonymous tenant where
+    keys are not required. Shared by every protocol that carries a key (the Wyoming server's comes
+    from its settings)."""
+    tenant = known or (state.stores.tenants.by_key(token) if token else None)
     if tenant is None:
         if state.settings.keys_required:
             raise key_refused(token)

@@ -29,7 +29,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.deps import key_refused
+from api.deps import KEY_TENANT, key_refused
 from api.state import AppState
 from ttsq.settings import Settings
 
@@ -125,9 +125,11 @@ class KeyCheckMiddleware:
             token = fallback.get_secret_value() if fallback is not None else None
         if token is not None:
             try:
-                if await run_in_threadpool(state.stores.tenants.by_key, token) is not None:
-                    return None
+                tenant = await run_in_threadpool(state.stores.tenants.by_key, token)
             except Exception:  # an outage: the route's own dependency answers it
+                return None
+            if tenant is not None:
+                scope.setdefault("state", {})[KEY_TENANT] = (token, tenant)
                 return None
         return await _handled(Request(scope), key_refused(token))
 

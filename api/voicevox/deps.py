@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
@@ -58,13 +58,13 @@ def facade_key(settings: Settings) -> SecretStr | None:
 
 
 async def voicevox_tenant(
-    state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    request: Request, state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
     """The header's key, else ``voicevox_api_key``, else none (anonymous when keys are not required)."""
     key = facade_key(state.settings)
     if credentials is None and key is not None:
         credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=key.get_secret_value())
-    return await current_tenant(state, credentials)
+    return await current_tenant(request, state, credentials)
 
 
 VoicevoxTenantDep = Annotated[Tenant, Depends(voicevox_tenant)]
