@@ -198,6 +198,15 @@ class JobStore:
             raise JobNotFound(job_id)
         return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
 
+    def get_with_text(self, job_id: str) -> tuple[JobRecord, str | None]:
+        """The record and the text (None if gone: a finished job's may be) in one round trip: what
+        a job's entry step reads first."""
+        raw_record, raw_text = self._redis.mget([job_key(job_id), job_text_key(job_id)])
+        if raw_record is None:
+            raise JobNotFound(job_id)
+        text = None if raw_text is None else raw_text.decode("utf-8") if isinstance(raw_text, bytes) else str(raw_text)
+        return JobRecord.model_validate_json(raw_record), text
+
     def transition(
         self, job_id: str, allowed_from: Collection[JobStatus], to: JobStatus, changes: Mapping[str, Any]
     ) -> JobRecord | None:

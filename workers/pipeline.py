@@ -96,16 +96,18 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
     taken_at = utcnow()
-    record = ctx.stores.jobs.get(job_id)
+    record, text = ctx.stores.jobs.get_with_text(job_id)
     if record.status not in _STARTABLE:
         # Its webhook event was queued by its terminal write; a batch's finishing task by the terminal
         # write of the batch's last item (a lost one is sent again by the sweeper, ttsq.batch_sweep).
         log.info("job %s is no longer runnable; skipping", job_id)
         return
     _describe(record)
+    if text is None:
+        raise JobNotFound(job_id)
     try:
         with tracing.span("ttsq.plan") as span:
-            segments = plan_segments(record, ctx)
+            segments = plan_segments(record, text, ctx)
             span.set_attribute("ttsq.segments", len(segments))
         run.ensure_current()
         claimed = _claim_planned(record, segments, taken_at, ctx)

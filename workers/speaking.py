@@ -121,11 +121,11 @@ def _by_rate(utterances: list[PlannedUtterance]) -> dict[float, list[int]]:
     return groups
 
 
-def plan_segments(record: JobRecord, ctx: JobContext) -> list[list[PlannedUtterance]]:
+def plan_segments(record: JobRecord, text: str, ctx: JobContext) -> list[list[PlannedUtterance]]:
     settings = ctx.settings
     return ctx.engine.plan_segments(
         record.voice,
-        ctx.stores.jobs.text(record.id),
+        text,
         settings.segment_max_ids,
         record.text_type,
         record.options.paragraph_pause_s,
