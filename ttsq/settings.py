@@ -149,9 +149,10 @@ class WorkerSettings(BaseModel):
     device: Device = Device.AUTO
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads; 0 lets it use every core."""
-    spinning: Spinning = Spinning.IN_CALL
-    """When ONNX Runtime's idle threads spin: ``in_call`` (within a call, a lone call's few percent),
-    ``always`` (between calls too: only for hosts that do nothing else) or ``off``."""
+    spinning: Spinning = Spinning.OFF
+    """When ONNX Runtime's idle threads spin: ``off``; ``in_call`` (within a call: a lone message about
+    5 % faster, but calls that meet other work lose more, see docs/PERFORMANCE.md); ``always``
+    (between calls too: only for hosts that do nothing else)."""
     concurrency: int | None = Field(None, ge=1)
     """Task threads; default: ``max_batch + 1`` so the next item is ready while results are stored."""
     max_batch: int | None = Field(None, ge=1, le=256)

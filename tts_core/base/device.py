@@ -28,9 +28,10 @@ class Spinning(StrEnum):
     """When a session's idle intra-op threads spin (busy-wait for work) rather than sleep.
 
     Spinning within a call keeps a call's threads awake between its parallel steps: a lone call on
-    2 cores is about 5 % faster than with sleeping threads. Spinning between calls too (ONNX
-    Runtime's default) burns a core for a while after every call, which in a worker is the CPU that
-    Redis, S3, the API and the next message need (docs/PERFORMANCE.md, "Spinning within a call")."""
+    2 cores is about 5 % faster than with sleeping threads, but a call that meets other work (another
+    call, the S3 store, the API) takes the cores that work needs. Spinning between calls too (ONNX
+    Runtime's default) burns a core for a while after every call. Workers sleep their threads by
+    default (docs/PERFORMANCE.md, "Short messages, settled")."""
 
     OFF = "off"
     """Idle threads always sleep."""

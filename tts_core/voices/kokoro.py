@@ -180,7 +180,7 @@ class KokoroVoice:
 
     @classmethod
     def load(
-        cls, name: str, device: Device = Device.AUTO, intra_op_threads: int = 0, spinning: Spinning = Spinning.IN_CALL
+        cls, name: str, device: Device = Device.AUTO, intra_op_threads: int = 0, spinning: Spinning = Spinning.OFF
     ) -> KokoroVoice:
         folder = data_dir()
         if folder is None:

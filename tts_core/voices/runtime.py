@@ -37,7 +37,7 @@ def resolve_device(device: Device) -> Device:
     return device
 
 
-def session_options(intra_op_threads: int, spinning: Spinning = Spinning.IN_CALL) -> ort.SessionOptions:
+def session_options(intra_op_threads: int, spinning: Spinning = Spinning.OFF) -> ort.SessionOptions:
     """Options shared by every session: fixed thread count (0 lets ORT pick), full graph optimisation,
     and when its threads spin (:class:`Spinning`)."""
     options = ort.SessionOptions()
@@ -51,7 +51,7 @@ def session_options(intra_op_threads: int, spinning: Spinning = Spinning.IN_CALL
 
 
 def create_session(
-    model: bytes, device: Device, intra_op_threads: int, spinning: Spinning = Spinning.IN_CALL
+    model: bytes, device: Device, intra_op_threads: int, spinning: Spinning = Spinning.OFF
 ) -> ort.InferenceSession:
     """Create an inference session on the device the policy allows: ``auto`` may fall back to CPU,
     ``cuda`` never does."""

@@ -45,7 +45,7 @@ class Voice:
         config_path: Path | None = None,
         device: Device = Device.AUTO,
         intra_op_threads: int = 0,
-        spinning: Spinning = Spinning.IN_CALL,
+        spinning: Spinning = Spinning.OFF,
     ) -> Voice:
         """Load ``NAME.onnx`` (and ``NAME.onnx.json`` beside it unless given) into a session."""
         config = VoiceConfig.from_file(config_path or model_path.with_name(model_path.name + ".json"))
