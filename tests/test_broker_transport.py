@@ -92,3 +92,27 @@ def test_models_only_other_workers_hold_come_last() -> None:
     assert affinity_order([*FIXED, A, B, C], [A, B, C], frozenset({C}), frozenset({A})) == [*FIXED, C, B, A]
     # Held here and elsewhere: here wins.
     assert affinity_order([*FIXED, A, B], [A, B], frozenset({A}), frozenset({A, B})) == [*FIXED, A, B]
+
+
+def test_a_channel_shares_one_client_until_its_pool_is_replaced(settings: Settings) -> None:
+    """kombu built a new redis-py client for every publish and acknowledgement; the channel keeps
+    one per connection pool, and a new pool (a reconnect) gets a new one, which works."""
+    connection = make_producer(settings).connection_for_write()
+    channel: Any = connection.channel()
+    try:
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second
+            assert first.connection_pool is channel.pool
+        channel._put("ttsq-test-shared-client", {"body": "x"})
+        channel._pool = None  # what kombu does when it drops a pool
+        with channel.conn_or_acquire() as renewed:
+            assert renewed is not first
+            assert renewed.connection_pool is channel.pool
+            assert renewed.llen("ttsq-test-shared-client") == 1
+            renewed.delete("ttsq-test-shared-client")
+        given = redis.Redis.from_url(settings.redis_url)
+        with channel.conn_or_acquire(given) as passed:
+            assert passed is given
+        given.close()
+    finally:
+        connection.close()
