@@ -21,6 +21,7 @@ import pytest
 import redis
 import soundfile
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
@@ -385,9 +386,18 @@ def two_chapter_epub(path: Path) -> Path:
     return path
 
 
-def chapter_link(studio: Studio, title: str) -> WebElement:
-    link: WebElement = studio.wait().until(lambda b: b.find_element(By.LINK_TEXT, title))
-    return link
+def click_link(studio: Studio, text: str) -> None:
+    """Click the link of ``text`` once it is there. The book view renders its links again as the
+    batch moves on, so a link found a moment before may be gone: found and clicked in one step,
+    again until it holds (an element found earlier and clicked later failed with a stale reference)."""
+
+    def clicked(browser: webdriver.Chrome) -> bool:
+        browser.find_element(By.LINK_TEXT, text).click()
+        return True
+
+    WebDriverWait(
+        studio.browser, WAIT_S, ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]
+    ).until(clicked)
 
 
 def test_a_book_is_narrated_from_the_page_chapter_by_chapter(studio: Studio, tmp_path: Path) -> None:
@@ -400,15 +410,13 @@ def test_a_book_is_narrated_from_the_page_chapter_by_chapter(studio: Studio, tmp
     assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == [title for title, _ in CHAPTERS]
     studio.element("narrate").click()
     for title, _ in CHAPTERS:
-        chapter_link(studio, title).click()
+        click_link(studio, title)
     for n, (title, text) in enumerate(CHAPTERS, 1):
         stem = f"{n:02d}-{title.lower().replace(' ', '-')}"  # as `ttsq narrate` names its files
         audio, rate = soundfile.read(downloaded(studio.downloads, f"{stem}.mp3"))
         assert len(audio) / rate > len(text.split()) * 0.2, title
-    zip_link = studio.wait().until(lambda b: b.find_element(By.LINK_TEXT, "All chapters (zip)"))
-    m4b_link = studio.wait().until(lambda b: b.find_element(By.LINK_TEXT, "Audiobook (M4B with chapters)"))
-    zip_link.click()
-    m4b_link.click()
+    click_link(studio, "All chapters (zip)")
+    click_link(studio, "Audiobook (M4B with chapters)")
     with zipfile.ZipFile(downloaded(studio.downloads, "tales-of-the-coast.zip")) as bundle:
         assert sum(1 for name in bundle.namelist() if name.endswith(".mp3")) == 2
     with av.open(str(downloaded(studio.downloads, "tales-of-the-coast.m4b"))) as audiobook:
