@@ -196,7 +196,7 @@ class JobStore:
         raw = self._redis.get(job_text_key(job_id))
         if raw is None:
             raise JobNotFound(job_id)
-        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        return _text_of(raw)
 
     def get_with_text(self, job_id: str) -> tuple[JobRecord, str | None]:
         """The record and the text (None if gone: a finished job's may be) in one round trip: what
@@ -204,8 +204,7 @@ class JobStore:
         raw_record, raw_text = self._redis.mget([job_key(job_id), job_text_key(job_id)])
         if raw_record is None:
             raise JobNotFound(job_id)
-        text = None if raw_text is None else raw_text.decode("utf-8") if isinstance(raw_text, bytes) else str(raw_text)
-        return JobRecord.model_validate_json(raw_record), text
+        return JobRecord.model_validate_json(raw_record), None if raw_text is None else _text_of(raw_text)
 
     def transition(
         self, job_id: str, allowed_from: Collection[JobStatus], to: JobStatus, changes: Mapping[str, Any]
@@ -342,3 +341,8 @@ class JobStore:
         # Not thread-local: the worker's lease thread renews the claims its task threads hold.
         lock: Lock = self._redis.lock(job_claim_key(job_id, step), timeout=ttl_s, blocking=False, thread_local=False)
         return lock
+
+
+def _text_of(raw: bytes | str) -> str:
+    """A job's text as Redis answered it."""
+    return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
