@@ -29,7 +29,10 @@ MAX_PAGE: Final = 200
 """Most jobs, batches or batch items in one page."""
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    """The app's state. This and the other dependencies that only look at the request are ``async``:
+    FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop (two context switches and
+    the event loop's wake-up) for a few attribute reads, on every request (issue 38)."""
     state: AppState = request.app.state.ttsq
     return state
 
@@ -51,7 +54,18 @@ async def current_tenant(
     token = credentials.credentials if credentials is not None else None
     checked: tuple[str, Tenant] | None = getattr(request.state, KEY_TENANT, None)
     known = checked[1] if checked is not None and checked[0] == token else None
-    return await run_in_threadpool(tenant_of, state, token, known)
+    if _reads_store(state, token, known):
+        return await run_in_threadpool(tenant_of, state, token, known)
+    return tenant_of(state, token, known)  # no Redis call: no thread hop
+
+
+def _reads_store(state: AppState, token: str | None, known: Tenant | None) -> bool:
+    """Whether :func:`tenant_of` calls Redis (a blocking call, made off the event loop): to look a
+    key up that the key check did not, or to count the request against a per-second limit."""
+    if token is not None and known is None:
+        return True
+    tenant = known or ANONYMOUS
+    return tenant.limits.over(state.settings.default_limits).requests_per_second is not None
 
 
 def tenant_of(state: AppState, token: str | None, known: Tenant | None = None) -> Tenant:
@@ -79,14 +93,14 @@ TenantDep = Annotated[Tenant, Depends(current_tenant)]
 """The caller's tenant, its limits already merged with the server's defaults."""
 
 
-def require_json(content_type: Annotated[str | None, Header()] = None) -> None:
+async def require_json(content_type: Annotated[str | None, Header()] = None) -> None:
     """Refuse bodies that are not declared as JSON, before anything else looks at them."""
     media_type = (content_type or "").split(";")[0].strip().lower()
     if media_type != "application/json":
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
 
 
-def _job_id(job_id: Annotated[str, Path(description="Job id (UUID)")]) -> str:
+async def _job_id(job_id: Annotated[str, Path(description="Job id (UUID)")]) -> str:
     try:
         return str(uuid.UUID(job_id))
     except ValueError:
@@ -115,7 +129,7 @@ ExistingJobId = Annotated[str, Depends(_existing_job_id)]
 """A job id of the caller's that exists now."""
 
 
-def _batch_id(batch_id: Annotated[str, Path(description="Batch id (UUID)")]) -> str:
+async def _batch_id(batch_id: Annotated[str, Path(description="Batch id (UUID)")]) -> str:
     try:
         return str(uuid.UUID(batch_id))
     except ValueError:
