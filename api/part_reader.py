@@ -42,11 +42,9 @@ class PartReader:
     def _release(self) -> None:
         """Delete the parts if the worker is done with them too; else leave that to the worker
         (the flag is set before the status is read, so one of the two always sees the other)."""
-        self._state.stores.segments.mark_streamed(self.job_id)
-        if self._state.stores.jobs.get(self.job_id).status.terminal and self.total:
-            self._state.stores.parts.delete(
-                counted_parts(self.job_id, self._state.stores.segments.winners(self.job_id))
-            )
+        record, done = self._state.stores.segments.record_and_winners(self.job_id, mark_streamed=True)
+        if record.status.terminal and self.total:
+            self._state.stores.parts.delete(counted_parts(self.job_id, done))
 
     async def next_part(self) -> np.ndarray:
         """The next part, waiting for it; raises if the job failed before it came."""
@@ -89,8 +87,7 @@ class PartReader:
         (each hop is a thread's wake-up on the answer's path). A worker writes the total when it
         claims the job; a part counted while the total is unknown (a worker of the release before,
         which wrote a one-segment job's total only at its success) means a one-segment job."""
-        record = self._state.stores.jobs.get(self.job_id)
-        done = self._state.stores.segments.winners(self.job_id)
+        record, done = self._state.stores.segments.record_and_winners(self.job_id)
         self.voice = record.voice
         total = record.progress.segments_total
         self.total = total if total is not None else (1 if done else None)

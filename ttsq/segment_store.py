@@ -25,6 +25,7 @@ from tts_core.mastering.level_meter import LevelSummary
 from ttsq.constants import (
     job_done_key,
     job_events_channel,
+    job_key,
     job_levels_key,
     job_plan_draft_key,
     job_segments_key,
@@ -32,6 +33,7 @@ from ttsq.constants import (
     job_streamed_key,
     job_timings_key,
 )
+from ttsq.errors import JobNotFound
 from ttsq.events import SEGMENT_MESSAGE_TEMPLATE
 from ttsq.job_record import JobRecord, JobStatus
 
@@ -162,8 +164,21 @@ class SegmentStore:
 
     def winners(self, job_id: str) -> dict[int, str]:
         """Each counted segment's index with the attempt whose part counts for it."""
-        raw = cast(dict[bytes, bytes], self._redis.hgetall(job_done_key(job_id)))
-        return {int(index): attempt.decode() for index, attempt in raw.items()}
+        return _winners(cast(dict[bytes, bytes], self._redis.hgetall(job_done_key(job_id))))
+
+    def record_and_winners(self, job_id: str, mark_streamed: bool = False) -> tuple[JobRecord, dict[int, str]]:
+        """The job's record and :meth:`winners`, in one round trip (a part reader's look, on the
+        answer's path); with ``mark_streamed``, :meth:`mark_streamed` first, in the same trip and
+        before the reads, as that handshake needs."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            if mark_streamed:
+                pipe.set(job_streamed_key(job_id), b"1", ex=self._ttl_s)
+            pipe.get(job_key(job_id))
+            pipe.hgetall(job_done_key(job_id))
+            *_, raw, done = pipe.execute()
+        if raw is None:
+            raise JobNotFound(job_id)
+        return JobRecord.model_validate_json(raw), _winners(done)
 
     def progress(self, job_id: str) -> Progress:
         with self._redis.pipeline(transaction=False) as pipe:
@@ -209,3 +224,7 @@ def live_progress(record: JobRecord, segments: SegmentStore) -> JobRecord:
     sums = segments.progress(record.id)
     progress = record.progress.with_sums(sums.done, sums.synthesis_ms, sums.audio_s)
     return record.model_copy(update={"progress": progress})
+
+
+def _winners(raw: dict[bytes, bytes]) -> dict[int, str]:
+    return {int(index): attempt.decode() for index, attempt in raw.items()}
