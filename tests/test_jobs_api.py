@@ -317,7 +317,7 @@ def test_bad_input_is_refused_and_creates_no_job(
     response = idle_queue_api.client.post("/v1/jobs", **request_kwargs)
     assert response.status_code == status
     assert message in response.json()["error"]["message"]
-    assert job_keys(redis_client) == keys_before
+    assert job_keys(redis_client) <= keys_before  # no new key (an earlier test's lease may lapse meanwhile)
     assert redis_client.llen(idle_queue_api.queue) == 0
 
 

@@ -82,7 +82,7 @@ def test_the_api_refuses_an_overlong_pronunciation_and_creates_no_job(
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid_ssml"
     assert "ph has 1001 characters" in response.json()["error"]["message"]
-    assert job_keys(redis_client) == keys_before
+    assert job_keys(redis_client) <= keys_before  # no new key (an earlier test's lease may lapse meanwhile)
     assert redis_client.llen(idle_queue_api.queue) == 0
 
 

@@ -109,7 +109,7 @@ def test_invalid_ssml_is_refused_with_its_place_and_no_job(
         error = response.json()["error"]
         assert error["code"] == "invalid_ssml"
         assert where in error["message"]
-    assert job_keys(redis_client) == keys_before
+    assert job_keys(redis_client) <= keys_before  # no new key (an earlier test's lease may lapse meanwhile)
     assert redis_client.llen(idle_queue_api.queue) == 0
 
 

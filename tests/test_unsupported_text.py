@@ -76,7 +76,7 @@ def test_an_english_voice_refuses_text_it_cannot_read_and_no_job_is_made(
     assert error["code"] == "unsupported_text"
     assert error["message"] == (f"voice {DEFAULT_VOICE_ID} (en_US) cannot speak text written in {written_in}; {could}")
     assert text not in error["message"]  # the text itself is never echoed
-    assert job_keys(redis_client) == keys_before
+    assert job_keys(redis_client) <= keys_before  # no new key (an earlier test's lease may lapse meanwhile)
     assert redis_client.llen(idle_queue_api.queue) == 0
 
 
