@@ -239,6 +239,10 @@ class JobRecord(BaseModel):
     message carries none continues its trace from here, so a job keeps one trace through requeues
     and redeliveries. None: submitted without tracing and without a caller's ``traceparent``."""
     _completes_batch: bool = PrivateAttr(default=False)
+    _stored: bytes | None = PrivateAttr(default=None)
+    """The record's JSON exactly as the job store read or wrote it (None: not from the store): a
+    write based on this record then checks that nothing changed it meanwhile, in one round trip
+    (``JobStore.transition_by``'s ``known``)."""
 
     @property
     def output(self) -> AudioOutput:
@@ -249,6 +253,16 @@ class JobRecord(BaseModel):
     def trace_id(self) -> str | None:
         """The job's trace id (32 hex digits), as clients and log lines name it."""
         return trace_id_of(self.traceparent)
+
+    @property
+    def stored(self) -> bytes | None:
+        """See ``_stored``."""
+        return self._stored
+
+    def as_stored(self, raw: bytes) -> JobRecord:
+        """This record, remembered as stored as ``raw`` (the job store's reads and writes)."""
+        self._stored = raw
+        return self
 
     @property
     def completes_batch(self) -> bool:

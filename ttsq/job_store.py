@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import redis
 from redis.lock import Lock
@@ -50,6 +50,32 @@ from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
 
 def _seconds_since(moment: datetime, now: datetime | None = None) -> float:
     return max(0.0, ((now or utcnow()) - moment).total_seconds())
+
+
+_RUN_IF_UNCHANGED = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+local results = {}
+local at = 3
+for n = 1, tonumber(ARGV[2]) do
+  local count = tonumber(ARGV[at])
+  results[n] = redis.call(unpack(ARGV, at + 1, at + count))
+  at = at + count + 1
+end
+return results
+"""
+"""Runs the commands flattened in ARGV (count, then each command's length and words) if KEYS[1]
+still holds ARGV[1], and answers their replies; false if it does not. The service uses one Redis (no
+cluster), so the keys the commands touch need not be declared."""
+
+_SCRIPT_COMMANDS: Final = frozenset({"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"})
+
+
+def _written(updated: JobRecord | None, results: list[Any], batch_position: int | None) -> JobRecord | None:
+    """``updated`` as written, told whether its write finished its batch (``completes_batch``)."""
+    if batch_position is not None and updated is not None:
+        finished, total = results[batch_position], results[batch_position + 1]
+        updated._completes_batch = total is not None and int(finished) == int(total)
+    return updated
 
 
 def _count_finish(pipe: redis.client.Pipeline, record: JobRecord) -> None:
@@ -126,6 +152,7 @@ class JobStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self._redis = client
         self._ttl_s = ttl_s
+        self._run_if_unchanged = client.register_script(_RUN_IF_UNCHANGED)
 
     def create(self, record: JobRecord, text: str) -> None:
         """Write record and text together, and list the job as active and as its tenant's; all or
@@ -190,7 +217,7 @@ class JobStore:
         raw = self._redis.get(job_key(job_id))
         if raw is None:
             raise JobNotFound(job_id)
-        return JobRecord.model_validate_json(raw)
+        return _record_of(raw)
 
     def text(self, job_id: str) -> str:
         raw = self._redis.get(job_text_key(job_id))
@@ -204,7 +231,7 @@ class JobStore:
         raw_record, raw_text = self._redis.mget([job_key(job_id), job_text_key(job_id)])
         if raw_record is None:
             raise JobNotFound(job_id)
-        return JobRecord.model_validate_json(raw_record), None if raw_text is None else _text_of(raw_text)
+        return _record_of(raw_record), None if raw_text is None else _text_of(raw_text)
 
     def transition(
         self, job_id: str, allowed_from: Collection[JobStatus], to: JobStatus, changes: Mapping[str, Any]
@@ -221,10 +248,13 @@ class JobStore:
         allowed_from: Collection[JobStatus],
         to: JobStatus,
         changes_of: Callable[[JobRecord], Mapping[str, Any]],
+        known: JobRecord | None = None,
     ) -> JobRecord | None:
         """Like :meth:`transition`, with changes computed from the current record (e.g. to count
-        attempts) inside the same atomic read-modify-write."""
-        return self._write(job_id, allowed_from, lambda record: {**changes_of(record), "status": to})
+        attempts) inside the same atomic read-modify-write. ``known``: the record as the caller last
+        read or wrote it; if the job is still stored exactly so, the write takes one round trip
+        (else it reads the record and tries again as without it)."""
+        return self._write(job_id, allowed_from, lambda record: {**changes_of(record), "status": to}, known=known)
 
     def update_by(
         self,
@@ -244,13 +274,17 @@ class JobStore:
         allowed_from: Collection[JobStatus],
         changes_of: Callable[[JobRecord], Mapping[str, Any]],
         fence: Fence | None = None,
+        known: JobRecord | None = None,
     ) -> JobRecord | None:
+        if known is not None and known.stored is not None and fence is None and known.status in allowed_from:
+            written = self._write_if_unchanged(known, known.stored, changes_of)
+            if written is not None:
+                return written
         key = job_key(job_id)
         outcome: list[JobRecord | None] = [None]
         batch_position: list[int | None] = [None]
 
         def apply(pipe: redis.client.Pipeline) -> None:
-            batch_position[0] = None
             if fence is not None:
                 fence.check(pipe)
             raw = pipe.get(key)
@@ -259,25 +293,52 @@ class JobStore:
             record = JobRecord.model_validate_json(raw)
             if record.status not in allowed_from:
                 outcome[0] = None
+                batch_position[0] = None
                 return
             updated = JobRecord.model_validate({**record.model_dump(), **changes_of(record)})
             pipe.multi()
-            pipe.set(key, updated.model_dump_json(), keepttl=True)
-            pipe.publish(job_events_channel(job_id), status_message(updated.status))
-            if updated.status.terminal and not record.status.terminal:
-                _count_finish(pipe, updated)
-                _settle(pipe, updated, self._ttl_s)
-                if updated.batch_id is not None:
-                    batch_position[0] = _count_batch_item(pipe, updated)
+            batch_position[0] = self._queue_write(pipe, record, updated)
             outcome[0] = updated
 
         watched = (key,) if fence is None else (key, fence.key)
         results = cast(list[Any], self._redis.transaction(apply, *watched))
-        position = batch_position[0]
-        if position is not None and outcome[0] is not None:
-            finished, total = results[position], results[position + 1]
-            outcome[0]._completes_batch = total is not None and int(finished) == int(total)
-        return outcome[0]
+        return _written(outcome[0], results, batch_position[0])
+
+    def _queue_write(self, pipe: redis.client.Pipeline, record: JobRecord, updated: JobRecord) -> int | None:
+        """Queue the commands that replace ``record`` with ``updated``: the record, its event, and
+        for a job that just finished, the counts it settles. Returns where the batch's counts are
+        in the results (``_count_batch_item``), if the job is a batch item that just finished."""
+        payload = updated.model_dump_json()
+        updated.as_stored(payload.encode())
+        pipe.set(job_key(updated.id), payload, keepttl=True)
+        pipe.publish(job_events_channel(updated.id), status_message(updated.status))
+        if not updated.status.terminal or record.status.terminal:
+            return None
+        _count_finish(pipe, updated)
+        _settle(pipe, updated, self._ttl_s)
+        return _count_batch_item(pipe, updated) if updated.batch_id is not None else None
+
+    def _write_if_unchanged(
+        self, known: JobRecord, stored: bytes, changes_of: Callable[[JobRecord], Mapping[str, Any]]
+    ) -> JobRecord | None:
+        """The write of :meth:`_write` in one script, which runs it only if the job is still stored
+        as ``stored``: the record ``known`` that changes are computed from is then the current one,
+        as a watched read would have found it. None if it changed (or the write has a script of its
+        own to run, which a script cannot call): the caller then reads and writes as usual."""
+        updated = JobRecord.model_validate({**known.model_dump(), **changes_of(known)})
+        with self._redis.pipeline(transaction=True) as collected:  # only collects the commands
+            position = self._queue_write(collected, known, updated)
+            commands = [args for args, _options in collected.command_stack]
+            collected.reset()
+        if any(str(command[0]).upper() in _SCRIPT_COMMANDS for command in commands):
+            return None
+        flat: list[Any] = []
+        for command in commands:
+            flat += [len(command), *command]
+        results = self._run_if_unchanged(keys=[job_key(known.id)], args=[stored, len(commands), *flat])
+        if results is None:
+            return None
+        return _written(updated, cast(list[Any], results), position)
 
     def count_first_audio(self, record: JobRecord) -> None:
         """The job's first segment has audio: add its wait to the time-to-first-audio histogram."""
@@ -341,6 +402,12 @@ class JobStore:
         # Not thread-local: the worker's lease thread renews the claims its task threads hold.
         lock: Lock = self._redis.lock(job_claim_key(job_id, step), timeout=ttl_s, blocking=False, thread_local=False)
         return lock
+
+
+def _record_of(raw: bytes | str) -> JobRecord:
+    """A job's record as Redis answered it, remembering its JSON (``JobRecord.stored``)."""
+    stored = raw if isinstance(raw, bytes) else raw.encode("utf-8")
+    return JobRecord.model_validate_json(stored).as_stored(stored)
 
 
 def _text_of(raw: bytes | str) -> str:

@@ -211,7 +211,7 @@ def _claim_planned(
         replaced[0] = current.reserved_audio_ms == record.reserved_audio_ms
         return {**changes, "reserved_audio_ms": planned_ms} if replaced[0] else changes
 
-    claimed = ctx.stores.jobs.transition_by(record.id, _STARTABLE, JobStatus.RUNNING, claim)
+    claimed = ctx.stores.jobs.transition_by(record.id, _STARTABLE, JobStatus.RUNNING, claim, known=record)
     if claimed is None or not replaced[0]:  # ended meanwhile, or replanned by another run: give it back
         ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), record.voice, -delta, limits)
     return claimed
@@ -262,7 +262,7 @@ def _succeed(
     def changes(current: JobRecord) -> dict[str, Any]:
         return {**finish_changes(current, JobStatus.SUCCEEDED), "result": result, "progress": progress}
 
-    done = ctx.stores.jobs.transition_by(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes)
+    done = ctx.stores.jobs.transition_by(job_id, (JobStatus.RUNNING,), JobStatus.SUCCEEDED, changes, known=record)
     if done is not None:
         log.info("job %s succeeded: %.2fs of audio, rtf %s", job_id, audio_s, progress.rtf)
         if record.stream and ctx.stores.segments.was_streamed(job_id):  # the API is done with the parts
