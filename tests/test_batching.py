@@ -311,10 +311,12 @@ class HeldModel:
         self.began = threading.Semaphore(0)
         self.go = threading.Event()
         self.beside: list[int] = []
+        self.lately: list[bool] = []
         self.threads: set[str] = set()
 
     def __call__(self, key: str, batch: list[Sequence[int]], stop: CallStop) -> list[FloatAudio]:
         self.beside.append(stop.beside)
+        self.lately.append(stop.lately_beside)
         self.threads.add(threading.current_thread().name)
         self.began.release()
         assert self.go.wait(10)
@@ -338,6 +340,34 @@ def test_a_second_call_runs_beside_the_first_only_while_another_item_waits() -> 
     assert model.beside[:2] == [0, 1]
     assert model.threads == {"lanes", "lanes-2"}
     assert not batcher.alive  # close stopped both threads
+
+
+def test_a_call_that_begins_alone_moments_after_two_ran_at_once_is_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load a call begins alone only between two others: ``lately_beside`` says that two ran at
+    once until less than ``BESIDE_MEMORY_S`` before it began, so the worker runs it as one of a pair."""
+    model = HeldModel()
+    batcher = DynamicBatcher(model, max_batch=1, parallel_calls=2, name="memory")
+    try:
+        alone = batcher.submit("voice", [1], "alone")
+        assert model.began.acquire(timeout=5)
+        model.go.set()
+        alone.result(timeout=5)
+        model.go.clear()
+        first = batcher.submit("voice", [1], "first")
+        assert model.began.acquire(timeout=5)
+        second = batcher.submit("voice", [2], "second")
+        assert model.began.acquire(timeout=5)
+        model.go.set()
+        first.result(timeout=5)
+        second.result(timeout=5)
+        monkeypatch.setattr(batching, "BESIDE_MEMORY_S", 60.0)
+        batcher.submit("voice", [3], "moments after").result(timeout=5)
+        monkeypatch.setattr(batching, "BESIDE_MEMORY_S", 0.0)
+        batcher.submit("voice", [4], "long after").result(timeout=5)
+    finally:
+        batcher.close()
+    assert model.beside == [0, 0, 1, 0, 0]
+    assert model.lately == [False, False, True, True, False]
 
 
 def test_one_call_at_a_time_without_parallel_calls() -> None:

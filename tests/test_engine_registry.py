@@ -148,6 +148,8 @@ class ToneEngine(SpeechEngine):
         self.loaded: list[ToneModel] = []
         self.threads: list[int] = []
         """The ``intra_op_threads`` of each load, in order."""
+        self.spinning: list[Spinning] = []
+        """The ``spinning`` of each load, in order."""
 
     def voices(self, voices_dir: Path | None) -> list[VoiceInfo]:
         return [
@@ -158,6 +160,7 @@ class ToneEngine(SpeechEngine):
         model = ToneModel()
         self.loaded.append(model)
         self.threads.append(intra_op_threads)
+        self.spinning.append(spinning)
         return model
 
     def front_end(self, info: VoiceInfo) -> FrontEnd:
@@ -311,11 +314,14 @@ def test_a_call_beside_another_runs_on_the_models_one_thread_twin(settings: Sett
         wait_until(lambda: host.twins is not None and host.twins.loaded() == [TONE_VOICE], 10, "the twin loaded")
         host._run(key, [[1]], CallStop(beside=1))
         host._run(key, [[4, 5, 6, 7]], CallStop(beside=0))
+        host._run(key, [[1, 2, 3, 4, 5]], CallStop(beside=0, lately_beside=True))  # alone, moments after two
         twin = tone.loaded[-1]
         assert isinstance(own, ToneModel)
         assert twin is not own
-        assert (own.calls, twin.calls) == ([[3], [2], [4]], [[1]])
+        assert (own.calls, twin.calls) == ([[3], [2], [4]], [[1], [5]])
         assert tone.threads == [settings.worker.intra_op_threads, 1]
+        # By default the model's own session spins within its calls: under load they go to the twin.
+        assert tone.spinning == [Spinning.IN_CALL, Spinning.IN_CALL]
         host._evicted(TONE_VOICE)  # the model evicted: its twin goes with it
         assert host.twins.loaded() == []
     finally:
@@ -329,6 +335,7 @@ def test_no_twin_with_one_call_at_a_time(settings: Settings, tone: ToneEngine) -
         assert host.twins is None
         host._run((TONE_VOICE, SynthesisConfig()), [[1, 2]], CallStop(beside=1))
         assert len(tone.loaded) == 1
+        assert tone.spinning == [Spinning.OFF]  # no twin to take calls under load: no spinning
     finally:
         host.close()
 

@@ -149,8 +149,9 @@ class WorkerSettings(BaseModel):
     device: Device = Device.AUTO
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads; 0 lets it use every core."""
-    spinning: Spinning = Spinning.OFF
-    """When ONNX Runtime's idle threads spin: ``off``; ``in_call`` (within a call: a lone message about
+    spinning: Spinning = Spinning.AUTO
+    """When ONNX Runtime's idle threads spin: ``auto`` (``in_call`` for models whose calls under load
+    run on one-thread twins, else ``off``); ``off``; ``in_call`` (within a call: a lone message about
     5 % faster, but calls that meet other work lose more, see docs/PERFORMANCE.md); ``always``
     (between calls too: only for hosts that do nothing else)."""
     concurrency: int | None = Field(None, ge=1)

@@ -22,7 +22,7 @@ from typing import Final
 
 from tts_core.base.audio import FloatAudio
 from tts_core.base.config import SynthesisConfig
-from tts_core.base.device import CPU_PROVIDER, Device
+from tts_core.base.device import CPU_PROVIDER, Device, Spinning
 from tts_core.base.plan import PlannedUtterance
 from tts_core.base.timing import TimedAudio, Weigh, WordIds
 from tts_core.frontend.segments import iter_plain, iter_segments, iter_ssml, iter_stream_segments
@@ -148,13 +148,17 @@ class VoiceHost:
         held = self.models.loaded()
         broker_transport.prefer(model_queue(queue, key, interactive) for key in held for interactive in (True, False))
 
+    def _spinning(self, batches: bool) -> Spinning:
+        """The spinning setting for a model of an engine (``batches``: one that has twins here)."""
+        return self._settings.worker.spinning.for_model(self.twins is not None and batches)
+
     def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
         engine = engine_of(info)
         started = time.perf_counter()
         worker = self._settings.worker
         with normal_thread():  # its inference threads start here, and keep this thread's nice
-            voice = engine.load(info, self.device, worker.intra_op_threads, worker.spinning)
+            voice = engine.load(info, self.device, worker.intra_op_threads, self._spinning(engine.batches))
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
@@ -236,13 +240,16 @@ class VoiceHost:
         return self._run(key, batch, stop)
 
     def _run(self, key: BatchKey, batch: list[Sequence[int]], stop: CallStop) -> Sequence[FloatAudio | TimedAudio]:
-        """A call on the voice's session; one that began beside another on the model's one-thread
-        twin once it is loaded (asked for here, the first time two calls meet). Only engines that
-        batch (Piper) have twins: the gain was measured there, while a twin of Kokoro's larger
-        model was not."""
+        """A call on the voice's session; one that begins while the batcher is under load (beside
+        another call, or moments after two ran at once: ``CallStop.lately_beside``) on the model's
+        one-thread twin once it is loaded (asked for here, the first time). So under load calls run
+        two by two on a thread each, the most 2 cores do, and the model's own session, whose threads
+        spin within a call (``Spinning.AUTO``), runs only calls that have the cores to themselves.
+        Only engines that batch (Piper) have twins: the gain was measured there, while a twin of
+        Kokoro's larger model was not."""
         voice_id, config = key
         model = self.voice(voice_id)
-        if stop.beside and self.twins is not None and engine_of(self.catalog.get(voice_id)).batches:
+        if stop.lately_beside and self.twins is not None and engine_of(self.catalog.get(voice_id)).batches:
             model = self.twins.get(self.model_key(voice_id), voice_id) or model
         return model.synthesize_batch(batch, config, stoppable_run(stop))
 
@@ -250,7 +257,7 @@ class VoiceHost:
         """The voice's model again, on one ONNX Runtime thread (``TwinSessions``)."""
         info = self.catalog.get(voice_id)
         with normal_thread():
-            return engine_of(info).load(info, self.device, 1, self._settings.worker.spinning)
+            return engine_of(info).load(info, self.device, 1, self._spinning(True))
 
     def word_weight(self, voice_id: str, pronunciation: Pronunciation | None = None) -> Weigh:
         """How many phonemes a word of this voice's text becomes (its engine's guess, of what the

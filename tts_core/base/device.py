@@ -30,15 +30,26 @@ class Spinning(StrEnum):
     Spinning within a call keeps a call's threads awake between its parallel steps: a lone call on
     2 cores is about 5 % faster than with sleeping threads, but a call that meets other work (another
     call, the S3 store, the API) takes the cores that work needs. Spinning between calls too (ONNX
-    Runtime's default) burns a core for a while after every call. Workers sleep their threads by
-    default (docs/PERFORMANCE.md, "Short messages, settled")."""
+    Runtime's default) burns a core for a while after every call. By default (``AUTO``) a model's
+    session spins within its calls only where the worker runs every call that meets another on the
+    model's one-thread twin (docs/PERFORMANCE.md, "Short messages: CPU, hops and round trips")."""
 
+    AUTO = "auto"
+    """``IN_CALL`` for a model whose calls under load run on one-thread twins (Piper voices on CPU:
+    ``workers.twin_sessions``), so that its own session's spinning threads only run a call that has
+    the cores to itself; ``OFF`` for the others."""
     OFF = "off"
     """Idle threads always sleep."""
     IN_CALL = "in_call"
     """Threads spin while a call runs and sleep as soon as it ends (``session.force_spinning_stop``)."""
     ALWAYS = "always"
     """ONNX Runtime's default: threads spin after a call too, until they give up waiting."""
+
+    def for_model(self, has_twins: bool) -> Spinning:
+        """What a model's session is built with: ``AUTO`` resolved, any other value as it is."""
+        if self is not Spinning.AUTO:
+            return self
+        return Spinning.IN_CALL if has_twins else Spinning.OFF
 
 
 def cuda_device_count() -> int:

@@ -26,6 +26,7 @@ import ctypes
 import heapq
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -52,12 +53,16 @@ class CallStop:
     (:meth:`when_requested`, e.g. set ONNX Runtime's ``RunOptions.terminate``), the batcher asks
     (:meth:`request`). A request that comes before the run function registered stops it at once."""
 
-    def __init__(self, beside: int = 0) -> None:
+    def __init__(self, beside: int = 0, lately_beside: bool = False) -> None:
         self._lock = threading.Lock()
         self._stop: Callable[[], None] | None = None
         self.requested = False
         self.beside = beside
         """Other calls of the batcher running when this one began (0: it began alone)."""
+        self.lately_beside = lately_beside or beside > 0
+        """Whether calls of the batcher ran two at a time until :data:`BESIDE_MEMORY_S` before this
+        one began (or it began beside another): the batcher is under load, and a call that begins
+        alone now soon has another beside it."""
 
     def when_requested(self, stop: Callable[[], None]) -> None:
         """Call ``stop`` (from the requesting thread) when a stop is requested, now if it was."""
@@ -175,6 +180,12 @@ MAX_DEFER_S: Final = 2.0
 """Longest a deferring batcher waits for the other to go idle before each call, so a flood of
 preferred work slows the other's calls but never stops them."""
 
+BESIDE_MEMORY_S: Final = 0.1
+"""How long after two calls last ran at once a batcher still counts as under load
+(:attr:`CallStop.lately_beside`): under load from many clients a call begins alone only in the
+moments between two others, and the next begins beside it a few milliseconds later; a lone message
+that comes later than this (or a job's segments made one after another) has the model's own session."""
+
 _STOP: Final = object()
 _STOP_PRIORITY: Final = 2**31
 """After every item: closing finishes what is queued first."""
@@ -260,6 +271,8 @@ class DynamicBatcher(Generic[K]):
         self._stoppable_calls: set[CallStop] = set()
         """The running calls' stops, while they may still be stopped (first runs of a preemptible batcher)."""
         self._calls_running = 0
+        self._beside_at = -math.inf
+        """When (``time.monotonic``) two calls last ran at once: one began or ended beside another."""
         self._running_lock = threading.Lock()
         self._preemptible = preemptible and defer_to is not None
         if defer_to is not None and self._preemptible:
@@ -389,7 +402,10 @@ class DynamicBatcher(Generic[K]):
     def _call(self, group: list[BatchItem[K]], stoppable: bool) -> bool:
         """One inference call for ``group``; False if it was stopped (its items still wait)."""
         with self._running_lock:
-            stop = CallStop(beside=self._calls_running)
+            now = time.monotonic()
+            if self._calls_running:
+                self._beside_at = now
+            stop = CallStop(self._calls_running, now - self._beside_at < BESIDE_MEMORY_S)
             self._calls_running += 1
         if stoppable:
             self._stoppable(stop)
@@ -411,6 +427,8 @@ class DynamicBatcher(Generic[K]):
         finally:
             with self._running_lock:
                 self._stoppable_calls.discard(stop)
+                if self._calls_running > 1 or stop.beside:  # two ran at once until now
+                    self._beside_at = time.monotonic()
                 self._calls_running -= 1
         run_ms = (time.perf_counter() - started) * 1000.0
         ok = bool(outputs)

@@ -44,6 +44,7 @@ def session_options(intra_op_threads: int, spinning: Spinning = Spinning.OFF) ->
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    spinning = spinning.for_model(has_twins=False)  # a session built outside a worker's pool
     options.add_session_config_entry("session.intra_op.allow_spinning", "0" if spinning is Spinning.OFF else "1")
     if spinning is Spinning.IN_CALL:
         options.add_session_config_entry("session.force_spinning_stop", "1")
