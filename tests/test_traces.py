@@ -51,7 +51,7 @@ from tests.conftest import (
 from tests.receiver import Receiver as WebhookReceiver
 from tests.test_json_logs import SECRET_WORDS, json_lines
 from tests.test_segment_jobs import PARAGRAPH, THREE_SEGMENTS
-from ttsq.constants import ENTRY_STEP, job_step_starts_key, segment_step
+from ttsq.constants import ENTRY_STEP, job_claim_key, job_step_starts_key, segment_step
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings, settings_env
 from ttsq.tenants import ANONYMOUS_TENANT
@@ -296,6 +296,12 @@ def test_a_redelivered_step_is_a_second_attempt_in_the_same_trace(traced: Traced
     context of its own: its step continues the job's, from the record."""
     job = _submit(traced, "A short job, delivered twice.")
     assert wait_for_job(traced.client, job["id"])["status"] == "succeeded"
+    # Delivered while the first run still holds the step (it tidies up after the success the client
+    # saw), the copy is a duplicate and is skipped with no attempt of its own: like the sweeper, send
+    # it once the step is free.
+    with redis.Redis.from_url(traced.settings.redis_url) as database:
+        claim = job_claim_key(job["id"], ENTRY_STEP)
+        wait_until(lambda: not database.exists(claim), 10, "the first run's claim on its step released")
     enqueue(traced.settings, job["id"])
     spans = _wait_for_spans(traced.receiver, job["trace_id"], "ttsq.entry", "ttsq.entry")
     entries = [s for s in spans if s.name == "ttsq.entry"]
