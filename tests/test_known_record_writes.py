@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 
 from tests.conftest import create_record
@@ -22,6 +23,11 @@ from ttsq.settings import Settings
 from ttsq.webhook_schedule import lane_of
 
 QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED
+
+
+@pytest.fixture
+def store(settings: Settings, redis_client: redis.Redis) -> JobStore:
+    return JobStore(redis_client, settings.job_ttl_s)
 
 
 def counted_attempt(current: JobRecord) -> dict[str, Any]:
@@ -46,9 +52,8 @@ def events_of(pubsub: redis.client.PubSub) -> list[bytes]:
 
 
 def test_a_write_from_the_stored_record_is_made_with_its_event_and_the_counts_of_its_end(
-    settings: Settings, redis_client: redis.Redis
+    store: JobStore, redis_client: redis.Redis
 ) -> None:
-    store = JobStore(redis_client, settings.job_ttl_s)
     record = create_record(store)
     finished_before = int(redis_client.hget(FINISHED_STATS_KEY, "succeeded|") or 0)
     with redis_client.pubsub() as pubsub:  # type: ignore[no-untyped-call]  # untyped in redis-py
@@ -72,9 +77,8 @@ def test_a_write_from_the_stored_record_is_made_with_its_event_and_the_counts_of
 
 
 def test_a_write_from_a_record_changed_since_is_computed_from_the_current_one(
-    settings: Settings, redis_client: redis.Redis
+    store: JobStore, redis_client: redis.Redis
 ) -> None:
-    store = JobStore(redis_client, settings.job_ttl_s)
     record = create_record(store)
     stale = store.get(record.id)
     store.update_by(record.id, {QUEUED}, counted_attempt)  # another writer, meanwhile
@@ -93,9 +97,8 @@ def test_a_write_from_a_record_changed_since_is_computed_from_the_current_one(
 
 
 def test_a_stale_record_of_a_job_that_ended_meanwhile_writes_nothing(
-    settings: Settings, redis_client: redis.Redis
+    store: JobStore, redis_client: redis.Redis
 ) -> None:
-    store = JobStore(redis_client, settings.job_ttl_s)
     record = create_record(store)
     stale = store.get(record.id)
     assert store.transition(record.id, {QUEUED}, JobStatus.CANCELED, {}) is not None
@@ -104,9 +107,8 @@ def test_a_stale_record_of_a_job_that_ended_meanwhile_writes_nothing(
 
 
 def test_the_last_item_of_a_batch_written_from_its_known_record_completes_the_batch(
-    settings: Settings, redis_client: redis.Redis
+    store: JobStore, redis_client: redis.Redis
 ) -> None:
-    store = JobStore(redis_client, settings.job_ttl_s)
     record = create_record(store, batch_id="batch-known-writes", status=RUNNING)
     redis_client.hset(batch_counts_key("batch-known-writes"), "total", 1)
     done = store.transition_by(record.id, {RUNNING}, SUCCEEDED, succeeded, known=store.get(record.id))
@@ -115,12 +117,9 @@ def test_the_last_item_of_a_batch_written_from_its_known_record_completes_the_ba
     assert redis_client.hget(batch_counts_key("batch-known-writes"), "succeeded") == b"1"
 
 
-def test_a_job_with_a_webhook_is_finished_with_its_delivery_queued(
-    settings: Settings, redis_client: redis.Redis
-) -> None:
+def test_a_job_with_a_webhook_is_finished_with_its_delivery_queued(store: JobStore, redis_client: redis.Redis) -> None:
     """Its terminal write queues the delivery by a script of its own, which no script can call: it
     goes the usual way, with the same outcome."""
-    store = JobStore(redis_client, settings.job_ttl_s)
     url = "https://hooks.example.com/ttsq"
     record = create_record(store, status=RUNNING, webhook_url=url)
     done = store.transition_by(record.id, {RUNNING}, SUCCEEDED, succeeded, known=store.get(record.id))
