@@ -11,7 +11,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import redis
@@ -111,6 +111,14 @@ class SeaweedPorts:
     )  # fmt: skip
 
 
+WEED_GO_THREADS: Final = "1"
+"""``GOMAXPROCS`` of the embedded weed, unless its environment names its own: how many threads run
+its Go code at once. It shares the host with the model, which keeps every core busy; with one, a PUT
+of a short message's WAV took 5.3 ms and 3.5 ms of its CPU against 6.1 and 4.7 ms with two on 2
+cores, and a presigned GET 2.5 ms against 3.3 (docs/PERFORMANCE.md, "Short messages: the store").
+One thread of Go serves a few hundred such objects a second, more than a host's voices make."""
+
+
 class SeaweedService:
     """SeaweedFS in one process (``weed mini``), serving S3 with enforced credentials and one bucket."""
 
@@ -152,6 +160,7 @@ class SeaweedService:
         # With these variables in its environment, weed enforces them: wrong keys and anonymous reads fail.
         # TMPDIR: whatever else it writes to a temporary folder stays in the data folder too.
         env = {
+            "GOMAXPROCS": WEED_GO_THREADS,
             **os.environ,
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,

@@ -7,7 +7,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cli.embedded import SeaweedService
+import pytest
+
+from cli.embedded import WEED_GO_THREADS, SeaweedService
 
 
 def recent_temp_entries(since: float, prefixes: tuple[str, ...]) -> list[str]:
@@ -45,3 +47,27 @@ def test_seaweedfs_starts_again_on_fresh_ports_when_one_was_taken_first(tmp_path
             assert service.process.alive
         finally:
             service.stop()
+
+
+def _environment_of(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+
+
+def test_seaweedfs_runs_its_go_code_on_one_thread_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It shares the host with the model: one Go thread by default, and an operator's own
+    ``GOMAXPROCS`` wins."""
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    service = SeaweedService(tmp_path / "default", "bucket").start()
+    try:
+        assert _environment_of(service.process.pid)["GOMAXPROCS"] == WEED_GO_THREADS == "1"
+    finally:
+        service.stop()
+    monkeypatch.setenv("GOMAXPROCS", "3")
+    service = SeaweedService(tmp_path / "chosen", "bucket").start()
+    try:
+        assert _environment_of(service.process.pid)["GOMAXPROCS"] == "3"
+    finally:
+        service.stop()
