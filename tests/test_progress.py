@@ -14,7 +14,7 @@ from redis.exceptions import LockError
 
 from tts_core.base.plan import PlannedUtterance
 from tts_core.base.timing import SegmentTiming
-from ttsq.constants import job_part_key, job_plan_draft_key, job_segments_key, part_object_key
+from ttsq.constants import job_part_bytes_key, job_part_key, job_plan_draft_key, job_segments_key, part_object_key
 from ttsq.errors import SegmentLost
 from ttsq.job_store import JobStore
 from ttsq.parts import PartRef, RedisPartStore, S3PartStore
@@ -170,6 +170,48 @@ def test_an_upload_reads_two_parts_into_memory_at_most(settings: Settings, s3_cl
     objects.delete_many([key])
     # Those parts, and about one more on its way in (s3transfer's default held 133 MiB of these 128).
     assert peak < (UPLOAD_PARTS_IN_MEMORY + 2) * MULTIPART_THRESHOLD, f"{peak / 2**20:.0f} MiB held"
+
+
+@pytest.mark.parametrize("kind", ["redis", "s3"])
+def test_a_part_is_stored_only_while_its_runs_claim_holds(
+    kind: str, redis_client: redis.Redis, settings: Settings
+) -> None:
+    """The claim's renewal and the part's write go together: a held claim is renewed and the part
+    stored; a claim that lapsed and went to another task stores nothing and renews nothing."""
+    job_id = f"job-held-{kind}"
+    overflow = S3PartStore(ObjectStore(settings.s3))
+    store = RedisPartStore(redis_client, 600, overflow, 1 << 20) if kind == "redis" else overflow
+    jobs = JobStore(redis_client, 600)
+    claim = jobs.step_lock(job_id, "segment:0", ttl_s=60)
+    assert claim.acquire()
+    redis_client.pexpire(claim.name, 500)
+    mine = PartRef(job_id, 0, "mine")
+    assert store.put_while_held(mine, b"m" * 20, claim)
+    assert store.get(mine) == b"m" * 20
+    assert redis_client.pttl(claim.name) > 50_000  # renewed to the step's lease
+    redis_client.delete(claim.name)  # it lapsed...
+    thief = jobs.step_lock(job_id, "segment:0", ttl_s=60)
+    assert thief.acquire()  # ...and another task took the step
+    late = PartRef(job_id, 1, "mine")
+    assert not store.put_while_held(late, b"l" * 20, claim)
+    with pytest.raises(SegmentLost):
+        store.get(late)
+    assert redis_client.get(claim.name) == thief.local.token
+    store.delete([mine])
+
+
+def test_a_held_part_past_the_jobs_redis_share_goes_to_s3(redis_client: redis.Redis, settings: Settings) -> None:
+    objects = ObjectStore(settings.s3)
+    store = RedisPartStore(redis_client, 600, S3PartStore(objects), max_bytes_per_job=150)
+    claim = JobStore(redis_client, 600).step_lock("job-held-spill", "entry", ttl_s=60)
+    assert claim.acquire()
+    parts = [PartRef("job-held-spill", index, "a1") for index in range(2)]
+    assert all(store.put_while_held(part, bytes([part.index + 1]) * 100, claim) for part in parts)
+    assert redis_client.exists(job_part_key("job-held-spill", 0, "a1")) == 1
+    assert objects.list_keys("tmp/job-held-spill/") == [part_object_key("job-held-spill", 1, "a1")]
+    assert int(redis_client.get(job_part_bytes_key("job-held-spill")) or 0) == 100  # the spilled one is not counted
+    assert [store.get(part) for part in parts] == [b"\x01" * 100, b"\x02" * 100]
+    store.delete(parts)
 
 
 def test_a_step_is_held_by_one_task_at_a_time(redis_client: redis.Redis) -> None:

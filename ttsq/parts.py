@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Final, Protocol, cast
 
 import redis
+from redis.exceptions import LockNotOwnedError
+from redis.lock import Lock
 
 from ttsq.constants import job_part_bytes_key, job_part_key, job_spilled_key, part_object_key
 from ttsq.errors import SegmentLost
@@ -39,6 +41,11 @@ class PartRef:
 class PartStore(Protocol):
     def put(self, part: PartRef, pcm: bytes) -> None: ...
 
+    def put_while_held(self, part: PartRef, pcm: bytes, claim: Lock) -> bool:
+        """Renew ``claim`` and store the part, or store nothing and return False if ``claim`` is no
+        longer this run's (``workers.steps.StepRun.ensure_current`` then decides what happens)."""
+        ...
+
     def get(self, part: PartRef) -> bytes: ...
 
     def delete(self, parts: Iterable[PartRef]) -> None: ...
@@ -58,6 +65,29 @@ def iter_parts(store: PartStore, job_id: str, winners: Mapping[int, str], count:
         yield store.get(PartRef(job_id, index, attempt))
 
 
+_PUT_WITHIN_BUDGET: Final = """
+local claim, bytes_key, part_key = KEYS[1], KEYS[2], KEYS[3]
+local token, claim_ms, size, ttl, budget, pcm = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if claim ~= '' then
+    if redis.call('GET', claim) ~= token then return -1 end
+    redis.call('PEXPIRE', claim, claim_ms)
+end
+local used = redis.call('INCRBY', bytes_key, size)
+redis.call('EXPIRE', bytes_key, ttl)
+if used <= tonumber(budget) then
+    redis.call('SET', part_key, pcm, 'EX', ttl)
+    return 1
+end
+redis.call('DECRBY', bytes_key, size)
+return 0
+"""
+"""Renew the run's claim (if named) and store the part within the job's budget, in one round trip:
+-1 the claim is not the run's (nothing written), 1 stored, 0 over budget (nothing written)."""
+
+NOT_HELD: Final = -1
+OVER_BUDGET: Final = 0
+
+
 class RedisPartStore:
     """Parts in Redis while the job's share stays under ``max_bytes_per_job``; past it, in S3 (so
     one long job cannot fill Redis and fail everyone else's)."""
@@ -67,18 +97,29 @@ class RedisPartStore:
         self._ttl_s = ttl_s
         self._overflow = overflow
         self._max_bytes = max_bytes_per_job
+        self._put_within_budget = client.register_script(_PUT_WITHIN_BUDGET)
 
     def put(self, part: PartRef, pcm: bytes) -> None:
-        job_id = part.job_id
-        with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incrby(job_part_bytes_key(job_id), len(pcm))
-            pipe.expire(job_part_bytes_key(job_id), self._ttl_s)
-            used = int(pipe.execute()[0])
-        if used <= self._max_bytes:
-            self._redis.set(job_part_key(job_id, part.index, part.attempt), pcm, ex=self._ttl_s)
-            return
-        self._redis.decrby(job_part_bytes_key(job_id), len(pcm))
-        self._redis.set(job_spilled_key(job_id), 1, ex=self._ttl_s)
+        if self._stored(part, pcm, "", "", 0) == OVER_BUDGET:
+            self._spill(part, pcm)
+
+    def put_while_held(self, part: PartRef, pcm: bytes, claim: Lock) -> bool:
+        """One round trip for the claim's renewal and the part (a short answer waits on each one)."""
+        token = claim.local.token
+        if token is None or claim.timeout is None:
+            return False
+        outcome = self._stored(part, pcm, claim.name, token, int(claim.timeout * 1000))
+        if outcome == OVER_BUDGET:
+            self._spill(part, pcm)
+        return outcome != NOT_HELD
+
+    def _stored(self, part: PartRef, pcm: bytes, claim: str, token: bytes | str, claim_ms: int) -> int:
+        keys = [claim, job_part_bytes_key(part.job_id), job_part_key(part.job_id, part.index, part.attempt)]
+        args = [token, claim_ms, len(pcm), self._ttl_s, self._max_bytes, pcm]
+        return int(self._put_within_budget(keys=keys, args=args))
+
+    def _spill(self, part: PartRef, pcm: bytes) -> None:
+        self._redis.set(job_spilled_key(part.job_id), 1, ex=self._ttl_s)
         self._overflow.put(part, pcm)
 
     def get(self, part: PartRef) -> bytes:
@@ -105,6 +146,14 @@ class S3PartStore:
 
     def put(self, part: PartRef, pcm: bytes) -> None:
         self._objects.put(part_object_key(part.job_id, part.index, part.attempt), pcm, PCM_CONTENT_TYPE)
+
+    def put_while_held(self, part: PartRef, pcm: bytes, claim: Lock) -> bool:
+        try:
+            claim.reacquire()
+        except LockNotOwnedError:
+            return False
+        self.put(part, pcm)
+        return True
 
     def get(self, part: PartRef) -> bytes:
         data = self._objects.get(part_object_key(part.job_id, part.index, part.attempt))

@@ -161,9 +161,13 @@ def _ended_while_sent(job_id: str, ctx: JobContext) -> bool:
 
 def _store_part(ctx: JobContext, run: StepRun, part: PartRef, audio: SegmentAudio) -> tuple[bool, int]:
     """Store this run's part and count its segment done with it; a part that lost the count to
-    another attempt is deleted again. Returns (this run counted it, segments done)."""
-    run.ensure_current()
-    ctx.stores.parts.put(part, audio.pcm.tobytes())
+    another attempt is deleted again. Returns (this run counted it, segments done). The claim's
+    renewal and the part's write are one round trip while the claim holds (issue 38: each trip
+    here is on a short answer's path)."""
+    pcm = audio.pcm.tobytes()
+    if not ctx.stores.parts.put_while_held(part, pcm, run.claim):
+        run.ensure_current()  # it lapsed: taken back, or StepSuperseded
+        ctx.stores.parts.put(part, pcm)
     won, done = ctx.stores.segments.mark_done(
         part.job_id, part.index, part.attempt, audio.synthesis_ms, audio.audio_s, audio.timing, audio.level
     )
