@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from ttsq.constants import JOB_EVENTS_PATTERN, job_events_channel
 from ttsq.events import EventKind, JobEvent, parse_event
-from ttsq.job_record import JobStatus
+from ttsq.job_record import JobRecord, JobStatus
 from ttsq.redis_clients import async_redis_client
 from ttsq.settings import Settings
 
@@ -55,6 +55,22 @@ def worth_a_read(heard: list[JobEvent | None], parts: bool = False) -> bool:
         if status is None or status.terminal:
             return True
     return False
+
+
+def ended_record(heard: list[JobEvent | None]) -> JobRecord | None:
+    """The record the newest event heard carried, if that event is the job's terminal status (its
+    write's own copy, ``ttsq.events``): a waiter answers from it without reading the job again.
+    None if anything else came last."""
+    last = heard[-1] if heard else None
+    if last is None or last.kind is not EventKind.STATUS or last.record is None:
+        return None
+    status = _known_status(last.status)
+    if status is None or not status.terminal:
+        return None
+    try:
+        return JobRecord.model_validate_json(last.record)
+    except ValueError:
+        return None
 
 
 def _known_status(value: str | None) -> JobStatus | None:

@@ -17,6 +17,7 @@ from ttsq.constants import (
     job_events_channel,
     webhook_lane_key,
 )
+from ttsq.events import EventKind, JobEvent
 from ttsq.job_record import JobRecord, JobStatus, finish_changes
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings
@@ -70,7 +71,11 @@ def test_a_write_from_the_stored_record_is_made_with_its_event_and_the_counts_of
     assert done is not None
     assert store.get(record.id).model_dump() == done.model_dump()
     assert store.get(record.id).attempts == 1
-    assert events == [b'{"kind":"status","status":"running"}', b'{"kind":"status","status":"succeeded"}']
+    assert events[0] == b'{"kind":"status","status":"running"}'  # no record: the job changes on
+    ended = JobEvent.model_validate_json(events[1])  # the terminal one carries the record as written
+    assert (len(events), ended.kind, ended.status) == (2, EventKind.STATUS, "succeeded")
+    assert ended.record is not None
+    assert ended.record.encode() == redis_client.get(f"ttsq:job:{record.id}")
     assert redis_client.zscore(ACTIVE_JOBS_KEY, record.id) is None  # it left the active set
     assert int(redis_client.hget(FINISHED_STATS_KEY, "succeeded|") or 0) == finished_before + 1
     assert redis_client.ttl(f"ttsq:job:{record.id}") > 0  # the record keeps its expiry
@@ -122,9 +127,16 @@ def test_a_job_with_a_webhook_is_finished_with_its_delivery_queued(store: JobSto
     goes the usual way, with the same outcome."""
     url = "https://hooks.example.com/ttsq"
     record = create_record(store, status=RUNNING, webhook_url=url)
-    done = store.transition_by(record.id, {RUNNING}, SUCCEEDED, succeeded, known=store.get(record.id))
+    lane = lane_of(record.tenant, url)
+    with redis_client.pubsub() as pubsub:  # type: ignore[no-untyped-call]  # untyped in redis-py
+        pubsub.subscribe(job_events_channel(record.id))
+        done = store.transition_by(record.id, {RUNNING}, SUCCEEDED, succeeded, known=store.get(record.id))
+        queued = redis_client.zcard(webhook_lane_key(lane.tenant, lane.receiver))  # before a sender can take it
+        events = [JobEvent.model_validate_json(raw) for raw in events_of(pubsub)]
     assert done is not None
     assert done.webhook is not None
+    assert queued == 1
     assert store.get(record.id).status is SUCCEEDED
-    lane = lane_of(record.tenant, url)
-    assert redis_client.zcard(webhook_lane_key(lane.tenant, lane.receiver)) == 1
+    assert events  # its own event carries what it wrote (a webhook's delivery may write again after it)
+    assert events[0].record is not None
+    assert events[0].record.encode() == done.stored

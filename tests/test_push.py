@@ -11,10 +11,15 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from cli.processes import ManagedProcess
 from tests.conftest import IdleQueueApi, paused
 from tests.test_segment_jobs import PARAGRAPH
+from ttsq.constants import job_events_channel
+from ttsq.events import status_message
+from ttsq.job_record import JobStatus, utcnow
+from ttsq.job_store import JobStore
 
 SENTENCE = "Pushed, not polled: this job tells its listeners when it changes."
 
@@ -143,3 +148,29 @@ def test_many_waiters_share_one_job_and_all_hear_the_end(
     for thread in threads:
         thread.join(90)
     assert finals == ["succeeded"] * 40
+
+
+def test_long_poll_answers_from_the_record_its_terminal_event_carries(
+    idle_queue_api: IdleQueueApi, redis_client: redis.Redis
+) -> None:
+    """A terminal status event carries the record as written (``ttsq.events``), and the long poll
+    answers from it: here the record in Redis still says queued while the event says succeeded, so
+    an answer read from Redis would have waited out its wait instead."""
+    job = idle_queue_api.client.post("/v1/jobs", json={"text": SENTENCE}).json()
+    queued = JobStore(redis_client, 600).get(job["id"])
+    ended = queued.model_copy(update={"status": JobStatus.SUCCEEDED, "finished_at": utcnow()})
+    answer: list[httpx.Response] = []
+    poll = threading.Thread(
+        target=lambda: answer.append(idle_queue_api.client.get(f"/v1/jobs/{job['id']}", params={"wait": 20}))
+    )
+    poll.start()
+    started = time.monotonic()
+    while poll.is_alive() and time.monotonic() - started < 10:  # again until the poll, once waiting, hears it
+        redis_client.publish(job_events_channel(job["id"]), status_message(ended.status, ended.model_dump_json()))
+        poll.join(timeout=0.2)
+    poll.join(timeout=15)
+    assert answer
+    assert answer[0].status_code == 200
+    assert answer[0].json()["status"] == "succeeded"
+    assert JobStore(redis_client, 600).get(job["id"]).status is JobStatus.QUEUED  # Redis was never changed
+    assert time.monotonic() - started < 15

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from api.waiting import worth_a_read
+from api.waiting import ended_record, worth_a_read
 from ttsq.events import EventKind, JobEvent
-from ttsq.job_record import JobStatus
+from ttsq.job_record import JobRecord, JobStatus, utcnow
 
 
 def status(value: str) -> JobEvent:
@@ -39,3 +39,15 @@ def test_a_timeout_a_resync_or_an_unknown_status_is_worth_a_read() -> None:
     assert worth_a_read([JobEvent(kind=EventKind.RESYNC)])
     assert worth_a_read([status("paused-by-a-later-release")])
     assert worth_a_read([JobEvent(kind=EventKind.STATUS)])
+
+
+def test_a_waiter_answers_from_the_record_only_a_terminal_event_that_came_last_carries() -> None:
+    record = JobRecord(id="j1", voice="v", format="wav", characters=3, created_at=utcnow(), status=JobStatus.SUCCEEDED)
+    carried = JobEvent(kind=EventKind.STATUS, status="succeeded", record=record.model_dump_json())
+    assert ended_record([status("running"), carried]) == record
+    assert ended_record([carried, SEGMENT]) is None  # something came after it
+    assert ended_record([status("succeeded")]) is None  # nothing carried: read it
+    assert ended_record([JobEvent(kind=EventKind.STATUS, status="running", record=record.model_dump_json())]) is None
+    assert ended_record([JobEvent(kind=EventKind.STATUS, status="failed", record="{not json")]) is None
+    assert ended_record([None]) is None
+    assert ended_record([]) is None

@@ -3,8 +3,10 @@
 Every status change is published by :meth:`ttsq.job_store.JobStore.transition_by` in the same MULTI as
 the write, and every counted segment by :meth:`ttsq.segment_store.SegmentStore.mark_done` in the same
 script as the count, on the job's channel (:func:`ttsq.constants.job_events_channel`). A message
-only says *what* changed; a listener that needs the job reads the record itself, so a missed
-message costs at most a late wake-up, never a wrong state.
+says *what* changed; a listener that needs the job reads the record itself, so a missed message
+costs at most a late wake-up, never a wrong state. Only the message of a terminal status carries
+the record as written (the job changes no more but for its purge, which is announced too): a long
+poll answers from it without reading Redis again.
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ class JobEvent(BaseModel):
     """The segment counted (``segment`` events)."""
     done: int | None = None
     """Segments done so far (``segment`` events)."""
+    record: str | None = None
+    """The record's JSON as written, on a terminal status (``status`` events)."""
 
 
-def status_message(status: str) -> str:
-    return JobEvent(kind=EventKind.STATUS, status=status).model_dump_json(exclude_none=True)
+def status_message(status: str, record: str | None = None) -> str:
+    """A ``status`` event; ``record``: the record as written, for a terminal status only."""
+    return JobEvent(kind=EventKind.STATUS, status=status, record=record).model_dump_json(exclude_none=True)
 
 
 SEGMENT_MESSAGE_TEMPLATE = '{"kind":"segment","index":%s,"done":%s}'

@@ -311,7 +311,8 @@ class JobStore:
         payload = updated.model_dump_json()
         updated.as_stored(payload.encode())
         pipe.set(job_key(updated.id), payload, keepttl=True)
-        pipe.publish(job_events_channel(updated.id), status_message(updated.status))
+        carried = payload if updated.status.terminal else None
+        pipe.publish(job_events_channel(updated.id), status_message(updated.status, carried))
         if not updated.status.terminal or record.status.terminal:
             return None
         _count_finish(pipe, updated)
