@@ -114,8 +114,8 @@ class SeaweedPorts:
 WEED_GO_THREADS: Final = "1"
 """``GOMAXPROCS`` of the embedded weed, unless its environment names its own: how many threads run
 its Go code at once. It shares the host with the model, which keeps every core busy; with one, a PUT
-of a short message's WAV took 5.3 ms and 3.5 ms of its CPU against 6.1 and 4.7 ms with two on 2
-cores, and a presigned GET 2.5 ms against 3.3 (docs/PERFORMANCE.md, "Short messages: the store").
+of a short message's WAV took 5.0 ms and 3.6 ms of its CPU against 6.3 and 4.8 ms with two on 2
+cores, and a presigned GET 2.5 ms against 3.4 (docs/PERFORMANCE.md, "Short messages: the store").
 One thread of Go serves a few hundred such objects a second, more than a host's voices make."""
 
 
