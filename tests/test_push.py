@@ -105,11 +105,17 @@ def test_long_poll_of_a_job_that_does_not_finish_returns_after_wait(idle_queue_a
     assert 1.4 <= waited < 5
 
 
-@pytest.mark.parametrize("wait", [-1, 61, "soon"])
-def test_long_poll_refuses_waits_out_of_range(client: httpx.Client, wait: int | str) -> None:
+@pytest.mark.parametrize(
+    ("wait", "problem"),
+    [(-1, "greater than or equal to 0"), (61, "less than or equal to 60"), ("soon", "valid number"),
+     ("nan", "finite number"), ("inf", "finite number")],
+)  # fmt: skip
+def test_long_poll_refuses_waits_out_of_range(client: httpx.Client, wait: int | str, problem: str) -> None:
     response = client.get("/v1/jobs/00000000-0000-4000-8000-000000000000", params={"wait": wait})
     assert response.status_code == 422
-    assert "wait" in response.json()["error"]["message"]
+    message = response.json()["error"]["message"]
+    assert "wait" in message
+    assert problem in message
 
 
 def test_many_waiters_share_one_job_and_all_hear_the_end(

@@ -108,7 +108,12 @@ async def get_job(
     state: StateDep,
     wait: Annotated[
         float,
-        Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the job to finish before answering (long poll)."),
+        Query(
+            ge=0,
+            le=MAX_WAIT_S,
+            allow_inf_nan=False,  # "nan" passes no bound's check: refused as not a number, not as over 60
+            description="Seconds to wait for the job to finish before answering (long poll).",
+        ),
     ] = 0,
     *,
     tenant: TenantDep,
