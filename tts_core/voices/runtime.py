@@ -8,16 +8,20 @@ least one device, and only then try CUDA, with ORT's logger silenced for that at
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 import onnxruntime as ort
 
 from tts_core.base.device import CPU_PROVIDER, CUDA_PROVIDER, Device, Spinning, cuda_device_count
 from tts_core.base.errors import DeviceUnavailable
 from tts_core.voices.batching import CallStop
+from tts_core.voices.conv_layout import with_2d_convolutions
 
 log = logging.getLogger(__name__)
 
 _ORT_ERROR_ONLY = 3
+ONE_THREAD: Final = 1
+"""Intra-op threads of a session whose graph is laid out for one thread (:func:`cpu_graph`)."""
 _CUDA_REQUIRED = "CUDA was required (device=cuda) but no usable CUDA GPU was found"
 
 
@@ -62,7 +66,15 @@ def create_session(
             return session
     if device is Device.CUDA:
         raise DeviceUnavailable(_CUDA_REQUIRED)
-    return ort.InferenceSession(model, session_options(intra_op_threads, spinning), providers=[CPU_PROVIDER])
+    return ort.InferenceSession(
+        cpu_graph(model, intra_op_threads), session_options(intra_op_threads, spinning), providers=[CPU_PROVIDER]
+    )
+
+
+def cpu_graph(model: bytes, intra_op_threads: int) -> bytes:
+    """The graph a CPU session runs: on one thread, with its 1-D convolutions done in two
+    dimensions (``tts_core.voices.conv_layout``: faster there, slower on two threads)."""
+    return with_2d_convolutions(model) if intra_op_threads == ONE_THREAD else model
 
 
 CUDA_OPTIONS: dict[str, str] = {"cudnn_conv_algo_search": "HEURISTIC", "use_tf32": "0"}

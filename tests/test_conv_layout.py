@@ -1,0 +1,105 @@
+"""One-dimensional convolutions done in two dimensions on one-thread sessions: the same sound, and
+every shape of ``Conv`` the graphs have (padding, stride, dilation, groups, a shared weight), while
+a weight that anything else reads is left alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tts_core.base.config import SynthesisConfig
+from tts_core.base.device import Device
+from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
+from tts_core.voices.conv_layout import convert, with_2d_convolutions
+from tts_core.voices.piper_engine import piper_source
+from tts_core.voices.runtime import cpu_graph, session_options
+from tts_core.voices.voice import Voice
+
+DETERMINISTIC = SynthesisConfig(noise_scale=0.0, noise_w=0.0)
+
+
+def conv_graph(opset: int) -> onnx.ModelProto:
+    """x [1, 4, T] through three convolutions: padded and dilated; strided with groups; and one
+    sharing the first one's weight. A fourth weight is also added to the output, so it must stay 3-D."""
+    rng = np.random.default_rng(7)
+    weights = {
+        "w_shared": rng.standard_normal((4, 4, 3)).astype(np.float32),
+        "w_grouped": rng.standard_normal((4, 2, 5)).astype(np.float32),
+        "w_read_elsewhere": rng.standard_normal((4, 4, 1)).astype(np.float32),
+        "bias": rng.standard_normal(4).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w_shared", "bias"], ["a"], pads=[2, 2], dilations=[2]),
+        helper.make_node("Conv", ["a", "w_grouped"], ["b"], pads=[1, 3], strides=[2], group=2, kernel_shape=[5]),
+        helper.make_node("Conv", ["b", "w_shared"], ["c"], pads=[1, 1]),
+        helper.make_node("Conv", ["c", "w_read_elsewhere"], ["d"]),
+        helper.make_node("ReduceSum", ["w_read_elsewhere"], ["w_sum"], keepdims=0),
+        helper.make_node("Add", ["d", "w_sum"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "convs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "U"])],
+        [numpy_helper.from_array(value, name) for name, value in weights.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+
+
+def run(model: bytes, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model, session_options(1), providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize("opset", [11, 15])  # Unsqueeze's axes: an attribute, then an input
+def test_every_shape_of_convolution_gives_the_same_result_in_two_dimensions(opset: int) -> None:
+    model = conv_graph(opset)
+    original = model.SerializeToString()
+    converted = onnx.load_from_string(original)
+    assert convert(converted) == 3
+    onnx.checker.check_model(converted, full_check=True)
+    weights = {t.name: list(t.dims) for t in converted.graph.initializer}
+    assert weights["w_shared"] == [4, 4, 1, 3]
+    assert weights["w_grouped"] == [4, 2, 1, 5]
+    assert weights["w_read_elsewhere"] == [4, 4, 1], "a weight read by another node changed shape"
+    x = np.random.default_rng(1).standard_normal((1, 4, 37)).astype(np.float32)
+    expected = run(original, x)
+    got = run(converted.SerializeToString(), x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_without_one_dimensional_convolutions_comes_back_as_it_was() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "plain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]).SerializeToString()
+    assert with_2d_convolutions(model) is model
+
+
+def test_only_a_one_thread_cpu_session_runs_the_two_dimensional_graph() -> None:
+    model = piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID)).model_path.read_bytes()
+    assert cpu_graph(model, 2) is model
+    assert cpu_graph(model, 0) is model
+    wide = onnx.load_from_string(cpu_graph(model, 1))
+    shapes = {t.name: len(t.dims) for t in wide.graph.initializer}
+    convs = [node for node in wide.graph.node if node.op_type == "Conv"]
+    assert len(convs) > 100  # the decoder's convolutions, all of them
+    assert all(shapes.get(node.input[1], 4) == 4 for node in convs)
+
+
+def test_the_voice_on_one_thread_says_the_same_as_on_two() -> None:
+    files = piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID))
+    one = Voice.load(files.model_path, files.config_path, Device.CPU, intra_op_threads=1)
+    two = Voice.load(files.model_path, files.config_path, Device.CPU, intra_op_threads=2)
+    ids = [u.phoneme_ids for u in one.utterances("Queues turn one GPU into speech for many people at once.")]
+    for a, b in zip(one.synthesize_timed(ids, DETERMINISTIC), two.synthesize_timed(ids, DETERMINISTIC), strict=True):
+        assert a.audio.size == b.audio.size > one.sample_rate  # over a second of speech, to the sample
+        np.testing.assert_array_equal(a.id_samples, b.id_samples)
+        np.testing.assert_allclose(a.audio, b.audio, atol=1e-4)

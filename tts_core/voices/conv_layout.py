@@ -1,0 +1,124 @@
+"""A graph's one-dimensional convolutions as two-dimensional ones of height 1, for one-thread CPU
+sessions.
+
+ONNX Runtime's CPU provider runs a 1-D ``Conv`` through im2col and a matrix product, while a 2-D one
+goes to MLAS's blocked (NCHWc) kernels. Piper's VITS decoder is mostly 1-D convolutions: on one
+thread, with each such ``Conv`` wrapped as ``Unsqueeze`` → 2-D ``Conv`` (kernel ``1 x k``) →
+``Squeeze``, a call takes 0.87 to 0.91x the time and two calls at once give 1.12x the audio per second
+(docs/PERFORMANCE.md, "Convolutions in two dimensions"). On two threads the same graph was
+1.11 to 1.20x slower, so a worker's own two-thread sessions keep the graph as it is; only one-thread
+sessions (a model's twin, ``workers.twin_sessions``) take this one. The arithmetic is the same,
+summed in another order: samples differ by about 3e-6.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+AXES_NAME: Final = "ttsq_conv_height_axis"
+"""The initializer holding ``[2]``, the axis of height 1 that wraps each converted convolution."""
+
+UNSQUEEZE_AXES_AS_INPUT_OPSET: Final = 13
+"""From this opset on, ``Unsqueeze`` and ``Squeeze`` take their axes as an input, not an attribute."""
+
+
+def with_2d_convolutions(model: bytes) -> bytes:
+    """``model`` with each ``Conv`` of a constant three-dimensional weight done in two dimensions; a
+    model with none comes back unchanged (the same bytes)."""
+    parsed = onnx.load_from_string(model)
+    if not convert(parsed):
+        return model
+    return parsed.SerializeToString()
+
+
+def convert(model: onnx.ModelProto) -> int:
+    """Convert ``model``'s 1-D convolutions in place; returns how many were converted. A ``Conv``
+    whose weight is computed in the graph (weight norm), has another rank, or is read by anything
+    but convolutions is left as it is."""
+    graph = model.graph
+    weights = {name: tensor for name, tensor in _conv_only_weights(graph).items() if len(tensor.dims) == 3}
+    if not weights:
+        return 0
+    axes_as_input = _opset(model) >= UNSQUEEZE_AXES_AS_INPUT_OPSET
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        nodes.extend(_as_2d(node, axes_as_input) if _is_conv(node) and node.input[1] in weights else [node])
+    for name, tensor in weights.items():
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor)[:, :, np.newaxis, :], name))
+    if axes_as_input:
+        graph.initializer.append(numpy_helper.from_array(np.array([2], dtype=np.int64), AXES_NAME))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return sum(1 for node in nodes if node.op_type == "Unsqueeze" and node.output[0].endswith("_2d_in"))
+
+
+def _conv_only_weights(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The initializers read only as the weight of a ``Conv``: reshaping one changes nothing else."""
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in graph.node:
+        for position, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, position))
+    outputs = {output.name for output in graph.output}
+    return {
+        tensor.name: tensor
+        for tensor in graph.initializer
+        if tensor.name in readers
+        and tensor.name not in outputs
+        and all(_is_conv(node) and position == 1 for node, position in readers[tensor.name])
+    }
+
+
+def _is_conv(node: onnx.NodeProto) -> bool:
+    return node.op_type == "Conv" and node.domain in ("", "ai.onnx")
+
+
+def _as_2d(conv: onnx.NodeProto, axes_as_input: bool) -> list[onnx.NodeProto]:
+    """``Unsqueeze`` → the convolution in two dimensions → ``Squeeze``, under the node's own output
+    name (a weight used by two convolutions is converted once, and both read it)."""
+    wide_in, wide_out = f"{conv.output[0]}_2d_in", f"{conv.output[0]}_2d_out"
+    attributes = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
+    wide = _node(
+        "Conv", [wide_in, *conv.input[1:]], wide_out, _attributes_2d(attributes), f"{conv.name or conv.output[0]}_2d"
+    )
+    axes: dict[str, object] = {} if axes_as_input else {"axes": [2]}
+    axis_input = [AXES_NAME] if axes_as_input else []
+    return [
+        _node("Unsqueeze", [conv.input[0], *axis_input], wide_in, axes),
+        wide,
+        _node("Squeeze", [wide_out, *axis_input], conv.output[0], axes),
+    ]
+
+
+def _node(
+    op_type: str, inputs: list[str], output: str, attributes: dict[str, object], name: str = ""
+) -> onnx.NodeProto:
+    node = helper.make_node(op_type, inputs, [output], name=name or None)
+    node.attribute.extend(helper.make_attribute(key, value) for key, value in attributes.items())
+    return node
+
+
+def _attributes_2d(attributes: dict[str, object]) -> dict[str, object]:
+    """A 1-D ``Conv``'s attributes for its ``1 x k`` form: height 1, no padding, stride or dilation on it."""
+    wide: dict[str, object] = {}
+    for name, value in attributes.items():
+        if name in ("kernel_shape", "strides", "dilations"):
+            wide[name] = [1, *_ints(value)]
+        elif name == "pads":
+            begin, end = _ints(value)
+            wide[name] = [0, begin, 0, end]
+        else:
+            wide[name] = value
+    return wide
+
+
+def _ints(value: object) -> list[int]:
+    assert isinstance(value, list)
+    return [int(v) for v in value]
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
