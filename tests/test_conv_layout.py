@@ -72,6 +72,14 @@ def test_every_shape_of_convolution_gives_the_same_result_in_two_dimensions(opse
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_a_convolution_whose_attributes_are_not_one_dimensional_is_left_alone() -> None:
+    model = conv_graph(15)
+    odd = next(node for node in model.graph.node if node.input[1] == "w_grouped")
+    next(a for a in odd.attribute if a.name == "pads").ints[:] = [1, 3, 0, 0]
+    assert convert(model) == 2  # the other two; the weight the odd one reads keeps its shape
+    assert {t.name: len(t.dims) for t in model.graph.initializer}["w_grouped"] == 3
+
+
 def test_a_graph_without_one_dimensional_convolutions_comes_back_as_it_was() -> None:
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],

@@ -25,6 +25,9 @@ AXES_NAME: Final = "ttsq_conv_height_axis"
 UNSQUEEZE_AXES_AS_INPUT_OPSET: Final = 13
 """From this opset on, ``Unsqueeze`` and ``Squeeze`` take their axes as an input, not an attribute."""
 
+SPATIAL_LENGTHS: Final = {"kernel_shape": 1, "strides": 1, "dilations": 1, "pads": 2}
+"""How many integers each spatial attribute of a 1-D ``Conv`` holds."""
+
 
 def with_2d_convolutions(model: bytes) -> bytes:
     """``model`` with each ``Conv`` of a constant three-dimensional weight done in two dimensions; a
@@ -73,7 +76,12 @@ def _conv_only_weights(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
 
 
 def _is_conv(node: onnx.NodeProto) -> bool:
-    return node.op_type == "Conv" and node.domain in ("", "ai.onnx")
+    """A standard ``Conv`` whose attributes describe one spatial dimension (anything else, even a
+    malformed model that ONNX Runtime would refuse, is left for it to judge as it is)."""
+    if node.op_type != "Conv" or node.domain not in ("", "ai.onnx"):
+        return False
+    lengths = {a.name: len(a.ints) for a in node.attribute if a.name in SPATIAL_LENGTHS}
+    return all(length == SPATIAL_LENGTHS[name] for name, length in lengths.items())
 
 
 def _as_2d(conv: onnx.NodeProto, axes_as_input: bool) -> list[onnx.NodeProto]:
