@@ -80,6 +80,22 @@ def test_a_convolution_whose_attributes_are_not_one_dimensional_is_left_alone() 
     assert {t.name: len(t.dims) for t in model.graph.initializer}["w_grouped"] == 3
 
 
+def test_a_weight_a_caller_may_feed_or_a_subgraph_reads_keeps_its_shape() -> None:
+    fed, in_branch = conv_graph(15), conv_graph(15)
+    fed.graph.input.append(helper.make_tensor_value_info("w_grouped", TensorProto.FLOAT, [4, 2, 5]))
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["w_grouped"], ["seen"])],
+        "branch",
+        [],
+        [helper.make_tensor_value_info("seen", TensorProto.FLOAT, [4, 2, 5])],
+    )
+    in_branch.graph.initializer.append(numpy_helper.from_array(np.array(True), "always"))
+    in_branch.graph.node.append(helper.make_node("If", ["always"], ["chosen"], then_branch=branch, else_branch=branch))
+    for model in (fed, in_branch):
+        assert convert(model) == 2
+        assert {t.name: len(t.dims) for t in model.graph.initializer}["w_grouped"] == 3
+
+
 def test_a_graph_without_one_dimensional_convolutions_comes_back_as_it_was() -> None:
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],

@@ -4,11 +4,11 @@ sessions.
 ONNX Runtime's CPU provider runs a 1-D ``Conv`` through im2col and a matrix product, while a 2-D one
 goes to MLAS's blocked (NCHWc) kernels. Piper's VITS decoder is mostly 1-D convolutions: on one
 thread, with each such ``Conv`` wrapped as ``Unsqueeze`` → 2-D ``Conv`` (kernel ``1 x k``) →
-``Squeeze``, a call takes 0.87 to 0.91x the time and two calls at once give 1.12x the audio per second
+``Squeeze``, a call takes 0.85 to 0.91x the time and two calls at once give 1.12x the audio per second
 (docs/PERFORMANCE.md, "Convolutions in two dimensions"). On two threads the same graph was
 1.11 to 1.20x slower, so a worker's own two-thread sessions keep the graph as it is; only one-thread
 sessions (a model's twin, ``workers.twin_sessions``) take this one. The arithmetic is the same,
-summed in another order: samples differ by about 3e-6.
+summed in another order: samples differ by a few millionths.
 """
 
 from __future__ import annotations
@@ -60,19 +60,36 @@ def convert(model: onnx.ModelProto) -> int:
 
 
 def _conv_only_weights(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
-    """The initializers read only as the weight of a ``Conv``: reshaping one changes nothing else."""
+    """The initializers read only as the weight of a ``Conv`` of this graph: reshaping one changes
+    nothing else (not a graph input a caller may feed, not an output, not read in a subgraph)."""
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for node in graph.node:
         for position, name in enumerate(node.input):
             readers.setdefault(name, []).append((node, position))
-    outputs = {output.name for output in graph.output}
+    elsewhere = {i.name for i in graph.input} | {o.name for o in graph.output} | _read_in_subgraphs(graph)
     return {
         tensor.name: tensor
         for tensor in graph.initializer
         if tensor.name in readers
-        and tensor.name not in outputs
+        and tensor.name not in elsewhere
         and all(_is_conv(node) and position == 1 for node, position in readers[tensor.name])
     }
+
+
+def _read_in_subgraphs(graph: onnx.GraphProto) -> set[str]:
+    """Every name a node of a subgraph (an ``If``'s branches, a ``Loop``'s body, at any depth) reads."""
+    names: set[str] = set()
+    pending = [g for node in graph.node for g in _subgraphs(node)]
+    while pending:
+        subgraph = pending.pop()
+        for node in subgraph.node:
+            names.update(node.input)
+            pending.extend(_subgraphs(node))
+    return names
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]
 
 
 def _is_conv(node: onnx.NodeProto) -> bool:
