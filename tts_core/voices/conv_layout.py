@@ -48,15 +48,20 @@ def convert(model: onnx.ModelProto) -> int:
         return 0
     axes_as_input = _opset(model) >= UNSQUEEZE_AXES_AS_INPUT_OPSET
     nodes: list[onnx.NodeProto] = []
+    converted = 0
     for node in graph.node:
-        nodes.extend(_as_2d(node, axes_as_input) if _is_conv(node) and node.input[1] in weights else [node])
+        if _is_conv(node) and node.input[1] in weights:
+            nodes.extend(_as_2d(node, axes_as_input))
+            converted += 1
+        else:
+            nodes.append(node)
     for name, tensor in weights.items():
         tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor)[:, :, np.newaxis, :], name))
     if axes_as_input:
         graph.initializer.append(numpy_helper.from_array(np.array([2], dtype=np.int64), AXES_NAME))
     del graph.node[:]
     graph.node.extend(nodes)
-    return sum(1 for node in nodes if node.op_type == "Unsqueeze" and node.output[0].endswith("_2d_in"))
+    return converted
 
 
 def _conv_only_weights(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
