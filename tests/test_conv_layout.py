@@ -1,8 +1,11 @@
-"""One-dimensional convolutions done in two dimensions on one-thread sessions: the same sound, and
-every shape of ``Conv`` the graphs have (padding, stride, dilation, groups, a shared weight), while
-a weight that anything else reads is left alone."""
+"""One-dimensional convolutions done in two dimensions on sessions of one or two threads: the same
+sound, and every shape of ``Conv`` the graphs have (padding, stride, dilation, groups, a shared
+weight), while a weight that anything else reads is left alone, and so is a convolution of fewer
+output channels than the session's threads gain from."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import onnx
@@ -13,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 from tts_core.base.config import SynthesisConfig
 from tts_core.base.device import Device
 from tts_core.voices.catalog import DEFAULT_VOICE_ID, VoiceCatalog
-from tts_core.voices.conv_layout import convert, with_2d_convolutions
+from tts_core.voices.conv_layout import AXES_NAME, convert, with_2d_convolutions
 from tts_core.voices.piper_engine import piper_source
-from tts_core.voices.runtime import cpu_graph, session_options
+from tts_core.voices.runtime import MIN_2D_CHANNELS_BY_THREADS, cpu_graph, session_options
 from tts_core.voices.voice import Voice
 
 DETERMINISTIC = SynthesisConfig(noise_scale=0.0, noise_w=0.0)
@@ -107,23 +110,62 @@ def test_a_graph_without_one_dimensional_convolutions_comes_back_as_it_was() -> 
     assert with_2d_convolutions(model) is model
 
 
-def test_only_a_one_thread_cpu_session_runs_the_two_dimensional_graph() -> None:
+def narrowing_graph() -> onnx.ModelProto:
+    """x [1, 8, T] through a convolution to 16 channels, then one to 2."""
+    rng = np.random.default_rng(3)
+    weights = {"wide": rng.standard_normal((16, 8, 3)), "narrow": rng.standard_normal((2, 16, 5))}
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "wide"], ["h"], pads=[1, 1]),
+            helper.make_node("Conv", ["h", "narrow"], ["y"], pads=[2, 2]),
+        ],
+        "narrowing",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, "T"])],
+        [numpy_helper.from_array(value.astype(np.float32), name) for name, value in weights.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=7)
+
+
+def test_only_convolutions_of_enough_output_channels_are_converted() -> None:
+    model = narrowing_graph()
+    original = model.SerializeToString()
+    assert convert(onnx.load_from_string(original), 17) == 0
+    converted = onnx.load_from_string(original)
+    assert convert(converted, 16) == 1
+    assert {t.name: len(t.dims) for t in converted.graph.initializer} == {"wide": 4, "narrow": 3, AXES_NAME: 1}
+    x = np.random.default_rng(2).standard_normal((1, 8, 29)).astype(np.float32)
+    np.testing.assert_allclose(run(converted.SerializeToString(), x), run(original, x), rtol=1e-5, atol=1e-5)
+
+
+def conv_channels(model: bytes) -> tuple[list[int], list[int]]:
+    """Output channels of the model's convolutions done in two dimensions, and of those left in one."""
+    parsed = onnx.load_from_string(model)
+    dims = {t.name: list(t.dims) for t in parsed.graph.initializer}
+    convs = [dims[node.input[1]] for node in parsed.graph.node if node.op_type == "Conv" and node.input[1] in dims]
+    return [d[0] for d in convs if len(d) == 4], [d[0] for d in convs if len(d) == 3]
+
+
+def test_a_cpu_session_converts_the_convolutions_its_thread_count_gains_from() -> None:
     model = piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID)).model_path.read_bytes()
-    assert cpu_graph(model, 2) is model
-    assert cpu_graph(model, 0) is model
-    wide = onnx.load_from_string(cpu_graph(model, 1))
-    shapes = {t.name: len(t.dims) for t in wide.graph.initializer}
-    convs = [node for node in wide.graph.node if node.op_type == "Conv"]
-    assert len(convs) > 100  # the decoder's convolutions, all of them
-    assert all(shapes.get(node.input[1], 4) == 4 for node in convs)
+    for threads in (3, 4, 8):
+        assert cpu_graph(model, threads) is model  # not measured: as it is
+    for threads, min_channels in MIN_2D_CHANNELS_BY_THREADS.items():
+        wide, kept = conv_channels(cpu_graph(model, threads))
+        assert len(wide) > 100  # the voice's convolutions, most of them
+        assert min(wide) >= min_channels > max(kept)
+    default = len(os.sched_getaffinity(0))  # 0 threads: ONNX Runtime's choice, one per core
+    assert cpu_graph(model, 0) == cpu_graph(model, default)
 
 
-def test_the_voice_on_one_thread_says_the_same_as_on_two() -> None:
+@pytest.mark.parametrize("threads", sorted(MIN_2D_CHANNELS_BY_THREADS))
+def test_the_voice_converted_for_its_threads_says_what_it_says_unconverted(threads: int) -> None:
     files = piper_source(VoiceCatalog.discover().get(DEFAULT_VOICE_ID))
-    one = Voice.load(files.model_path, files.config_path, Device.CPU, intra_op_threads=1)
-    two = Voice.load(files.model_path, files.config_path, Device.CPU, intra_op_threads=2)
-    ids = [u.phoneme_ids for u in one.utterances("Queues turn one GPU into speech for many people at once.")]
-    for a, b in zip(one.synthesize_timed(ids, DETERMINISTIC), two.synthesize_timed(ids, DETERMINISTIC), strict=True):
-        assert a.audio.size == b.audio.size > one.sample_rate  # over a second of speech, to the sample
+    converted = Voice.load(files.model_path, files.config_path, Device.CPU, intra_op_threads=threads)
+    as_is = Voice.load(files.model_path, files.config_path, Device.CPU, intra_op_threads=3)  # not converted
+    ids = [u.phoneme_ids for u in as_is.utterances("Queues turn one GPU into speech for many people at once.")]
+    pairs = zip(converted.synthesize_timed(ids, DETERMINISTIC), as_is.synthesize_timed(ids, DETERMINISTIC), strict=True)
+    for a, b in pairs:
+        assert a.audio.size == b.audio.size > as_is.sample_rate  # over a second of speech, to the sample
         np.testing.assert_array_equal(a.id_samples, b.id_samples)
         np.testing.assert_allclose(a.audio, b.audio, atol=1e-4)

@@ -1,14 +1,15 @@
-"""A graph's one-dimensional convolutions as two-dimensional ones of height 1, for one-thread CPU
-sessions.
+"""A graph's one-dimensional convolutions as two-dimensional ones of height 1, for CPU sessions of
+one or two threads.
 
 ONNX Runtime's CPU provider runs a 1-D ``Conv`` through im2col and a matrix product, while a 2-D one
 goes to MLAS's blocked (NCHWc) kernels. Piper's VITS decoder is mostly 1-D convolutions: on one
 thread, with each such ``Conv`` wrapped as ``Unsqueeze`` → 2-D ``Conv`` (kernel ``1 x k``) →
 ``Squeeze``, a call takes 0.85 to 0.91x the time and two calls at once give 1.12x the audio per second
-(docs/PERFORMANCE.md, "Convolutions in two dimensions"). On two threads the same graph was
-1.11 to 1.20x slower, so a worker's own two-thread sessions keep the graph as it is; only one-thread
-sessions (a model's twin, ``workers.twin_sessions``) take this one. The arithmetic is the same,
-summed in another order: samples differ by a few millionths.
+(docs/PERFORMANCE.md, "Convolutions in two dimensions"). On two threads the whole graph so
+converted was 1.11 to 1.20x slower, but not every convolution lost: those of many output channels
+gained there too, so which are converted is chosen by their output channels
+(``tts_core.voices.runtime.cpu_graph``). The arithmetic is the same, summed in another order:
+samples differ by a few millionths.
 """
 
 from __future__ import annotations
@@ -29,21 +30,26 @@ SPATIAL_LENGTHS: Final = {"kernel_shape": 1, "strides": 1, "dilations": 1, "pads
 """How many integers each spatial attribute of a 1-D ``Conv`` holds."""
 
 
-def with_2d_convolutions(model: bytes) -> bytes:
-    """``model`` with each ``Conv`` of a constant three-dimensional weight done in two dimensions; a
-    model with none comes back unchanged (the same bytes)."""
+def with_2d_convolutions(model: bytes, min_out_channels: int = 1) -> bytes:
+    """``model`` with each ``Conv`` of a constant three-dimensional weight of at least
+    ``min_out_channels`` output channels done in two dimensions; a model with none comes back
+    unchanged (the same bytes)."""
     parsed = onnx.load_from_string(model)
-    if not convert(parsed):
+    if not convert(parsed, min_out_channels):
         return model
     return parsed.SerializeToString()
 
 
-def convert(model: onnx.ModelProto) -> int:
-    """Convert ``model``'s 1-D convolutions in place; returns how many were converted. A ``Conv``
-    whose weight is computed in the graph (weight norm), has another rank, or is read by anything
-    but convolutions is left as it is."""
+def convert(model: onnx.ModelProto, min_out_channels: int = 1) -> int:
+    """Convert ``model``'s 1-D convolutions of at least ``min_out_channels`` output channels in
+    place; returns how many were converted. A ``Conv`` whose weight is computed in the graph (weight
+    norm), has another rank, or is read by anything but convolutions is left as it is."""
     graph = model.graph
-    weights = {name: tensor for name, tensor in _conv_only_weights(graph).items() if len(tensor.dims) == 3}
+    weights = {
+        name: tensor
+        for name, tensor in _conv_only_weights(graph).items()
+        if len(tensor.dims) == 3 and tensor.dims[0] >= min_out_channels
+    }
     if not weights:
         return 0
     axes_as_input = _opset(model) >= UNSQUEEZE_AXES_AS_INPUT_OPSET

@@ -8,6 +8,7 @@ least one device, and only then try CUDA, with ORT's logger silenced for that at
 from __future__ import annotations
 
 import logging
+import os
 from typing import Final
 
 import onnxruntime as ort
@@ -20,8 +21,14 @@ from tts_core.voices.conv_layout import with_2d_convolutions
 log = logging.getLogger(__name__)
 
 _ORT_ERROR_ONLY = 3
-ONE_THREAD: Final = 1
-"""Intra-op threads of a session whose graph is laid out for one thread (:func:`cpu_graph`)."""
+MIN_2D_CHANNELS_BY_THREADS: Final = {1: 16, 2: 128}
+"""Output channels from which a 1-D convolution runs faster in two dimensions (``conv_layout``), by
+the session's intra-op threads, as measured per convolution on Piper's graph with ONNX Runtime's
+profiler (docs/PERFORMANCE.md, "Convolutions in two dimensions"). On one thread every convolution
+gained but the last (64 → 1 channel, 1.7x slower: the blocked layout packs channels by 16 on
+AVX-512, so a lone channel is mostly padding). On two threads those of 192 to 768 channels gained
+(the text encoder, the flow, the duration predictor, the decoder's first stage) and those of 128
+and fewer lost 1.2 to 1.6x. Other thread counts were not measured: their graph stays as it is."""
 _CUDA_REQUIRED = "CUDA was required (device=cuda) but no usable CUDA GPU was found"
 
 
@@ -72,9 +79,12 @@ def create_session(
 
 
 def cpu_graph(model: bytes, intra_op_threads: int) -> bytes:
-    """The graph a CPU session runs: on one thread, with its 1-D convolutions done in two
-    dimensions (``tts_core.voices.conv_layout``: faster there, slower on two threads)."""
-    return with_2d_convolutions(model) if intra_op_threads == ONE_THREAD else model
+    """The graph a CPU session runs: on one or two threads, with the 1-D convolutions that run faster
+    so done in two dimensions (:data:`MIN_2D_CHANNELS_BY_THREADS`). ``0`` threads (ONNX Runtime's
+    choice) counts as the cores this process may run on."""
+    threads = intra_op_threads or len(os.sched_getaffinity(0))
+    min_channels = MIN_2D_CHANNELS_BY_THREADS.get(threads)
+    return model if min_channels is None else with_2d_convolutions(model, min_channels)
 
 
 CUDA_OPTIONS: dict[str, str] = {"cudnn_conv_algo_search": "HEURISTIC", "use_tf32": "0"}
