@@ -26,9 +26,10 @@ MIN_2D_CHANNELS_BY_THREADS: Final = {1: 16, 2: 128}
 the session's intra-op threads, as measured per convolution on Piper's graph with ONNX Runtime's
 profiler (docs/PERFORMANCE.md, "Convolutions in two dimensions"). On one thread every convolution
 gained but the last (64 → 1 channel, 1.7x slower: the blocked layout packs channels by 16 on
-AVX-512, so a lone channel is mostly padding). On two threads those of 192 to 768 channels gained
-(the text encoder, the flow, the duration predictor, the decoder's first stage) and those of 128
-and fewer lost 1.2 to 1.6x. Other thread counts were not measured: their graph stays as it is."""
+AVX-512, so a lone channel is mostly padding). On two threads those of 128 channels or more gained
+(the text encoder, the flow, most of the duration predictor, the decoder's first stage) and the
+decoder's later stages, of 64 and 32 channels, lost 1.2 to 1.5x. Other thread counts were not
+measured: their graph stays as it is."""
 _CUDA_REQUIRED = "CUDA was required (device=cuda) but no usable CUDA GPU was found"
 
 
