@@ -181,6 +181,8 @@ class UntimedToneEngine(ToneEngine):
     def load(self, info: VoiceInfo, device: Device, intra_op_threads: int, spinning: Spinning) -> SpeechModel:
         model = UntimedToneModel()
         self.loaded.append(model)
+        self.threads.append(intra_op_threads)
+        self.spinning.append(spinning)
         return model
 
 
@@ -326,6 +328,27 @@ def test_a_call_beside_another_runs_on_the_models_one_thread_twin(settings: Sett
         assert host.twins.loaded() == []
     finally:
         host.close()
+
+
+def test_a_model_of_one_utterance_a_call_has_a_twin_too(settings: Settings) -> None:
+    """An engine that does not batch (Kokoro's graph takes one utterance) gets a twin as well: its
+    own session spins within calls, and a call that begins beside another runs on the twin."""
+    untimed = UntimedToneEngine()
+    register(untimed)
+    worker = settings.worker.model_copy(update={"max_batch": 1, "parallel_calls": 2})
+    host = VoiceHost(settings.model_copy(update={"worker": worker, "default_voice": UNTIMED_VOICE}), Device.CPU)
+    try:
+        key = (UNTIMED_VOICE, SynthesisConfig())
+        host._run(key, [[1, 2, 3]], CallStop(beside=1))  # the twin is asked for
+        wait_until(lambda: host.twins is not None and host.twins.loaded() == [UNTIMED_VOICE], 10, "the twin loaded")
+        host._run(key, [[1]], CallStop(beside=1))
+        own, twin = untimed.loaded
+        assert (own.calls, twin.calls) == ([[3]], [[1]])
+        assert untimed.threads == [settings.worker.intra_op_threads, 1]
+        assert untimed.spinning == [Spinning.IN_CALL, Spinning.IN_CALL]
+    finally:
+        host.close()
+        unregister(untimed.name)
 
 
 def test_no_twin_with_one_call_at_a_time(settings: Settings, tone: ToneEngine) -> None:

@@ -3,10 +3,11 @@
 On 2 CPU cores, two calls at once that each keep to one ONNX Runtime thread do about 16 % more than
 one call at a time on the worker's own session with two threads, while two calls on that two-thread
 session gain nothing and a lone call on one thread takes 68 % longer (docs/PERFORMANCE.md, "Two
-calls at once"). So a lone call keeps the model's own session, and a call that begins beside another
-runs on the model's twin: a second session of the same model with one thread, which serves every such
-call at once. A twin is loaded in the background the first time two calls of its model meet (the call
-that asked goes on the model's own session meanwhile), and dropped with its model."""
+calls at once"; for Kokoro, 11 % more: "Kokoro's twin"). So a lone call keeps the model's own
+session, and a call that begins beside another runs on the model's twin: a second session of the same
+model with one thread, which serves every such call at once. A twin is loaded in the background the
+first time two calls of its model meet (the call that asked goes on the model's own session
+meanwhile), and dropped with its model."""
 
 from __future__ import annotations
 

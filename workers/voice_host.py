@@ -148,9 +148,10 @@ class VoiceHost:
         held = self.models.loaded()
         broker_transport.prefer(model_queue(queue, key, interactive) for key in held for interactive in (True, False))
 
-    def _spinning(self, batches: bool) -> Spinning:
-        """The spinning setting for a model of an engine (``batches``: one that has twins here)."""
-        return self._settings.worker.spinning.for_model(self.twins is not None and batches)
+    def _spinning(self) -> Spinning:
+        """The spinning setting of a model's sessions: ``AUTO`` spins within calls where models have
+        twins here, to take the calls that meet another."""
+        return self._settings.worker.spinning.for_model(self.twins is not None)
 
     def _load(self, voice_id: str) -> SpeechModel:
         info = self.catalog.get(voice_id)
@@ -158,7 +159,7 @@ class VoiceHost:
         started = time.perf_counter()
         worker = self._settings.worker
         with normal_thread():  # its inference threads start here, and keep this thread's nice
-            voice = engine.load(info, self.device, worker.intra_op_threads, self._spinning(engine.batches))
+            voice = engine.load(info, self.device, worker.intra_op_threads, self._spinning())
         metrics.MODEL_LOAD_SECONDS.labels(self.device.value, voice_id).set(time.perf_counter() - started)
         log.info(
             "loaded voice %s on %s in %.1fs (pid %d)",
@@ -245,11 +246,12 @@ class VoiceHost:
         one-thread twin once it is loaded (asked for here, the first time). So under load calls run
         two by two on a thread each, the most 2 cores do, and the model's own session, whose threads
         spin within a call (``Spinning.AUTO``), runs only calls that have the cores to themselves.
-        Only engines that batch (Piper) have twins: the gain was measured there, while a twin of
-        Kokoro's larger model was not."""
+        Measured for both engines (docs/PERFORMANCE.md): two Piper calls at once on one thread each
+        make 1.16x the audio that two on the two-thread session do, two Kokoro calls 1.11x, and a
+        lone Kokoro call that spins within the call takes 0.97x the time of one that sleeps."""
         voice_id, config = key
         model = self.voice(voice_id)
-        if stop.lately_beside and self.twins is not None and engine_of(self.catalog.get(voice_id)).batches:
+        if stop.lately_beside and self.twins is not None:
             model = self.twins.get(self.model_key(voice_id), voice_id) or model
         return model.synthesize_batch(batch, config, stoppable_run(stop))
 
@@ -257,7 +259,7 @@ class VoiceHost:
         """The voice's model again, on one ONNX Runtime thread (``TwinSessions``)."""
         info = self.catalog.get(voice_id)
         with normal_thread():
-            return engine_of(info).load(info, self.device, 1, self._spinning(True))
+            return engine_of(info).load(info, self.device, 1, self._spinning())
 
     def word_weight(self, voice_id: str, pronunciation: Pronunciation | None = None) -> Weigh:
         """How many phonemes a word of this voice's text becomes (its engine's guess, of what the

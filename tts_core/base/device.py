@@ -35,9 +35,9 @@ class Spinning(StrEnum):
     model's one-thread twin (docs/PERFORMANCE.md, "Short messages: CPU, hops and round trips")."""
 
     AUTO = "auto"
-    """``IN_CALL`` for a model whose calls under load run on one-thread twins (Piper voices on CPU:
-    ``workers.twin_sessions``), so that its own session's spinning threads only run a call that has
-    the cores to itself; ``OFF`` for the others."""
+    """``IN_CALL`` for a model whose calls under load run on one-thread twins (every voice on CPU
+    where calls run two at a time: ``workers.twin_sessions``), so that its own session's spinning
+    threads only run a call that has the cores to itself; ``OFF`` for the others."""
     OFF = "off"
     """Idle threads always sleep."""
     IN_CALL = "in_call"
