@@ -247,8 +247,9 @@ class VoiceHost:
         two by two on a thread each, the most 2 cores do, and the model's own session, whose threads
         spin within a call (``Spinning.AUTO``), runs only calls that have the cores to themselves.
         Measured for both engines (docs/PERFORMANCE.md): two Piper calls at once on one thread each
-        make 1.16x the audio that two on the two-thread session do, two Kokoro calls 1.11x, and a
-        lone Kokoro call that spins within the call takes 0.97x the time of one that sleeps."""
+        make about 1.16x the audio of calls one at a time on the two-thread session, two Kokoro calls
+        at once on the twin 1.11x that of two at once on the two-thread session, and a lone Kokoro
+        call that spins within the call takes 0.97x the time of one whose threads sleep."""
         voice_id, config = key
         model = self.voice(voice_id)
         if stop.lately_beside and self.twins is not None:
