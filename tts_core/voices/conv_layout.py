@@ -77,7 +77,7 @@ def _conv_only_weights(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     for node in graph.node:
         for position, name in enumerate(node.input):
             readers.setdefault(name, []).append((node, position))
-    elsewhere = {i.name for i in graph.input} | {o.name for o in graph.output} | _read_in_subgraphs(graph)
+    elsewhere = {i.name for i in graph.input} | {o.name for o in graph.output} | names_read_in_subgraphs(graph)
     return {
         tensor.name: tensor
         for tensor in graph.initializer
@@ -87,7 +87,7 @@ def _conv_only_weights(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     }
 
 
-def _read_in_subgraphs(graph: onnx.GraphProto) -> set[str]:
+def names_read_in_subgraphs(graph: onnx.GraphProto) -> set[str]:
     """Every name a node of a subgraph (an ``If``'s branches, a ``Loop``'s body, at any depth) reads."""
     names: set[str] = set()
     pending = [g for node in graph.node for g in _subgraphs(node)]
