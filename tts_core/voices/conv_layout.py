@@ -26,6 +26,9 @@ AXES_NAME: Final = "ttsq_conv_height_axis"
 UNSQUEEZE_AXES_AS_INPUT_OPSET: Final = 13
 """From this opset on, ``Unsqueeze`` and ``Squeeze`` take their axes as an input, not an attribute."""
 
+STANDARD_DOMAINS: Final = ("", "ai.onnx")
+"""The names of ONNX's own operator set (the empty one is the usual)."""
+
 SPATIAL_LENGTHS: Final = {"kernel_shape": 1, "strides": 1, "dilations": 1, "pads": 2}
 """How many integers each spatial attribute of a 1-D ``Conv`` holds."""
 
@@ -106,7 +109,7 @@ def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
 def _is_conv(node: onnx.NodeProto) -> bool:
     """A standard ``Conv`` whose attributes describe one spatial dimension (anything else, even a
     malformed model that ONNX Runtime would refuse, is left for it to judge as it is)."""
-    if node.op_type != "Conv" or node.domain not in ("", "ai.onnx"):
+    if node.op_type != "Conv" or node.domain not in STANDARD_DOMAINS:
         return False
     lengths = {a.name: len(a.ints) for a in node.attribute if a.name in SPATIAL_LENGTHS}
     return all(length == SPATIAL_LENGTHS[name] for name, length in lengths.items())
@@ -157,4 +160,4 @@ def _ints(value: object) -> list[int]:
 
 
 def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    return next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)

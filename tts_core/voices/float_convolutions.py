@@ -19,15 +19,12 @@ vocoder and do not change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tts_core.voices.conv_layout import names_read_in_subgraphs
-
-STANDARD_DOMAINS: Final = ("", "ai.onnx")
+from tts_core.voices.conv_layout import STANDARD_DOMAINS, names_read_in_subgraphs
 
 
 @dataclass(frozen=True)
