@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -187,10 +188,13 @@ def test_audio_seconds_per_day_is_estimated_at_submit_with_digits_counted(idle_k
 
 def test_requests_per_second_limit(idle_keyed_api: KeyedApi) -> None:
     with idle_keyed_api.client(idle_keyed_api.new_key(requests_per_second=5)) as client:
+        started = time.time()
         codes = [client.get("/v1/jobs").status_code for _ in range(30)]
+        ended = time.time()
     assert 429 in codes
     assert codes[:5] == [200] * 5
-    assert codes.count(200) <= 10  # at most two one-second windows fit in the burst
+    windows = int(ended) - int(started) + 1  # whole seconds the burst touched, however slow the machine
+    assert codes.count(200) <= 5 * windows
 
 
 def test_a_plan_over_the_remaining_audio_quota_fails_the_job_before_synthesis(
