@@ -6,6 +6,7 @@ its durations."""
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +20,18 @@ from tts_core.voices.alignment import duration_output_name, with_output
 from tts_core.voices.float_convolutions import convert, with_float_convolutions
 from tts_core.voices.kokoro import VOCODER_SCOPE
 from tts_core.voices.kokoro_package import data_dir, model_bytes, model_checksum
-from tts_core.voices.runtime import session_options
+from tts_core.voices.runtime import cpu_graph, session_options
 
 
-def float_graph() -> onnx.ModelProto:
-    """x [1, 8, T] → an encoder convolution → ReLU → two vocoder convolutions (one with a bias)."""
+def float_graph(width: int = 8) -> onnx.ModelProto:
+    """x [1, 8, T] → an encoder convolution → ReLU → two vocoder convolutions (one with a bias);
+    the first two have ``width`` output channels."""
     rng = np.random.default_rng(11)
     weights = {
-        "w_encoder": rng.standard_normal((8, 8, 3)).astype(np.float32),
-        "w_first": rng.standard_normal((8, 8, 5)).astype(np.float32) * 0.3,
-        "b_first": rng.standard_normal(8).astype(np.float32),
-        "w_second": rng.standard_normal((4, 8, 3)).astype(np.float32) * 0.3,
+        "w_encoder": rng.standard_normal((width, 8, 3)).astype(np.float32),
+        "w_first": rng.standard_normal((width, width, 5)).astype(np.float32) * 0.3,
+        "b_first": rng.standard_normal(width).astype(np.float32),
+        "w_second": rng.standard_normal((4, width, 3)).astype(np.float32) * 0.3,
     }
     nodes = [
         helper.make_node("Conv", ["x", "w_encoder"], ["e"], name="/encoder/Conv", pads=[1, 1]),
@@ -172,3 +174,20 @@ def test_kokoros_vocoder_runs_in_float_and_every_id_keeps_its_duration() -> None
     assert np.array_equal(outputs["int8"][1], outputs["float"][1])
     assert outputs["int8"][0].size == outputs["float"][0].size
     assert 0.5 < np.abs(outputs["float"][0]).max() / np.abs(outputs["int8"][0]).max() < 2
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_float_edit_and_the_cpu_layout_on_one_parse_equal_them_made_in_turn(tmp_path: Path, threads: int) -> None:
+    """What a Kokoro session loads: ``cpu_graph`` makes the float edit and then the 2-D layout (here
+    of the vocoder's first convolution, of 128 channels) on one parse, and gets the graph that the
+    two wrappers, each parsing on its own, make in turn."""
+    (tmp_path / "float.onnx").write_bytes(float_graph(width=128).SerializeToString())
+    quantize_dynamic(tmp_path / "float.onnx", tmp_path / "int8.onnx", op_types_to_quantize=["Conv"])
+    quantized = (tmp_path / "int8.onnx").read_bytes()
+    in_float = with_float_convolutions(quantized, "/vocoder/")
+    at_once = cpu_graph(quantized, threads, [partial(convert, scope="/vocoder/")])
+    assert onnx.load_from_string(at_once) == onnx.load_from_string(cpu_graph(in_float, threads))
+    assert op_counts(at_once)["Unsqueeze"] == 1  # the 2-D layout was made too
+    assert cpu_graph(quantized, threads, [partial(convert, scope="/decoder/")]) is quantized
+    x = np.random.default_rng(8).standard_normal((1, 8, 40)).astype(np.float32)
+    assert np.allclose(run(at_once, x), run(in_float, x), atol=1e-3)

@@ -14,11 +14,14 @@ samples differ by a few millionths.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Final
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from tts_core.voices.graph_edits import edited
 
 AXES_NAME: Final = "ttsq_conv_height_axis"
 """The initializer holding ``[2]``, the axis of height 1 that wraps each converted convolution."""
@@ -37,10 +40,7 @@ def with_2d_convolutions(model: bytes, min_out_channels: int = 1) -> bytes:
     """``model`` with each ``Conv`` of a constant three-dimensional weight of at least
     ``min_out_channels`` output channels done in two dimensions; a model with none comes back
     unchanged (the same bytes)."""
-    parsed = onnx.load_from_string(model)
-    if not convert(parsed, min_out_channels):
-        return model
-    return parsed.SerializeToString()
+    return edited(model, [partial(convert, min_out_channels=min_out_channels)])
 
 
 def convert(model: onnx.ModelProto, min_out_channels: int = 1) -> int:

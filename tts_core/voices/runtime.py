@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from functools import partial
 from typing import Final
 
 import onnxruntime as ort
@@ -16,7 +18,8 @@ import onnxruntime as ort
 from tts_core.base.device import CPU_PROVIDER, CUDA_PROVIDER, Device, Spinning, cuda_device_count
 from tts_core.base.errors import DeviceUnavailable
 from tts_core.voices.batching import CallStop
-from tts_core.voices.conv_layout import with_2d_convolutions
+from tts_core.voices.conv_layout import convert as two_dimensional
+from tts_core.voices.graph_edits import GraphEdit, edited
 
 log = logging.getLogger(__name__)
 
@@ -64,28 +67,35 @@ def session_options(intra_op_threads: int, spinning: Spinning = Spinning.OFF) ->
 
 
 def create_session(
-    model: bytes, device: Device, intra_op_threads: int, spinning: Spinning = Spinning.OFF
+    model: bytes,
+    device: Device,
+    intra_op_threads: int,
+    spinning: Spinning = Spinning.OFF,
+    edits: Sequence[GraphEdit] = (),
 ) -> ort.InferenceSession:
-    """Create an inference session on the device the policy allows: ``auto`` may fall back to CPU,
-    ``cuda`` never does."""
+    """Create an inference session of ``model`` with ``edits`` made on the device the policy allows:
+    ``auto`` may fall back to CPU, ``cuda`` never does."""
     if device is not Device.CPU and cuda_available():
-        session = _try_cuda(model, intra_op_threads, spinning)
+        session = _try_cuda(edited(model, edits), intra_op_threads, spinning)
         if session is not None:
             return session
     if device is Device.CUDA:
         raise DeviceUnavailable(_CUDA_REQUIRED)
     return ort.InferenceSession(
-        cpu_graph(model, intra_op_threads), session_options(intra_op_threads, spinning), providers=[CPU_PROVIDER]
+        cpu_graph(model, intra_op_threads, edits),
+        session_options(intra_op_threads, spinning),
+        providers=[CPU_PROVIDER],
     )
 
 
-def cpu_graph(model: bytes, intra_op_threads: int) -> bytes:
-    """The graph a CPU session runs: on one or two threads, with the 1-D convolutions that run faster
-    so done in two dimensions (:data:`MIN_2D_CHANNELS_BY_THREADS`). ``0`` threads (ONNX Runtime's
-    choice) counts as the cores this process may run on."""
+def cpu_graph(model: bytes, intra_op_threads: int, edits: Sequence[GraphEdit] = ()) -> bytes:
+    """The graph a CPU session runs: ``edits`` made, then, on one or two threads, the 1-D
+    convolutions that run faster so done in two dimensions (:data:`MIN_2D_CHANNELS_BY_THREADS`), all
+    on one parse. ``0`` threads (ONNX Runtime's choice) counts as the cores this process may run on."""
     threads = intra_op_threads or len(os.sched_getaffinity(0))
     min_channels = MIN_2D_CHANNELS_BY_THREADS.get(threads)
-    return model if min_channels is None else with_2d_convolutions(model, min_channels)
+    layout = [] if min_channels is None else [partial(two_dimensional, min_out_channels=min_channels)]
+    return edited(model, [*edits, *layout])
 
 
 CUDA_OPTIONS: dict[str, str] = {"cudnn_conv_algo_search": "HEURISTIC", "use_tf32": "0"}
