@@ -258,9 +258,14 @@ def test_a_stop_requested_before_the_run_registers_stops_it_at_once() -> None:
     assert stopped == [True]
 
 
-def test_work_announced_stops_the_running_call_and_holds_the_next_until_it_is_done() -> None:
+def test_work_announced_stops_the_running_call_and_holds_the_next_until_it_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``expect`` acts as an item arriving: the preemptible batcher's call is stopped, and it runs
-    again only once the announced work has ended; the announcement ends once, however often told."""
+    again only once the announced work has ended; the announcement ends once, however often told.
+    It is ended here, so its lapse (the next test's) is put far off: a loaded machine's pause must
+    not end it first."""
+    monkeypatch.setattr(batching, "MAX_EXPECT_S", 30.0)
     preferred = DynamicBatcher(FakeModel(), max_batch=1, name="preferred")
     model = StoppableModel()
     bulk = DynamicBatcher(model, 1, defer_to=preferred, preemptible=True)

