@@ -9,6 +9,7 @@ from typing import Final
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
 
 from api.deps import StateDep
 
@@ -53,6 +54,12 @@ def index(state: StateDep) -> HTMLResponse:
     return HTMLResponse(page, headers=PAGE_HEADERS)
 
 
+STATIC_GZIP_MIN_BYTES: Final = 1024
+"""Files from this size are sent gzipped to a browser that takes it: the page's modules and style,
+about 60 KB in all, go in about a third of that. Only here: audio and event streams stay as they are."""
+
+
 def mount_static(app: FastAPI) -> None:
     """The page's modules and style under ``/static``."""
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    files = StaticFiles(directory=STATIC_DIR)
+    app.mount("/static", GZipMiddleware(files, minimum_size=STATIC_GZIP_MIN_BYTES), name="static")
