@@ -2,16 +2,18 @@
 to a real receiver (the protobuf decoded with ``opentelemetry-proto``); spans parented across the
 processes, the S3 calls among them, one inference call's id in every job it served, a redelivered
 step in the same trace (delivered twice, and after a real kill of its worker), the webhook's
-attempts, a caller's ``traceparent`` continued, JSON log lines joined by trace id and naming the job
-and its tenant. Tracing off (no endpoint, or an empty one): no exporter thread."""
+attempts, a caller's ``traceparent`` continued, a Wyoming utterance as its job's root, JSON log
+lines joined by trace id and naming the job and its tenant. Tracing off (no endpoint, or an empty one): no exporter thread."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -32,10 +34,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from wyoming.client import AsyncTcpClient
+from wyoming.tts import Synthesize
 
 from api.main import create_app
-from cli.commands import api_argv, webhook_worker_argv
-from cli.processes import ManagedProcess, wait_until
+from api.wyoming.speech import UTTERANCE_SPAN
+from cli.commands import api_argv, webhook_worker_argv, wyoming_argv
+from cli.processes import ManagedProcess, free_port, wait_until
 from cli.workerpool import wait_for_node
 from tests.conftest import (
     database_url,
@@ -478,6 +483,51 @@ def test_a_callers_traceparent_is_continued(traced: TracedStack) -> None:
     spans = _wait_for_spans(traced.receiver, caller_trace, "POST /v1/jobs", "ttsq.entry")
     (request,) = [s for s in spans if s.name == "POST /v1/jobs"]
     assert request.parent_id == caller_span
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+async def _spoken_over_wyoming(port: int, text: str) -> list[str]:
+    """The event types a Wyoming client is sent for ``text``, up to its ``audio-stop`` (or error)."""
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Synthesize(text=text).event())
+        types: list[str] = []
+        while (event := await client.read_event()) is not None:
+            types.append(event.type)
+            if event.type in ("audio-stop", "error"):
+                break
+        return types
+
+
+def test_a_wyoming_utterance_is_the_root_of_its_jobs_trace(traced: TracedStack, tmp_path: Path) -> None:
+    """``ttsq wyoming`` exports too: its utterance's span, the trace's root, holds the job's steps."""
+    port = free_port()
+    env = {**os.environ, **settings_env(traced.settings), **traced.env}
+    argv = wyoming_argv(f"tcp://127.0.0.1:{port}")
+    server = ManagedProcess("traced-wyoming", argv, tmp_path / "wyoming.log", env).start()
+    try:
+        wait_until(lambda: _listening(port), 60, "the Wyoming server", server)
+        assert asyncio.run(_spoken_over_wyoming(port, "Traced through Wyoming."))[-1] == "audio-stop"
+        wait_until(
+            lambda: any(s.name == UTTERANCE_SPAN for s in traced.receiver.spans), 30, "the utterance's span", server
+        )
+    finally:
+        server.stop()
+    (utterance,) = [s for s in traced.receiver.spans if s.name == UTTERANCE_SPAN]
+    assert (utterance.service, utterance.parent_id) == ("ttsq-wyoming", "")
+    assert utterance.attributes["ttsq.tenant.id"] == ANONYMOUS_TENANT
+    job_id = utterance.attributes["ttsq.job.id"]
+    spans = _wait_for_spans(traced.receiver, utterance.trace_id, UTTERANCE_SPAN, "ttsq.entry", "ttsq.synthesize")
+    (entry,) = [s for s in spans if s.name == "ttsq.entry"]
+    assert entry.attributes["ttsq.job.id"] == job_id
+    assert utterance in _ancestors(entry, {s.span_id: s for s in spans})
+    record = JobStore(redis.Redis.from_url(traced.settings.redis_url), 60).get(job_id)
+    assert record.trace_id == utterance.trace_id
+    assert all("Traced through" not in str(value) for span in spans for value in span.attributes.values())
 
 
 def test_json_logs_of_a_job_join_by_trace_id(traced: TracedStack) -> None:

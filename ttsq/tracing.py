@@ -36,6 +36,8 @@ SERVICE_NAME_VARIABLE: Final = "OTEL_SERVICE_NAME"
 
 API_SERVICE: Final = "ttsq-api"
 """The API's ``service.name`` (``OTEL_SERVICE_NAME`` renames any process's)."""
+WYOMING_SERVICE: Final = "ttsq-wyoming"
+"""The Wyoming server's (``ttsq wyoming``)."""
 
 
 def worker_service(app_name: str) -> str:

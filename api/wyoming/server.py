@@ -21,7 +21,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer
 from api.metrics import ApiMetrics
 from api.state import AppState
 from api.wyoming.handler import WyomingHandler
-from ttsq import logs
+from ttsq import logs, tracing
 from ttsq.errors import Unauthorized
 from ttsq.settings import Settings
 
@@ -112,6 +112,11 @@ async def serve(settings: Settings, uri: str) -> None:
 
 
 def run(settings: Settings, uri: str) -> None:
-    """``ttsq wyoming``: the server in the foreground."""
+    """``ttsq wyoming``: the server in the foreground, each utterance a span of its job's trace where
+    an OTLP endpoint is set (``ttsq.tracing``)."""
     logs.configure(settings.log_format)
-    asyncio.run(serve(settings, uri))
+    tracing.start(tracing.WYOMING_SERVICE)
+    try:
+        asyncio.run(serve(settings, uri))
+    finally:
+        tracing.flush()

@@ -9,6 +9,7 @@ from typing import Final
 
 import numpy as np
 from fastapi.concurrency import run_in_threadpool
+from opentelemetry.trace import Span, SpanKind
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 
@@ -19,6 +20,7 @@ from api.state import AppState
 from api.streamed_job import StreamedJob
 from api.submission import draft_job
 from tts_core.mastering.formats import AudioFormat
+from ttsq import tracing
 from ttsq.job_record import TextType
 from ttsq.tenants import Tenant
 
@@ -28,6 +30,9 @@ more) is cut into chunks this size so that a player can start on the first."""
 
 SAMPLE_WIDTH: Final = 2
 """Bytes per sample: the parts are 16-bit PCM, mono, at the voice's rate."""
+
+UTTERANCE_SPAN: Final = "wyoming synthesize"
+"""The span of one utterance, from its turn to its ``audio-stop``: the job it submits continues its trace."""
 
 SOURCE: Final = "wyoming"
 """The jobs' ``metadata.source``, telling them apart from other clients' jobs."""
@@ -63,10 +68,18 @@ class Utterance:
 async def speak(state: AppState, utterance: Utterance, send: Send, jobs: set[str]) -> None:
     """Submit the utterance's job and send its audio: ``audio-start`` with the first part, a chunk
     per ``SAMPLES_PER_CHUNK`` samples, ``audio-stop``. Bad input raises before any job exists. The
-    job's id stays in ``jobs`` unless its audio was all sent, so the connection's end cancels it."""
+    job's id stays in ``jobs`` unless its audio was all sent, so the connection's end cancels it.
+    The utterance is a span (:data:`UTTERANCE_SPAN`), the root of its job's trace."""
+    attributes: dict[str, str | int] = {"ttsq.tenant.id": utterance.tenant.id, "ttsq.characters": len(utterance.text)}
+    with tracing.span(UTTERANCE_SPAN, kind=SpanKind.SERVER, attributes=attributes) as span:
+        await _speak(state, utterance, send, jobs, span)
+
+
+async def _speak(state: AppState, utterance: Utterance, send: Send, jobs: set[str], span: Span) -> None:
     tenant = utterance.tenant
     await wait_for_turn(state, tenant, len(utterance.text.encode("utf-8", "surrogatepass")))
     draft = await run_in_threadpool(draft_job, state, tenant, utterance.request(), stream=True, keep=False)
+    span.set_attributes({"ttsq.job.id": draft.record.id, "ttsq.voice": draft.record.voice})
     rate = state.catalog.get(draft.record.voice).sample_rate
     jobs.add(draft.record.id)  # before it exists: a connection closed while it is submitted cancels it
     try:
