@@ -1,8 +1,9 @@
 """Edits of a serialized ONNX graph, made on one parse of it.
 
 A voice's graph may be edited more than once as it loads (Kokoro's vocoder in float, then the 2-D
-layout a CPU session gets): each edit parsing and serializing a 92 MB graph by itself took about
-0.45 s more of every load, its twin's too, on the cores that serve calls meanwhile.
+layout a CPU session gets): with each edit parsing and serializing the 92 MB graph by itself, making
+a session's graph took 1.12 s against 0.74 s on one parse, for the model's own session and again for
+its twin, which loads while calls run (docs/PERFORMANCE.md, "Loads, and the runs of 30 Nov").
 """
 
 from __future__ import annotations
