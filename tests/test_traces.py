@@ -3,7 +3,8 @@ to a real receiver (the protobuf decoded with ``opentelemetry-proto``); spans pa
 processes, the S3 calls among them, one inference call's id in every job it served, a redelivered
 step in the same trace (delivered twice, and after a real kill of its worker), the webhook's
 attempts, a caller's ``traceparent`` continued, a Wyoming utterance as its job's root, JSON log
-lines joined by trace id and naming the job and its tenant. Tracing off (no endpoint, or an empty one): no exporter thread."""
+lines joined by trace id and naming the job and its tenant. Tracing off (no endpoint, or an empty
+one): no exporter thread."""
 
 from __future__ import annotations
 
