@@ -148,7 +148,7 @@ def test_dtds_and_entities_are_refused_before_any_expansion(document: bytes, lin
         parse_pls(document)
     assert where(refused) == (line, column)
     assert "root" not in str(refused.value)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # an expansion would take minutes and gigabytes
 
 
 @pytest.mark.parametrize(

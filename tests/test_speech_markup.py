@@ -143,7 +143,7 @@ def test_entity_tricks_are_refused_before_any_expansion() -> None:
         started = time.perf_counter()
         with pytest.raises(InvalidSsml, match="DTDs and entity declarations are not allowed") as refused:
             parse_ssml(source)
-        assert time.perf_counter() - started < 0.5
+        assert time.perf_counter() - started < 5  # an expansion would take minutes and gigabytes
         assert refused.value.line in (1, 2)
     with pytest.raises(InvalidSsml, match="undefined entity"):
         parse_ssml("<speak>&lol;</speak>")

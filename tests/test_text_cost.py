@@ -30,9 +30,10 @@ SUBMIT_S = 15.0
 """Longest a submit of 150,000 characters may take: well under a second of work now, where the
 quadratic split took 30 s."""
 
-FIRST_AUDIO_S = 15.0
+FIRST_AUDIO_S = 45.0
 """Longest one Wyoming client may wait for its first audio while another streams huge chunks: a
-short sentence's job (about a second) with room for a loaded machine, where it waited 119.5 s."""
+short sentence's job (about a second) with room for a loaded machine (the suite's worker may still be
+taking and skipping the segments of the job canceled before), where it waited 119.5 s."""
 
 
 def test_a_long_run_of_abbreviations_is_accepted_at_once_and_planned(client: httpx.Client) -> None:
