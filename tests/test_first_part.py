@@ -189,3 +189,18 @@ def test_a_streamed_plan_names_its_first_sentences_pieces_for_the_entry_task_to_
     assert cut_sentence_segments(segments) == len(cut) + 1  # the cut pieces and the sentence's last
     assert len(segments) == len(cut) + 2  # the next sentence: a segment of the usual kind
     assert cut_sentence_segments([[PlannedUtterance([1])], [PlannedUtterance([1])]]) == 1  # nothing was cut
+
+
+@pytest.mark.parametrize("speed", [0.8, 1.5, 2.0])
+def test_faster_speech_is_paced_for_its_speed(speed: float) -> None:
+    """At ``speed`` a mora plays (and is made) in 1/speed of the time while a call's fixed time stays:
+    the plan keeps the audio flowing at that pace."""
+    reader, text = Breaks(60, range(2, 60, 2), PACED), "x" * 60
+    cuts = first_cuts(text, reader, speed)
+    parts = [float(b - a) for a, b in zip([0, *cuts], [*cuts, 60], strict=True)]
+    assert stalls(parts, PACE.at_speed(speed)) == 0.0
+    if speed > 1:  # the plan made for normal speech would stop at this speed
+        normal = [
+            float(b - a) for a, b in zip([0, *first_cuts(text, reader)], [*first_cuts(text, reader), 60], strict=True)
+        ]
+        assert stalls(normal, PACE.at_speed(speed)) > 0

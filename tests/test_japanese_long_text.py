@@ -143,7 +143,7 @@ def test_a_long_unpunctuated_sentence_is_cut_for_its_first_part_from_its_head_al
     assert isinstance(reader, PhraseBreaker)
     cuts = first_cuts(sentence, reader)
     assert cuts
-    assert 0 < min(cuts)
+    assert min(cuts) > 0
     assert max(cuts) < FIRST_PART_SCAN_CHARS
     assert reader.read == [FIRST_PART_SCAN_CHARS]
     pieces = openjtalk_pieces(sentence)

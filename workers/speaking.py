@@ -134,6 +134,7 @@ def plan_segments(record: JobRecord, text: str, ctx: JobContext) -> list[list[Pl
         pronunciation=pronunciation_of(record, ctx),
         stream=_streams_clauses(record),
         defer=record.priority is Priority.BULK,
+        speed=record.options.speed,
     )
 
 

@@ -186,6 +186,7 @@ class VoiceHost:
         pronunciation: Pronunciation | None = None,
         stream: bool = False,
         defer: bool = False,
+        speed: float = 1.0,
     ) -> SegmentPlan:
         """Utterances of ``text`` (none over ``max_ids`` or the engine's own limit), with their rates and
         pauses (``paragraph_pause_s`` after a paragraph: a blank line of plain text, an SSML ``<p>``;
@@ -194,11 +195,12 @@ class VoiceHost:
         model. Past ``max_segments`` it stops at once and raises :class:`PlanTooLong`, having planned
         no further than the limit. ``pronunciation`` (lexicons, normalisation) changes what is said,
         never the spans utterances keep in ``text``. ``stream``: plain text's first sentence is cut
-        after its first clause, both pieces segments of their own, so the first audio is short
-        (``tts_core.text.first_part``). ``defer`` (a bulk job): before each segment, wait (up to
-        ``MAX_DEFER_S``) while interactive work is on its way or running here, as bulk inference
-        calls do, so a long job's planning (phonemisation, on a task thread) leaves interactive tasks
-        the cores and the interpreter's lock (issue 34: another tenant's 150,000-character jobs)."""
+        after its first clause, each piece a segment of its own, so the first audio is short (the
+        pieces paced for speech at ``speed``, ``tts_core.text.first_part``). ``defer`` (a bulk
+        job): before each segment, wait (up to ``MAX_DEFER_S``) while interactive work is on its
+        way or running here, as bulk inference calls do, so a long job's planning (phonemisation, on
+        a task thread) leaves interactive tasks the cores and the interpreter's lock (issue 34:
+        another tenant's 150,000-character jobs)."""
         paragraph = self._settings.paragraph_pause_s if paragraph_pause_s is None else paragraph_pause_s
         sentence = self._settings.sentence_pause_s if sentence_pause_s is None else sentence_pause_s
         info = self.catalog.get(voice_id)
@@ -211,7 +213,7 @@ class VoiceHost:
         if text_type is TextType.SSML:
             utterances = iter_ssml(parse_ssml(text, default_lang=info.language), front_end, budget, paragraph)
         else:
-            utterances = iter_plain(text, front_end, budget, paragraph, first_clause=stream)
+            utterances = iter_plain(text, front_end, budget, paragraph, first_clause=stream, speed=speed)
         grouped = iter_stream_segments if stream else iter_segments
         segments: SegmentPlan = []
         for segment in grouped(utterances, max_ids, sentence):

@@ -215,11 +215,17 @@ def plan_plain(text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: 
 
 
 def iter_plain(
-    text: str, front_end: FrontEnd, max_ids: int, paragraph_pause_s: float, first_clause: bool = False
+    text: str,
+    front_end: FrontEnd,
+    max_ids: int,
+    paragraph_pause_s: float,
+    first_clause: bool = False,
+    speed: float = 1.0,
 ) -> Iterator[PlannedUtterance]:
     """:func:`plan_plain`, one utterance at a time (each paragraph's last is held back until the
     next paragraph shows it is not the text's last). ``first_clause``: the first sentence is cut
-    after its first clause for streaming (:mod:`tts_core.text.first_part`)."""
+    after its first clause for streaming, its pieces paced for speech at ``speed``
+    (:mod:`tts_core.text.first_part`)."""
     paragraphs = [(base, p) for base, p in _paragraphs(text) if has_speech(normalize_text(p))]
     if not paragraphs:
         raise EmptyText("text has nothing to speak")
@@ -229,7 +235,7 @@ def iter_plain(
             yield replace(held, pause_after_s=paragraph_pause_s)
             held = None
         cut_first, first_clause = first_clause, False
-        for utterance in plain(iter_utterances(paragraph, front_end, max_ids, base, cut_first)):
+        for utterance in plain(iter_utterances(paragraph, front_end, max_ids, base, cut_first, speed)):
             if held is not None:
                 yield held
             held = utterance
@@ -269,9 +275,11 @@ def iter_utterances(
     max_ids: int = DEFAULT_SEGMENT_IDS,
     base: int | None = None,
     first_clause: bool = False,
+    speed: float = 1.0,
 ) -> Iterator[Utterance]:
     """:func:`plan_utterances`, one utterance at a time (none at all for text with nothing to say);
-    ``first_clause``: the first sentence cut after its first clause (:func:`tts_core.text.first_part.first_cuts`)."""
+    ``first_clause``: the first sentence cut after its first clause, paced for speech at ``speed``
+    (:func:`tts_core.text.first_part.first_cuts`)."""
     normalized = normalize_text(text)
     if not has_speech(normalized):
         return
@@ -280,7 +288,7 @@ def iter_utterances(
     for index, sentence in enumerate(front_end.sentences(normalized)):
         at = normalized.find(sentence, cursor)
         cursor = at + len(sentence) if at >= 0 else cursor
-        cuts = first_cuts(sentence, front_end) if first_clause and index == 0 else []
+        cuts = first_cuts(sentence, front_end, speed) if first_clause and index == 0 else []
         first = True
         clauses = pieces(sentence, cuts) if cuts else [(0, len(sentence))]
         for number, (start, end) in enumerate(clauses):

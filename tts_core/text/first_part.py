@@ -75,6 +75,11 @@ class Pace:
         """Seconds a piece of ``weight`` plays for, with the pause its cut adds."""
         return self.heard_s_per_weight * weight + CLAUSE_PAUSE_S
 
+    def at_speed(self, speed: float) -> Pace:
+        """This pace for speech ``speed`` times as fast: a mora is heard for less time, and made in less
+        (the model makes fewer frames); a call's fixed time stays."""
+        return Pace(self.call_s, self.call_s_per_weight / speed, self.heard_s_per_weight / speed)
+
 
 WORD_LIMITS: Final = FirstPartLimits(3, 8, 12)
 """For text cut between words: 3 to 8 words (8 English words are about 100 Piper ids, 0.15 s on 2
@@ -127,11 +132,11 @@ costs its first byte what a short one does (issue 34: the whole of a 9,000-chara
 punctuation went past OpenJTalk's limit, and 3,000 characters held the first byte for 36 s)."""
 
 
-def first_cuts(sentence: str, front_end: object) -> list[int]:
+def first_cuts(sentence: str, front_end: object, speed: float = 1.0) -> list[int]:
     """Offsets in ``sentence`` to cut it at for streaming (empty: speak it whole): the end of a short
-    first part, then, for a voice with a :class:`Pace`, the fewest further cuts that keep the audio
-    flowing. Every cut is one more model call, and a call's fixed cost (about 0.27 s of Kokoro on 2
-    cores) is what a 50-character sentence cut at each comma lost in throughput."""
+    first part, then, for a voice with a :class:`Pace` (at the job's ``speed``), the fewest further
+    cuts that keep the audio flowing. Every cut is one more model call, and a call's fixed cost (about
+    0.27 s of Kokoro on 2 cores) is what a 50-character sentence cut at each comma lost in throughput."""
     head = sentence[:FIRST_PART_SCAN_CHARS]
     if isinstance(front_end, PhraseBreaker):
         breaks, limits = front_end.phrase_breaks(head), front_end.first_part_limits
@@ -146,7 +151,8 @@ def first_cuts(sentence: str, front_end: object) -> list[int]:
         return []
     usable = [b for b in breaks if b.weight >= limits.least and total - b.weight >= limits.least]
     if limits.pace is not None:
-        return [b.end for b in _paced(usable, limits, limits.pace, total) if has_speech(sentence[b.end :])]
+        paced = _paced(usable, limits, limits.pace.at_speed(speed), total)
+        return [b.end for b in paced if has_speech(sentence[b.end :])]
     first = _first(usable, limits)
     if first is None or not has_speech(sentence[first.end :]):
         return []
