@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 from itertools import accumulate, combinations, pairwise
-from typing import Final
+from typing import Any, Final
 
 import httpx
 import numpy as np
@@ -17,6 +17,7 @@ from api.audio_answer import FIRST_PART_HEADER
 from tests.conftest import wait_for_job
 from tts_core.base.plan import PlannedUtterance
 from tts_core.frontend.segments import cut_sentence_segments, iter_stream_segments
+from tts_core.text import first_part
 from tts_core.text.first_part import (
     CLAUSE_PAUSE_S,
     FIRST_PART_SCAN_CHARS,
@@ -204,3 +205,27 @@ def test_faster_speech_is_paced_for_its_speed(speed: float) -> None:
             float(b - a) for a, b in zip([0, *first_cuts(text, reader)], [*first_cuts(text, reader), 60], strict=True)
         ]
         assert stalls(normal, PACE.at_speed(speed)) > 0
+
+
+def test_places_with_no_speech_between_them_are_one_first_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Input built to hurt: a hundred places at one weight (phrases of no morae) are tried as one first
+    part, not a hundred (each try walks the rest of the sentence)."""
+    places = [PhraseBreak(end, float(min(end, 8))) for end in range(1, 150)] + [PhraseBreak(150, 60.0)]
+
+    class Flat:
+        first_part_limits = PACED
+
+        def phrase_breaks(self, sentence: str) -> list[PhraseBreak]:
+            return places
+
+    tried: list[float] = []
+    following = first_part._following
+
+    def counted(first: PhraseBreak, *args: Any) -> tuple[list[PhraseBreak], float]:
+        tried.append(first.weight)
+        return following(first, *args)
+
+    monkeypatch.setattr(first_part, "_following", counted)
+    cuts = first_cuts("x" * 150, Flat())
+    assert sorted(tried) == [6.0, 7.0, 8.0]
+    assert cuts

@@ -163,7 +163,11 @@ def _paced(usable: list[PhraseBreak], limits: FirstPartLimits, pace: Pace, total
     """The cuts whose first part is within the limits and whose pieces keep the listener waiting the
     least (not at all, where the places allow), in the fewest pieces; among those, a first part ending
     a clause, then the shortest (the soonest heard)."""
-    plans = [_following(first, usable, limits, pace, total) for first in usable if first.weight <= limits.most]
+    firsts: dict[float, PhraseBreak] = {}  # one place a weight: places with no speech between them
+    for place in usable:
+        if place.weight <= limits.most and (place.weight not in firsts or place.clause):
+            firsts[place.weight] = place
+    plans = [_following(first, usable, limits, pace, total) for first in firsts.values()]
     if not plans:
         return []
     cuts, _ = min(plans, key=lambda plan: (plan[1], len(plan[0]), not plan[0][0].clause, plan[0][0].weight))
