@@ -16,7 +16,7 @@ import soundfile
 from api.audio_answer import FIRST_PART_HEADER
 from tests.conftest import wait_for_job
 from tts_core.base.plan import PlannedUtterance
-from tts_core.frontend.segments import cut_sentence_segments, iter_stream_segments
+from tts_core.frontend.segments import iter_stream_segments
 from tts_core.text import first_part
 from tts_core.text.first_part import (
     CLAUSE_PAUSE_S,
@@ -24,6 +24,7 @@ from tts_core.text.first_part import (
     FirstPartLimits,
     Pace,
     PhraseBreak,
+    cut_sentence_segments,
     first_cuts,
     pieces,
     word_breaks,

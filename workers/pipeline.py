@@ -26,10 +26,10 @@ from tts_core.base.audio import PCM16
 from tts_core.base.errors import TTSError
 from tts_core.base.plan import PlannedUtterance
 from tts_core.base.timing import UtteranceTiming
-from tts_core.frontend.segments import cut_sentence_segments
 from tts_core.mastering.encoding import encode, encode_stream
 from tts_core.mastering.level_meter import LevelSummary
 from tts_core.mastering.leveling import Leveling, leveling_for, spread_sample
+from tts_core.text.first_part import cut_sentence_segments
 from tts_core.text.pauses import Silence
 from ttsq import lifecycle, logs, tracing
 from ttsq.constants import result_key

@@ -426,18 +426,6 @@ def iter_stream_segments(
     yield from iter_segments(rest, max_ids, sentence_pause_s)
 
 
-def cut_sentence_segments(segments: Sequence[Sequence[PlannedUtterance]]) -> int:
-    """How many of a streamed plan's first segments (:func:`iter_stream_segments`) are the pieces of
-    its first sentence: each was cut to be ready before the audio ahead of it has been played, so
-    they are made one after the other, as soon as possible (:mod:`tts_core.text.first_part`)."""
-    count = 0
-    for segment in segments:
-        count += 1
-        if len(segment) != 1 or segment[0].pause_after_s != CLAUSE_PAUSE_S:
-            break
-    return count
-
-
 def _pause_s(utterance: object, sentence_pause_s: float) -> float:
     """The silence around an utterance of a plan (none for a bare utterance, which has no pauses)."""
     if not isinstance(utterance, PlannedUtterance):

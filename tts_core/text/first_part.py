@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
+from tts_core.base.plan import PlannedUtterance
 from tts_core.text.sentences import has_speech
 
 CLAUSE_PAUSE_S: Final = 0.12
@@ -216,3 +218,15 @@ def pieces(sentence: str, cuts: list[int]) -> list[tuple[int, int]]:
         spans.append((start + lead, start + len(piece.rstrip())))
         start = end
     return spans
+
+
+def cut_sentence_segments(segments: Sequence[Sequence[PlannedUtterance]]) -> int:
+    """How many of a streamed plan's first segments (``tts_core.frontend.segments.iter_stream_segments``)
+    are the pieces of its first sentence: each was cut to be ready before the audio ahead of it has
+    been played, so they are made one after the other, as soon as possible (:func:`first_cuts`)."""
+    count = 0
+    for segment in segments:
+        count += 1
+        if len(segment) != 1 or segment[0].pause_after_s != CLAUSE_PAUSE_S:
+            break
+    return count
