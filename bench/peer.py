@@ -301,7 +301,7 @@ def playback_stall_s(arrivals: Sequence[tuple[float, int]], data: bytes) -> floa
             continue
         if runs_out is not None and at > runs_out:
             waited += at - runs_out
-        runs_out = max(runs_out if runs_out is not None else at, at) + audio - heard
+        runs_out = (at if runs_out is None else max(runs_out, at)) + audio - heard
         heard = audio
     return waited
 

@@ -23,7 +23,7 @@ from tts_core.base.errors import EmptyText, PauseTooLong
 from tts_core.base.plan import MarkPoint, PlannedUtterance, ReadWord
 from tts_core.frontend.phonemes import phoneme_ids, phonemize
 from tts_core.lexicon.lexicon import IPA_SYLLABLE_MARKS
-from tts_core.text.first_part import CLAUSE_PAUSE_S, first_cuts, pieces
+from tts_core.text.first_part import CLAUSE_PAUSE_S, ends_at_cut, first_cuts, pieces
 from tts_core.text.pauses import MAX_PAUSE_AT_ONE_PLACE_S, between
 from tts_core.text.sentences import cut_long, has_speech, normalize_text, split_sentences
 from tts_core.text.speech_markup import Boundary, Break, MarkElement, Speech, SsmlDocument
@@ -421,7 +421,7 @@ def iter_stream_segments(
     rest = iter(utterances)
     for utterance in rest:
         yield [utterance]
-        if utterance.pause_after_s != CLAUSE_PAUSE_S:
+        if not ends_at_cut(utterance):
             break
     yield from iter_segments(rest, max_ids, sentence_pause_s)
 

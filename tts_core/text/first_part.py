@@ -227,6 +227,11 @@ def cut_sentence_segments(segments: Sequence[Sequence[PlannedUtterance]]) -> int
     count = 0
     for segment in segments:
         count += 1
-        if len(segment) != 1 or segment[0].pause_after_s != CLAUSE_PAUSE_S:
+        if len(segment) != 1 or not ends_at_cut(segment[0]):
             break
     return count
+
+
+def ends_at_cut(utterance: PlannedUtterance) -> bool:
+    """Whether a planned utterance ends where :func:`first_cuts` cut its sentence (its pause is the cut's)."""
+    return utterance.pause_after_s == CLAUSE_PAUSE_S

@@ -69,7 +69,7 @@ KOKORO_CPU_PACE: Final = Pace(call_s=0.30, call_s_per_weight=0.06, heard_s_per_w
 """Kokoro on two cores of the reference machine, a little slower than measured (issue 38, 30 Nov: 125
 pieces of 0 to 50 morae, each call 0.272 s + 0.053 s a mora, each mora 0.140 s heard). Cut after its
 first part only, a 50-character sentence's rest took longer to make than the first part took to play:
-19 of 20 sentences stopped for 0.4 to 2.4 s between the two."""
+19 of 20 sentences stopped for 0.4 to 3.3 s between the two."""
 
 
 class KokoroFrontEnd:
