@@ -7,8 +7,10 @@ from __future__ import annotations
 from celery import Celery
 
 from workers.interactive_slot import InteractiveSlot
+from workers.task_events import FlushEventsAtStop
 
 app = Celery("ttsq", log="workers.log_context:ProcessLogging")
 app.config_from_object("celeryconfig")
-app.steps["consumer"].add(InteractiveSlot)
+app.add_defaults(lambda: {"worker_consumer": "workers.task_events:PacedEventsConsumer"})
+app.steps["consumer"].update({InteractiveSlot, FlushEventsAtStop})
 app.steps["worker"].add("workers.tasks:SynthesisWorkerStart")  # by name: the tasks module imports this one
