@@ -208,8 +208,10 @@ def _claim_planned(
     # utterances, each followed by the sentence pause), so the plan is checked as well.
     Silence(pauses, 0.0, 0).check(speech_s, ctx.settings.silence_allowance_s, ctx.settings.silence_ratio)
     planned_ms = round((speech_s + pauses) * 1000)
-    limits = _tenant_limits(record.tenant, ctx)
     delta = planned_ms - record.reserved_audio_ms
+    # The day's limit only bounds a larger reservation: a plan within the estimate (the usual case)
+    # gives audio back without reading the tenant (a round trip before a short answer's call).
+    limits = _tenant_limits(record.tenant, ctx) if delta > 0 else Limits()
     if not ctx.stores.quotas.replan(record.tenant, usage_day(record.created_at), record.voice, delta, limits):
         message = (
             f"the job's planned {planned_ms / 1000:.0f} s of audio pass what is left of the key's "
