@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, cast
 
@@ -46,6 +47,28 @@ from ttsq.job_record import (
 from ttsq.leader import Fence
 from ttsq.quotas import settle_in, usage_day
 from ttsq.webhook_schedule import EventKind, EventRef, lane_of, schedule_in
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """A step's start as :meth:`JobStore.step_started_reading` recorded and read it."""
+
+    runs: int
+    """Started attempts of the step that have not ended, this one included."""
+    record: JobRecord | None
+    """The job's record (None: it has none, expired or deleted)."""
+    text: str | None
+    """The job's text (None if gone: a finished job's may be)."""
+
+
+_SCHEDULE_WHILE_HELD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+for i = 4, #ARGV do redis.call('ZADD', KEYS[2], ARGV[3], ARGV[i]) end
+return 1
+"""
+"""Renews a step's claim (as redis-py's lock does) and schedules objects for cleanup, if the claim is
+still the caller's; else does nothing."""
 
 
 def _seconds_since(moment: datetime, now: datetime | None = None) -> float:
@@ -153,6 +176,7 @@ class JobStore:
         self._redis = client
         self._ttl_s = ttl_s
         self._run_if_unchanged = client.register_script(_RUN_IF_UNCHANGED)
+        self._schedule_while_held = client.register_script(_SCHEDULE_WHILE_HELD)
 
     def create(self, record: JobRecord, text: str) -> None:
         """Write record and text together, and list the job as active and as its tenant's; all or
@@ -357,14 +381,28 @@ class JobStore:
     def step_started(self, job_id: str, step: str, attempt: str) -> int:
         """Record that ``attempt`` started ``step``; returns how many started attempts of the step
         have not ended (this one included): those that did not end died with their worker."""
-        key, started_at = job_step_starts_key(job_id, step), job_step_started_at_key(job_id, step)
         with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(started_at, attempt, time.time())
-            pipe.expire(started_at, self._ttl_s)
-            pipe.sadd(key, attempt)
-            pipe.expire(key, self._ttl_s)
-            pipe.scard(key)
+            self._count_start(pipe, job_id, step, attempt)
             return int(pipe.execute()[-1])
+
+    def step_started_reading(self, job_id: str, step: str, attempt: str) -> StepStart:
+        """:meth:`step_started`, reading the job's record and text in the same round trip: what a
+        job's entry step reads first (a short answer waits on each trip before its model call)."""
+        with self._redis.pipeline(transaction=True) as pipe:
+            self._count_start(pipe, job_id, step, attempt)
+            pipe.get(job_key(job_id))
+            pipe.get(job_text_key(job_id))
+            *_, started, raw_record, raw_text = pipe.execute()
+        record = None if raw_record is None else _record_of(raw_record)
+        return StepStart(int(started), record, None if raw_text is None else _text_of(raw_text))
+
+    def _count_start(self, pipe: redis.client.Pipeline, job_id: str, step: str, attempt: str) -> None:
+        key, started_at = job_step_starts_key(job_id, step), job_step_started_at_key(job_id, step)
+        pipe.hset(started_at, attempt, time.time())
+        pipe.expire(started_at, self._ttl_s)
+        pipe.sadd(key, attempt)
+        pipe.expire(key, self._ttl_s)
+        pipe.scard(key)
 
     def step_ended(self, job_id: str, step: str, attempt: str) -> None:
         """``attempt`` ended (done, failed, retried later or skipped): it was no crash."""
@@ -394,6 +432,16 @@ class JobStore:
         if the step dies before its success write names them or before it can delete them itself."""
         if keys:
             self._redis.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(keys, record.created_at.timestamp() + self._ttl_s))
+
+    def schedule_objects_while_held(self, record: JobRecord, keys: Collection[str], claim: Lock) -> bool:
+        """Renew ``claim`` and :meth:`schedule_objects` in one round trip (a short answer waits on it
+        between its model call and its upload); False, with nothing done, if ``claim`` is no longer
+        this run's (``workers.steps.StepRun.ensure_current`` then decides what happens)."""
+        token = claim.local.token
+        if token is None or claim.timeout is None:
+            return False
+        args = [token, int(claim.timeout * 1000), record.created_at.timestamp() + self._ttl_s, *keys]
+        return bool(self._schedule_while_held(keys=[claim.name, OBJECT_EXPIRY_KEY], args=args))
 
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,

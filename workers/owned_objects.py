@@ -30,8 +30,10 @@ class OwnedObjects:
     def claim(self, *keys: str) -> None:
         """Call before storing ``keys``: the run checks it still holds its step, and the cleanup task
         will delete them when the job expires, whatever becomes of this run."""
-        self.run.ensure_current()
-        self._ctx.stores.jobs.schedule_objects(self._record, keys)
+        jobs = self._ctx.stores.jobs
+        if not jobs.schedule_objects_while_held(self._record, keys, self.run.claim):
+            self.run.ensure_current()  # it lapsed: taken back, or StepSuperseded
+            jobs.schedule_objects(self._record, keys)
         self.keys.extend(keys)
 
     def commit(self) -> None:

@@ -97,7 +97,7 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     A job that is no longer startable (finished, failed or canceled already) is left alone.
     """
     taken_at = utcnow()
-    record, text = ctx.stores.jobs.get_with_text(job_id)
+    record, text = _opened(job_id, ctx, run)
     if record.status not in _STARTABLE:
         # Its webhook event was queued by its terminal write; a batch's finishing task by the terminal
         # write of the batch's last item (a lost one is sent again by the sweeper, ttsq.batch_sweep).
@@ -132,6 +132,16 @@ def start_job(job_id: str, ctx: JobContext, run: StepRun) -> None:
     if first < len(segments):
         run.ensure_current()
         _fan_out(record, first, len(segments), ctx)
+
+
+def _opened(job_id: str, ctx: JobContext, run: StepRun) -> tuple[JobRecord, str | None]:
+    """The job's record and text as the run's start read them, or read now."""
+    start = run.start
+    if start is None:
+        return ctx.stores.jobs.get_with_text(job_id)
+    if start.record is None:
+        raise JobNotFound(job_id)
+    return start.record, start.text
 
 
 def _made_here(job_id: str, segments: list[list[PlannedUtterance]], ctx: JobContext, run: StepRun) -> int:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
+from ttsq.job_store import StepStart
+
 log = logging.getLogger(__name__)
 
 
@@ -44,6 +46,9 @@ class StepRun:
     attempt: str
     claim: Lock
     """The step's claim (``JobStore.step_lock``), held and renewed while the run lasts."""
+    start: StepStart | None = None
+    """What the run's start read in the round trip that counted it (an entry step's record and
+    text, ``JobStore.step_started_reading``); None where it read nothing."""
 
     def ensure_current(self) -> None:
         """Call before a side effect: renew the claim; if it lapsed and nobody took it, take it back;

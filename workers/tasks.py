@@ -10,6 +10,7 @@ with this module, so Flower can import the tasks without loading it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
@@ -323,7 +324,12 @@ def _run_counted(ctx: JobContext, run: StepRun, work: Callable[[JobContext, Step
     """Run the step, counted among the step's starts until it ends in any way a process survives:
     starts that never end are deliveries whose worker died in them. Past ``max_step_starts`` of those,
     the job fails (``worker_crashed``) before the step's input reaches native code once more."""
-    started = ctx.stores.jobs.step_started(run.job_id, run.step, run.attempt)
+    if run.step == ENTRY_STEP:  # the entry reads its job first: in the same round trip
+        start = ctx.stores.jobs.step_started_reading(run.job_id, run.step, run.attempt)
+        run = dataclasses.replace(run, start=start)
+        started = start.runs
+    else:
+        started = ctx.stores.jobs.step_started(run.job_id, run.step, run.attempt)
     mark_attempt(started, run.attempt)
     if started > 1:
         report_died(run.job_id, run.step, ctx.stores.jobs.take_died(run.job_id, run.step, run.attempt), run.attempt)
