@@ -22,7 +22,7 @@ from ttsq.broker import celery_config
 from ttsq.job_record import JobStatus
 from ttsq.job_store import JobStore
 from ttsq.settings import Settings
-from workers.task_events import EVENT_FLUSH_DELAY_S
+from workers.task_events import EVENT_FLUSH_DELAY_S, REARM_AFTER_S, PacedEventsConsumer
 
 TASK_STATES: Final = ("task-received", "task-started", "task-succeeded")
 
@@ -99,3 +99,55 @@ def test_a_worker_stopped_right_after_a_job_still_sends_its_events(
             log.wait_for(task_id)
     finally:
         worker.stop()
+
+
+class RecordingHub:
+    """The two calls of kombu's hub the consumer makes, recorded to be run by hand."""
+
+    def __init__(self) -> None:
+        self.soon: list[Any] = []
+        self.later: list[tuple[float, Any]] = []
+
+    def call_soon(self, callback: Any) -> None:
+        self.soon.append(callback)
+
+    def call_later(self, delay_s: float, callback: Any) -> None:
+        self.later.append((delay_s, callback))
+
+
+class CountingDispatcher:
+    def __init__(self) -> None:
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def _consumer() -> tuple[PacedEventsConsumer, RecordingHub, CountingDispatcher]:
+    consumer = PacedEventsConsumer.__new__(PacedEventsConsumer)  # only its pacing is under test
+    hub, dispatcher = RecordingHub(), CountingDispatcher()
+    consumer.hub, consumer.event_dispatcher = hub, dispatcher
+    return consumer, hub, dispatcher
+
+
+def test_events_sent_together_are_flushed_once_after_the_delay() -> None:
+    consumer, hub, dispatcher = _consumer()
+    for _ in range(3):
+        consumer.on_send_event_buffered()
+    assert len(hub.soon) == 1
+    hub.soon[0]()
+    ((delay_s, flush),) = hub.later
+    assert delay_s == EVENT_FLUSH_DELAY_S
+    flush()
+    assert dispatcher.flushes == 1
+    consumer.on_send_event_buffered()  # after the flush, the next event arms the next one
+    assert len(hub.soon) == 2
+
+
+def test_a_flush_whose_timer_was_lost_is_armed_again() -> None:
+    consumer, hub, _ = _consumer()
+    consumer.on_send_event_buffered()
+    assert consumer._flush_armed_at is not None
+    consumer._flush_armed_at -= REARM_AFTER_S  # its timer never ran: a consumer restarted meanwhile
+    consumer.on_send_event_buffered()
+    assert len(hub.soon) == 2

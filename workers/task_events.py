@@ -15,6 +15,7 @@ event connection closes, so a warm shutdown loses none.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Final
 
 from celery import bootsteps
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 EVENT_FLUSH_DELAY_S: Final = 0.25
 """How long task events wait for company before they are published: under a person's notice in
 Flower, and longer than a short job, so that its events leave together once it has ended."""
+REARM_AFTER_S: Final = 4 * EVENT_FLUSH_DELAY_S
+"""A flush armed this long ago and not yet run is taken for lost: the next event arms another."""
 
 
 class PacedEventsConsumer(Consumer):
@@ -33,14 +36,19 @@ class PacedEventsConsumer(Consumer):
 
     hub: Any  # kombu's event loop; set by Celery (the stubs do not declare it)
     event_dispatcher: Any
-    _flush_armed = False
+    _flush_armed_at: float | None = None
 
     def on_send_event_buffered(self) -> None:  # type: ignore[override]  # the stubs' return type is wrong
         """Called by whichever thread sent an event (the consumer's, the interactive slot's, a task
-        thread); the hub's ``call_soon`` is the one call that may come from any of them."""
-        if self.hub is None or self._flush_armed:
+        thread); the hub's ``call_soon`` is the one call that may come from any of them. A flush
+        armed long ago whose timer never ran (a consumer restarted meanwhile) is armed again."""
+        if self.hub is None:
             return
-        self._flush_armed = True
+        now = time.monotonic()
+        armed_at = self._flush_armed_at
+        if armed_at is not None and now - armed_at < REARM_AFTER_S:
+            return
+        self._flush_armed_at = now
         self.hub.call_soon(self._arm_flush)
 
     def _arm_flush(self) -> None:
@@ -48,7 +56,7 @@ class PacedEventsConsumer(Consumer):
 
     def _paced_flush(self) -> None:
         # Disarmed first: an event sent during the publish arms the next flush.
-        self._flush_armed = False
+        self._flush_armed_at = None
         if self.event_dispatcher is not None:
             self.event_dispatcher.flush()
 
