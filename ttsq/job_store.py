@@ -431,7 +431,7 @@ class JobStore:
         """Objects a step is about to store: the cleanup task deletes them when the job expires, even
         if the step dies before its success write names them or before it can delete them itself."""
         if keys:
-            self._redis.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(keys, record.created_at.timestamp() + self._ttl_s))
+            self._redis.zadd(OBJECT_EXPIRY_KEY, dict.fromkeys(keys, self._objects_expire_at(record)))
 
     def schedule_objects_while_held(self, record: JobRecord, keys: Collection[str], claim: Lock) -> bool:
         """Renew ``claim`` and :meth:`schedule_objects` in one round trip (a short answer waits on it
@@ -440,8 +440,12 @@ class JobStore:
         token = claim.local.token
         if token is None or claim.timeout is None:
             return False
-        args = [token, int(claim.timeout * 1000), record.created_at.timestamp() + self._ttl_s, *keys]
+        args = [token, int(claim.timeout * 1000), self._objects_expire_at(record), *keys]
         return bool(self._schedule_while_held(keys=[claim.name, OBJECT_EXPIRY_KEY], args=args))
+
+    def _objects_expire_at(self, record: JobRecord) -> float:
+        """When the cleanup task deletes the job's objects: when the job itself expires."""
+        return record.created_at.timestamp() + self._ttl_s
 
     def step_lock(self, job_id: str, step: str, ttl_s: int) -> Lock:
         """The lock one task holds while it runs one step of a job (``entry``, ``segment:<n>``,
