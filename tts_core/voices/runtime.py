@@ -92,10 +92,15 @@ def cpu_graph(model: bytes, intra_op_threads: int, edits: Sequence[GraphEdit] = 
     """The graph a CPU session runs: ``edits`` made, then, on one or two threads, the 1-D
     convolutions that run faster so done in two dimensions (:data:`MIN_2D_CHANNELS_BY_THREADS`), all
     on one parse. ``0`` threads (ONNX Runtime's choice) counts as the cores this process may run on."""
-    threads = intra_op_threads or len(os.sched_getaffinity(0))
-    min_channels = MIN_2D_CHANNELS_BY_THREADS.get(threads)
+    min_channels = MIN_2D_CHANNELS_BY_THREADS.get(cpu_threads(intra_op_threads))
     layout = [] if min_channels is None else [partial(two_dimensional, min_out_channels=min_channels)]
     return edited(model, [*edits, *layout])
+
+
+def cpu_threads(intra_op_threads: int) -> int:
+    """The threads a CPU session of ``intra_op_threads`` runs a call on: ``0`` (ONNX Runtime's
+    choice) is the cores this process may run on."""
+    return intra_op_threads or len(os.sched_getaffinity(0))
 
 
 CUDA_OPTIONS: dict[str, str] = {"cudnn_conv_algo_search": "HEURISTIC", "use_tf32": "0"}

@@ -18,6 +18,9 @@ from tts_core.base.timing import TimedAudio, WordIds
 from tts_core.frontend.segments import PiperFrontEnd, Utterance, plan_utterances
 from tts_core.voices.alignment import alignment_output_name, file_identity, with_output
 from tts_core.voices.runtime import create_session
+from tts_core.voices.split_decoder import SplitRun, piper_probe, split_run
+
+Outputs = list[np.typing.NDArray[np.generic]]
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,16 @@ class AudioChunk:
 class Voice:
     """A Piper VITS voice with its own inference session. Create one per process, after fork."""
 
-    def __init__(self, config: VoiceConfig, session: ort.InferenceSession, alignment_output: str) -> None:
+    def __init__(
+        self, config: VoiceConfig, session: ort.InferenceSession, alignment_output: str, split: SplitRun | None = None
+    ) -> None:
+        """``split``: the graph's calls with the decoder in halves (``split_decoder``), whose encoder
+        part is then ``session``; None: ``session`` runs the whole graph."""
         self.config = config
         self._session = session
         self._alignment_output = alignment_output
         self._input_names = {i.name for i in session.get_inputs()}
+        self._split = split
 
     @classmethod
     def load(
@@ -55,8 +63,11 @@ class Voice:
             )
         except (OSError, DecodeError) as e:
             raise VoiceLoadError(f"cannot read voice model {model_path}: {e}") from e
-        session = create_session(model, device, intra_op_threads, spinning)
-        return cls(config, session, alignment_output)
+        probe = piper_probe(_id_count(config), SynthesisConfig().scales(config))
+        split = split_run(model, device, intra_op_threads, spinning, probe)
+        if split is not None:
+            return cls(config, split.session, alignment_output, split)
+        return cls(config, create_session(model, device, intra_op_threads, spinning), alignment_output)
 
     @property
     def sample_rate(self) -> int:
@@ -93,7 +104,7 @@ class Voice:
         if "sid" in self._input_names:
             feeds["sid"] = np.full(len(batch), config.speaker_id or 0, dtype=np.int64)
         try:
-            audio, frames = self._session.run(None, feeds, run_options)[:2]
+            audio, frames = self._run(feeds, run_options)[:2]
         except Exception as e:  # ORT raises its own non-Exception-hierarchy-documented errors
             raise SynthesisError(f"inference failed: {e}") from e
         id_samples = frames.reshape(len(batch), -1).astype(np.int64) * HOP_LENGTH
@@ -103,6 +114,12 @@ class Voice:
             samples = id_samples[row, : int(length)]
             timed.append(TimedAudio(flat[row, : int(samples.sum())].astype(np.float32), samples))
         return timed
+
+    def _run(self, feeds: dict[str, np.typing.NDArray[np.generic]], run_options: ort.RunOptions | None) -> Outputs:
+        if self._split is not None:
+            return self._split.run(feeds, run_options)
+        outputs: Outputs = self._session.run(None, feeds, run_options)
+        return outputs
 
     def synthesize_batch(
         self, batch: Sequence[Sequence[int]], config: SynthesisConfig, run_options: ort.RunOptions | None = None
@@ -132,3 +149,8 @@ class Voice:
     def speak(self, text: str, config: SynthesisConfig) -> PCM16:
         """The whole text as one PCM array, sentences separated by the configured pause."""
         return self.speak_ids([u.phoneme_ids for u in self.utterances(text)], config)
+
+
+def _id_count(config: VoiceConfig) -> int:
+    """One past the largest id the voice's phoneme map gives."""
+    return 1 + max(i for ids in config.phoneme_id_map.values() for i in ids)
