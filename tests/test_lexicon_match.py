@@ -7,7 +7,7 @@ import time
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tts_core.frontend.segments import iter_plain
@@ -124,10 +124,11 @@ WORDS = st.text(
 @given(words=st.lists(WORDS, min_size=1, max_size=3), case_sensitive=st.booleans())
 def test_every_grapheme_matches_its_own_spelling(words: list[str], case_sensitive: bool) -> None:
     grapheme = " ".join(words)
+    text = f"( {grapheme} )"
+    assume(text.count(grapheme) == 1)  # a grapheme ")" is said twice there: the wrapper's too
     entry = LexiconEntry((grapheme,), alias="said", case_sensitive=case_sensitive)
     for language in ("en-US", "ja"):
         matcher = LexiconMatcher([lexicon(entry, language=language)])
-        text = f"( {grapheme} )"
         assert found(matcher, text) == [(grapheme, "said")], (grapheme, language)
 
 
