@@ -8,11 +8,11 @@ reach (12 frames for the bundled voice): its output over the first half of the f
 frames and a margin of the second half, is the same as over the whole, and likewise for the second
 half. So a call on two threads runs the encoder part on both threads, then the decoder's two halves
 at once, each on a one-thread session (which also runs every convolution in two dimensions,
-``conv_layout``). In-process, a short message's decoder took 0.77 to 0.90x the time for 190 to 450
-frames (0.98x at 100, slower below; docs/PERFORMANCE.md, "The decoder in halves").
+``conv_layout``). In-process, a short message's decoder took 0.77 to 0.91x the time for 110 to 450
+frames (about the same at 90 to 100, slower below; docs/PERFORMANCE.md, "The decoder in halves").
 
 The graph is cut where the decoder's nodes read what the rest made. A graph that cannot be so cut, or
-whose halves do not give the whole's samples for a probe at load (:func:`margin_frames`), runs
+whose halves do not give the whole's samples for a probe at load (:meth:`SplitRun.find_margin`), runs
 whole, as before. The randomness (noise) is all in the encoder part, drawn once per call.
 """
 
@@ -42,9 +42,10 @@ SPLIT_THREADS: Final = 2
 """The one thread count whose sessions are split: two halves at once on two cores, as measured.
 Other counts were not measured, so their sessions run whole."""
 
-MIN_SPLIT_FRAMES: Final = 160
-"""Fewest frames (about 1.9 s of audio) whose decoder is run in halves: 0.98x the time at 100
-frames, 0.90x at 190, slower below 100 (each half also decodes its margin)."""
+MIN_SPLIT_FRAMES: Final = 112
+"""Fewest frames (about 1.3 s of audio) whose decoder is run in halves: in-process, 0.87 to 0.91x
+the time at 110 to 130 frames, 0.96 to 1.02x at 90, slower below (each half also decodes its
+margin)."""
 
 MARGINS: Final = (8, 12, 16, 24, 32, 48)
 """Margins (frames past the cut each half decodes) tried at load, smallest first; the first whose
