@@ -59,6 +59,7 @@ PROBE_IDS: Final = 100
 """Input ids of the probe at load: about 250 frames, over twice the largest margin."""
 
 PROBE_SEED: Final = 20261130
+"""Seed of the probe's ids: every load of a voice probes it alike."""
 
 
 Array = np.typing.NDArray[Any]
