@@ -90,6 +90,7 @@ def split_run(
     if margin is None:
         log.info("no margin made the decoder's halves give its whole samples; the graph runs whole")
         return None
+    log.info("the decoder runs in halves from %d frames, each with %d of the other's", MIN_SPLIT_FRAMES, margin)
     return run
 
 
